@@ -1,0 +1,195 @@
+#include "agent/recorder.h"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <ctime>
+#include <memory>
+
+#include "collectors/block_devices.h"
+#include "collectors/gpu.h"
+#include "storage/writer.h"
+
+namespace stallwatch::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t wallTimeMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t monotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+std::string hostName() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof buffer - 1) != 0) return "unknown";
+  return buffer;
+}
+
+// Sleeps until DEADLINE unless a stop signal arrives first; true means "stop".
+bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
+  while (true) {
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
+    const int sig = ::sigtimedwait(&stop_signals, nullptr, &ts);
+    if (sig > 0) {
+      spdlog::info("received signal {}, flushing and stopping", sig);
+      return true;
+    }
+    if (errno != EAGAIN && errno != EINTR) return false;
+  }
+}
+
+const char* outcomeName(collectors::Outcome o) {
+  switch (o) {
+    case collectors::Outcome::kData: return "data";
+    case collectors::Outcome::kNoData: return "no data";
+    case collectors::Outcome::kError: return "error";
+  }
+  return "?";
+}
+
+struct ActiveCollector {
+  std::unique_ptr<collectors::Collector> collector;
+  CollectorStats stats;
+  std::optional<collectors::Outcome> last_outcome;
+  std::string last_message;
+};
+
+}  // namespace
+
+RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
+  RecorderSummary summary;
+  std::vector<ActiveCollector> active;
+  std::string enabled_names;
+  collectors::GpuCollector* gpu = nullptr;
+  for (const auto& entry : collectors::collectorTable()) {
+    if (!options.enabled_collectors.count(entry.name)) continue;
+    ActiveCollector a;
+    a.collector = entry.make(options.collector_config);
+    a.stats.name = entry.name;
+    if (auto* g = dynamic_cast<collectors::GpuCollector*>(a.collector.get())) gpu = g;
+    active.push_back(std::move(a));
+    enabled_names += (enabled_names.empty() ? "" : ",") + entry.name;
+  }
+
+  auto store = storage::Store::open(options.db_path);
+  const int64_t started_ms = wallTimeMs();
+  const int64_t interval_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
+  const int64_t run_id = store->beginRun(
+      {started_ms, hostName(), STALLWATCH_VERSION, interval_ms, enabled_names});
+  storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity);
+  spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
+               interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
+
+  const bool want_devices = options.enabled_collectors.count("diskstats") > 0;
+  auto udev = collectors::makeUdevSourceFor(options.collector_config.root);
+  auto rescanDevices = [&] {
+    writer.submitDevices(collectors::scanBlockDevices(options.collector_config.root, *udev),
+                         wallTimeMs());
+  };
+  if (want_devices) rescanDevices();
+  if (gpu && gpu->gpus().empty()) spdlog::info("gpu: {}", gpu->unavailableReason());
+
+  auto collectAll = [&](const collectors::Tick& tick, collectors::SampleBatch& batch) {
+    for (auto& a : active) {
+      const auto t0 = Clock::now();
+      collectors::CollectResult r = a.collector->collect(tick, batch);
+      a.stats.total_time += Clock::now() - t0;
+      a.stats.skipped += r.skipped;
+      switch (r.outcome) {
+        case collectors::Outcome::kData: ++a.stats.data; break;
+        case collectors::Outcome::kNoData: ++a.stats.no_data; break;
+        case collectors::Outcome::kError: ++a.stats.errors; break;
+      }
+      // Log and record a change of state, not every repetition of it.
+      const bool changed = a.last_outcome != r.outcome || (r.outcome == collectors::Outcome::kError &&
+                                                           r.message != a.last_message);
+      const bool priming = !a.last_outcome && r.outcome == collectors::Outcome::kNoData &&
+                           a.stats.name != "gpu";
+      if (changed && !priming && (r.outcome != collectors::Outcome::kData || a.last_outcome)) {
+        const bool bad = r.outcome == collectors::Outcome::kError;
+        if (bad) {
+          spdlog::warn("{}: {}", a.stats.name, r.message);
+        } else {
+          spdlog::info("{}: {}{}{}", a.stats.name, outcomeName(r.outcome),
+                       r.message.empty() ? "" : ": ", r.message);
+        }
+        writer.submitEvent({tick.wall_time_ms, a.stats.name, bad ? "error" : "info",
+                            std::string(outcomeName(r.outcome)) +
+                                (r.message.empty() ? "" : ": " + r.message)});
+      }
+      if (r.skipped > 0 && r.outcome == collectors::Outcome::kData && a.stats.skipped == r.skipped) {
+        spdlog::warn("{}: skipped {} malformed value(s), first: {}", a.stats.name, r.skipped,
+                     r.message);
+      }
+      a.last_outcome = r.outcome;
+      a.last_message = r.message;
+    }
+  };
+
+  // Priming read: rates need a previous reading.
+  collectors::Tick previous{monotonicNs(), wallTimeMs()};
+  {
+    collectors::SampleBatch discard;
+    collectAll(previous, discard);
+  }
+  const auto start = Clock::now();
+  auto last_rescan = start;
+  // --duration D records the ticks that fall within D, one interval each.
+  const uint64_t last_tick =
+      options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
+                       : UINT64_MAX;
+  bool gpus_described = false;
+  uint64_t k = 0;
+  while (k < last_tick) {
+    ++k;
+    if (sleepUntil(start + k * options.interval, stop_signals)) break;
+    collectors::Tick tick{monotonicNs(), wallTimeMs()};
+    collectors::SampleBatch batch;
+    batch.wall_time_ms = tick.wall_time_ms;
+    batch.interval_seconds = static_cast<double>(tick.monotonic_ns - previous.monotonic_ns) / 1e9;
+    collectAll(tick, batch);
+    previous = tick;
+    ++summary.intervals;
+    if (gpu && !gpus_described && !batch.gpus.empty()) {
+      writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);
+      gpus_described = true;
+    }
+    writer.submit(std::move(batch));
+    // A cycle that overran (a stopped process, a loaded host) skips the ticks it missed
+    // instead of firing them back to back.
+    const auto now = Clock::now();
+    const uint64_t due = static_cast<uint64_t>((now - start) / options.interval);
+    if (due > k) {
+      summary.late_ticks += due - k;
+      k = due;
+    }
+    if (want_devices && now - last_rescan >= options.device_rescan) {
+      rescanDevices();
+      last_rescan = now;
+    }
+  }
+
+  summary.store_ok = writer.finish(wallTimeMs());
+  const auto stats = writer.stats();
+  summary.written_batches = stats.written_batches;
+  summary.dropped_batches = stats.dropped_batches;
+  for (auto& a : active) summary.collectors.push_back(a.stats);
+  return summary;
+}
+
+}  // namespace stallwatch::agent

@@ -1,0 +1,53 @@
+// The recording agent: every interval, run each enabled collector into one batch and hand it
+// to the writer thread. Ticks come from the monotonic clock; the wall clock only stamps rows.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collectors/registry.h"
+
+namespace stallwatch::agent {
+
+struct RecorderOptions {
+  std::filesystem::path db_path;
+  std::chrono::nanoseconds interval = std::chrono::seconds(1);
+  std::optional<std::chrono::nanoseconds> duration;  // none: until a stop signal
+  collectors::CollectorConfig collector_config;
+  std::set<std::string> enabled_collectors;  // names from collectors::collectorTable()
+  size_t queue_capacity = 600;
+  std::chrono::seconds device_rescan = std::chrono::seconds(60);
+};
+
+struct CollectorStats {
+  std::string name;
+  uint64_t data = 0;
+  uint64_t no_data = 0;
+  uint64_t errors = 0;
+  uint64_t skipped = 0;  // malformed lines or out-of-range values dropped
+  std::chrono::nanoseconds total_time{0};
+};
+
+struct RecorderSummary {
+  uint64_t intervals = 0;
+  uint64_t late_ticks = 0;  // ticks skipped because a cycle overran the interval
+  uint64_t written_batches = 0;
+  uint64_t dropped_batches = 0;
+  std::vector<CollectorStats> collectors;
+  bool store_ok = true;
+};
+
+// Records until the duration passes or one of STOP_SIGNALS arrives. The caller must have
+// blocked STOP_SIGNALS in every thread (sigprocmask before starting any), so that they are
+// taken here with sigtimedwait and the last interval is flushed. Throws storage::StoreError
+// when the DB cannot be opened.
+RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals);
+
+}  // namespace stallwatch::agent

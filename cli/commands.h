@@ -1,0 +1,16 @@
+// The subcommands. Each registers its options on the CLI11 app and returns the function that
+// runs it once parsing succeeded.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace stallwatch::cli {
+
+using CommandRunner = std::function<int()>;
+
+CommandRunner addRecordCommand(CLI::App& app);
+CommandRunner addDevicesCommand(CLI::App& app);
+
+}  // namespace stallwatch::cli

@@ -1,0 +1,33 @@
+// stallwatch: a storage and I/O health monitor for GPU training jobs.
+#include <spdlog/cfg/env.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
+  app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  std::map<CLI::App*, stallwatch::cli::CommandRunner> runners;
+  auto add = [&](stallwatch::cli::CommandRunner (*adder)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    auto runner = adder(app);
+    runners[app.get_subcommands({}).at(before)] = std::move(runner);
+  };
+  add(stallwatch::cli::addRecordCommand);
+  add(stallwatch::cli::addDevicesCommand);
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL overrides, as spdlog users expect
+  for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
+  return 2;
+}

@@ -1,0 +1,125 @@
+#include <signal.h>
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <memory>
+
+#include "agent/recorder.h"
+#include "cli/commands.h"
+#include "cli/duration.h"
+#include "cli/root_options.h"
+#include "storage/store.h"
+
+namespace stallwatch::cli {
+namespace {
+
+struct RecordArgs {
+  std::string db;
+  std::string interval = "1s";
+  std::string duration;
+  RootOptions root;
+  std::map<std::string, bool> collectors;
+  size_t queue_capacity = 600;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  bool gpu_pcie = true;
+  bool gpu_processes = true;
+};
+
+int runRecord(const RecordArgs& args) {
+  agent::RecorderOptions options;
+  options.db_path = args.db.empty() ? storage::defaultDatabasePath() : std::filesystem::path(args.db);
+  auto interval = parseDuration(args.interval);
+  if (!interval || interval->count() < 10'000'000) {
+    std::cerr << "stallwatch record: --interval '" << args.interval
+              << "' is not a duration of at least 10ms (examples: 500ms, 1s, 5s)\n";
+    return 2;
+  }
+  options.interval = *interval;
+  if (!args.duration.empty()) {
+    auto duration = parseDuration(args.duration);
+    if (!duration || *duration < *interval) {
+      std::cerr << "stallwatch record: --duration '" << args.duration
+                << "' is not a duration of at least one interval (examples: 10s, 30m, 2h)\n";
+      return 2;
+    }
+    options.duration = *duration;
+  }
+  options.collector_config.root = toSystemRoot(args.root);
+  options.collector_config.nvml_library = args.nvml_library;
+  options.collector_config.gpu.pcie = args.gpu_pcie;
+  options.collector_config.gpu.per_process = args.gpu_processes;
+  options.queue_capacity = args.queue_capacity;
+  for (const auto& [name, on] : args.collectors) {
+    if (on) options.enabled_collectors.insert(name);
+  }
+
+  // Block the stop signals in this thread before any other starts, so that every thread
+  // inherits the mask and the recorder alone takes them with sigtimedwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  agent::RecorderSummary summary;
+  try {
+    summary = agent::record(options, stop_signals);
+  } catch (const storage::StoreError& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  spdlog::info("recorded {} intervals to {}: {} written, {} dropped, {} late ticks",
+               summary.intervals, options.db_path.string(), summary.written_batches,
+               summary.dropped_batches, summary.late_ticks);
+  for (const auto& c : summary.collectors) {
+    const uint64_t runs = c.data + c.no_data + c.errors;
+    spdlog::info("collector {}: {} with data, {} without, {} errors, {} values skipped, "
+                 "{:.1f} us per collection",
+                 c.name, c.data, c.no_data, c.errors, c.skipped,
+                 runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs)
+                      : 0.0);
+  }
+  return summary.store_ok ? 0 : 1;
+}
+
+}  // namespace
+
+CommandRunner addRecordCommand(CLI::App& app) {
+  auto args = std::make_shared<RecordArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "record", "Sample disks, pressure and GPUs every interval into the SQLite database");
+  cmd->add_option("--db", args->db,
+                  "Database file (default: /var/lib/stallwatch/stallwatch.db as root, "
+                  "~/.local/state/stallwatch/stallwatch.db otherwise)");
+  cmd->add_option("--interval", args->interval, "Sampling interval, e.g. 500ms, 1s")
+      ->capture_default_str();
+  cmd->add_option("--duration", args->duration,
+                  "Stop after this long, e.g. 10s, 2h (default: until SIGINT/SIGTERM)");
+  cmd->add_option("--queue-capacity", args->queue_capacity,
+                  "Intervals held in memory while the database is slow; the oldest are dropped "
+                  "beyond this")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  addRootOptions(*cmd, args->root);
+  for (const auto& entry : collectors::collectorTable()) {
+    args->collectors[entry.name] = entry.enabled_by_default;
+    cmd->add_flag("--collector." + entry.name + ",!--no-collector." + entry.name,
+                  args->collectors[entry.name],
+                  entry.help + (entry.enabled_by_default ? " (on by default)" : " (off by default)"))
+        ->group("Collectors");
+  }
+  cmd->add_option("--nvml-library", args->nvml_library, "NVML library to load")
+      ->capture_default_str()
+      ->group("Collectors");
+  cmd->add_flag("--gpu-pcie,!--no-gpu-pcie", args->gpu_pcie,
+                "Read PCIe throughput (each read samples the link for about 20 ms per direction)")
+      ->group("Collectors");
+  cmd->add_flag("--gpu-processes,!--no-gpu-processes", args->gpu_processes,
+                "Read per-process GPU utilisation")
+      ->group("Collectors");
+  return [args] { return runRecord(*args); };
+}
+
+}  // namespace stallwatch::cli

@@ -1,0 +1,46 @@
+// The one interface every collector implements: a name and a collect step into a batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "collectors/samples.h"
+
+namespace stallwatch::collectors {
+
+// Three outcomes per collection: data, no data (no such file, no GPU), or an error. One
+// collector's failure never stops the others; the agent counts and logs it.
+enum class Outcome { kData, kNoData, kError };
+
+struct CollectResult {
+  Outcome outcome = Outcome::kData;
+  std::string message;  // why there is no data, or what failed
+  uint64_t skipped = 0;  // malformed lines or out-of-range values dropped this time
+
+  static CollectResult data(uint64_t skipped = 0) { return {Outcome::kData, {}, skipped}; }
+  static CollectResult noData(std::string why) { return {Outcome::kNoData, std::move(why), 0}; }
+  static CollectResult error(std::string what) { return {Outcome::kError, std::move(what), 0}; }
+};
+
+// A line a parser skipped, with its 1-based number and what was wrong with it.
+struct ParseProblem {
+  size_t line = 0;
+  std::string message;
+};
+
+struct Tick {
+  int64_t monotonic_ns = 0;  // intervals come from here, immune to wall-clock jumps
+  int64_t wall_time_ms = 0;  // what is stored as the sample's time
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual std::string_view name() const = 0;
+  // Reads the source and appends this interval's samples to `out`. The first call only
+  // primes the counters: rates need two readings.
+  virtual CollectResult collect(const Tick& tick, SampleBatch& out) = 0;
+};
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,155 @@
+#include "collectors/gpu.h"
+
+#include <algorithm>
+#include <map>
+
+namespace stallwatch::collectors {
+namespace {
+
+constexpr double kMaxPercent = 100.0;
+
+bool inPercentRange(double value) { return value >= 0.0 && value <= kMaxPercent; }
+
+}  // namespace
+
+GpuCollector::GpuCollector(std::unique_ptr<GpuDriver> driver, GpuCollectorOptions options)
+    : driver_(std::move(driver)), options_(options) {
+  auto init = driver_->init();
+  if (!init.ok()) {
+    unavailable_ = init.message;
+    return;
+  }
+  auto devices = driver_->devices();
+  if (!devices.ok()) {
+    unavailable_ = devices.message;
+    return;
+  }
+  gpus_ = std::move(devices.value);
+  state_.resize(gpus_.size());
+  if (gpus_.empty()) unavailable_ = "the NVIDIA driver reports no GPU";
+}
+
+std::optional<double> GpuCollector::utilization(uint32_t index, PerGpu& state, GpuSample& sample,
+                                                uint64_t& skipped) {
+  if (samples_supported_) {
+    auto samples = driver_->utilizationSamples(index, state.last_sample_us);
+    if (samples.ok() || samples.code == DriverCode::kNoNewData) {
+      double sum = 0;
+      uint32_t used = 0;
+      const bool first = state.last_sample_us == 0;
+      for (const auto& s : samples.value) {
+        state.last_sample_us = std::max(state.last_sample_us, s.timestamp_us);
+        if (first) continue;  // the driver's buffer reaches back before our interval
+        if (!inPercentRange(s.percent)) {
+          ++skipped;
+          ++counters_.out_of_range_values;
+          continue;
+        }
+        sum += s.percent;
+        ++used;
+      }
+      sample.utilization_sample_count = used;
+      if (used > 0) return sum / used;
+      if (!first) return std::nullopt;
+      // First interval: nothing to average yet, fall through to the instantaneous reading.
+    } else if (samples.code == DriverCode::kNotSupported) {
+      samples_supported_ = false;
+    } else {
+      return std::nullopt;
+    }
+  }
+  auto rates = driver_->utilizationRates(index);
+  if (!rates.ok()) return std::nullopt;
+  sample.utilization_sample_count = 1;
+  if (inPercentRange(rates.value.memory_percent)) {
+    sample.memory_utilization_percent = rates.value.memory_percent;
+  }
+  if (!inPercentRange(rates.value.gpu_percent)) {
+    ++skipped;
+    ++counters_.out_of_range_values;
+    return std::nullopt;
+  }
+  return rates.value.gpu_percent;
+}
+
+CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
+  if (gpus_.empty()) return CollectResult::noData(unavailable_);
+  uint64_t skipped = 0;
+  size_t reported = 0;
+  std::string problem;
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const GpuInfo& gpu = gpus_[i];
+    PerGpu& state = state_[i];
+    if (state.lost) continue;
+    GpuSample sample;
+    sample.gpu_index = gpu.index;
+    sample.uuid = gpu.uuid;
+    sample.utilization_percent = utilization(gpu.index, state, sample, skipped);
+    if (!sample.memory_utilization_percent) {
+      if (auto rates = driver_->utilizationRates(gpu.index);
+          rates.ok() && inPercentRange(rates.value.memory_percent)) {
+        sample.memory_utilization_percent = rates.value.memory_percent;
+      }
+    }
+    auto memory = driver_->memory(gpu.index);
+    if (memory.code == DriverCode::kGpuLost) {
+      state.lost = true;
+      ++counters_.lost_gpu_events;
+      problem = "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ") is lost: " + memory.message;
+      continue;
+    }
+    if (memory.ok() && memory.value.used_bytes <= memory.value.total_bytes) {
+      sample.memory_used_bytes = memory.value.used_bytes;
+      sample.memory_total_bytes = memory.value.total_bytes;
+    }
+    if (auto clock = driver_->smClockMhz(gpu.index); clock.ok()) sample.sm_clock_mhz = clock.value;
+    if (options_.pcie) {
+      if (auto tx = driver_->pcieBytesPerSecond(gpu.index, PcieDirection::kTx); tx.ok()) {
+        sample.pcie_tx_bytes_per_second = tx.value;
+      }
+      if (auto rx = driver_->pcieBytesPerSecond(gpu.index, PcieDirection::kRx); rx.ok()) {
+        sample.pcie_rx_bytes_per_second = rx.value;
+      }
+    }
+    if (options_.per_process) {
+      auto processes = driver_->processUtilization(gpu.index, state.last_process_us);
+      const bool first = state.last_process_us == 0;
+      // The driver may return several samples per process in one interval: average them.
+      struct Sums { double sm = 0, memory = 0; uint32_t sm_n = 0, memory_n = 0; };
+      std::map<uint32_t, Sums> by_pid;
+      for (const auto& p : processes.value) {
+        state.last_process_us = std::max(state.last_process_us, p.timestamp_us);
+        if (first || !processes.ok()) continue;
+        Sums& sums = by_pid[p.pid];
+        if (inPercentRange(p.sm_percent)) {
+          sums.sm += p.sm_percent;
+          ++sums.sm_n;
+        } else {
+          ++skipped;
+          ++counters_.out_of_range_values;
+        }
+        if (inPercentRange(p.memory_percent)) {
+          sums.memory += p.memory_percent;
+          ++sums.memory_n;
+        }
+      }
+      for (const auto& [pid, sums] : by_pid) {
+        GpuProcessSample ps;
+        ps.gpu_index = gpu.index;
+        ps.uuid = gpu.uuid;
+        ps.pid = pid;
+        if (sums.sm_n) ps.sm_utilization_percent = sums.sm / sums.sm_n;
+        if (sums.memory_n) ps.memory_utilization_percent = sums.memory / sums.memory_n;
+        out.gpu_processes.push_back(std::move(ps));
+      }
+    }
+    out.gpus.push_back(std::move(sample));
+    ++reported;
+  }
+  if (reported == 0) return CollectResult::error(problem.empty() ? "no GPU answered" : problem);
+  CollectResult result = CollectResult::data(skipped);
+  result.message = problem;
+  return result;
+}
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,58 @@
+// GPU collector: per GPU and interval, utilisation (the mean of the driver's sub-second
+// samples in the interval, nvmlDeviceGetSamples; nvmlDeviceGetUtilizationRates where samples
+// are not offered), memory used, SM clock, PCIe throughput, and per-process utilisation.
+// A value outside its documented range (utilisation over 100 % is a known NVML/DCGM quirk)
+// is dropped and counted, never stored.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "collectors/collector.h"
+#include "collectors/gpu_driver.h"
+
+namespace stallwatch::collectors {
+
+struct GpuCollectorOptions {
+  // nvmlDeviceGetPcieThroughput samples the link for ~20 ms inside the call, so it costs
+  // far more than the others; it can be turned off.
+  bool pcie = true;
+  bool per_process = true;
+};
+
+struct GpuCollectorCounters {
+  uint64_t out_of_range_values = 0;  // readings dropped for being outside 0..100 %
+  uint64_t lost_gpu_events = 0;
+};
+
+class GpuCollector final : public Collector {
+ public:
+  GpuCollector(std::unique_ptr<GpuDriver> driver, GpuCollectorOptions options);
+  std::string_view name() const override { return "gpu"; }
+  CollectResult collect(const Tick& tick, SampleBatch& out) override;
+
+  const GpuCollectorCounters& counters() const { return counters_; }
+  // The GPUs found at start (empty when there is no driver or no GPU).
+  const std::vector<GpuInfo>& gpus() const { return gpus_; }
+  // Why there are no GPU readings, when there are none.
+  const std::string& unavailableReason() const { return unavailable_; }
+
+ private:
+  struct PerGpu {
+    uint64_t last_sample_us = 0;
+    uint64_t last_process_us = 0;
+    bool lost = false;
+  };
+  std::optional<double> utilization(uint32_t index, PerGpu& state, GpuSample& sample,
+                                    uint64_t& skipped);
+
+  std::unique_ptr<GpuDriver> driver_;
+  GpuCollectorOptions options_;
+  GpuCollectorCounters counters_;
+  std::vector<GpuInfo> gpus_;
+  std::vector<PerGpu> state_;
+  std::string unavailable_;
+  bool samples_supported_ = true;
+};
+
+}  // namespace stallwatch::collectors

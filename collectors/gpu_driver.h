@@ -1,0 +1,80 @@
+// The narrow interface between the GPU collector and the driver: the real one is NVML loaded
+// with dlopen (nvml_driver.cpp), tests use a fake. Values come back raw, as the driver gives
+// them; range checks are the collector's job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallwatch::collectors {
+
+enum class DriverCode {
+  kOk,
+  kNotSupported,  // this GPU or driver does not offer the reading
+  kNoNewData,     // no samples since the timestamp asked for
+  kGpuLost,       // the GPU fell off the bus
+  kError,
+};
+
+template <typename T>
+struct DriverResult {
+  DriverCode code = DriverCode::kError;
+  T value{};
+  std::string message;
+  bool ok() const { return code == DriverCode::kOk; }
+};
+
+struct GpuInfo {
+  uint32_t index = 0;
+  std::string uuid;
+  std::string name;
+};
+
+struct GpuUtilizationSample {
+  uint64_t timestamp_us = 0;
+  double percent = 0;  // as the driver reported it, possibly out of range
+};
+
+struct GpuMemory {
+  uint64_t total_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+struct GpuRates {
+  uint32_t gpu_percent = 0;
+  uint32_t memory_percent = 0;
+};
+
+struct GpuProcessUtilization {
+  uint32_t pid = 0;
+  uint64_t timestamp_us = 0;
+  uint32_t sm_percent = 0;
+  uint32_t memory_percent = 0;
+};
+
+enum class PcieDirection { kTx, kRx };
+
+class GpuDriver {
+ public:
+  virtual ~GpuDriver() = default;
+  // Loads and initialises the driver. kNotSupported means no driver on this host.
+  virtual DriverResult<bool> init() = 0;
+  virtual DriverResult<std::vector<GpuInfo>> devices() = 0;
+  // Utilisation samples newer than SINCE_US (0: whatever the driver buffers).
+  virtual DriverResult<std::vector<GpuUtilizationSample>> utilizationSamples(uint32_t index,
+                                                                             uint64_t since_us) = 0;
+  virtual DriverResult<GpuRates> utilizationRates(uint32_t index) = 0;
+  virtual DriverResult<GpuMemory> memory(uint32_t index) = 0;
+  virtual DriverResult<uint32_t> smClockMhz(uint32_t index) = 0;
+  virtual DriverResult<uint64_t> pcieBytesPerSecond(uint32_t index, PcieDirection direction) = 0;
+  virtual DriverResult<std::vector<GpuProcessUtilization>> processUtilization(
+      uint32_t index, uint64_t since_us) = 0;
+};
+
+// NVML through dlopen("libnvidia-ml.so.1"); PATH overrides the library name (tests, odd installs).
+std::unique_ptr<GpuDriver> makeNvmlDriver(std::string library = "libnvidia-ml.so.1");
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,49 @@
+// /proc/<pid>/mountinfo: which device holds which mount point.
+// Source: Documentation/filesystems/proc.rst, section 3.5:
+//   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//   (1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
+// (7) is zero or more optional fields ended by the "-" separator. Paths escape space, tab,
+// newline and backslash as octal (\040, \011, \012, \134).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectors/collector.h"
+#include "collectors/system_root.h"
+
+namespace stallwatch::collectors {
+
+struct MountInfo {
+  uint32_t mount_id = 0;
+  uint32_t parent_id = 0;
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  std::string root;         // path inside the filesystem that is mounted (bind mounts)
+  std::string mount_point;  // unescaped
+  std::string options;
+  std::string fs_type;
+  std::string source;       // e.g. /dev/nvme0n1p2, or "none"
+  std::string super_options;
+};
+
+struct MountinfoParse {
+  std::vector<MountInfo> mounts;
+  std::vector<ParseProblem> skipped;
+};
+
+// Pure: parses mountinfo text.
+MountinfoParse parseMountinfo(std::string_view text);
+
+// Undoes the kernel's octal escapes in a mountinfo path.
+std::string unescapeMountPath(std::string_view path);
+
+// The agent's own view (ROOT/proc/self/mountinfo; ROOT/proc/1/mountinfo where a fixture tree
+// has no self link). nullopt if neither can be read.
+std::optional<MountinfoParse> readMountinfo(const SystemRoot& root);
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,116 @@
+#include "collectors/proc_file.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace stallwatch::collectors {
+namespace {
+
+constexpr size_t kReadChunkBytes = 16 * 1024;
+// Kernel text files are small; refuse to grow without bound on something that is not.
+constexpr size_t kMaxFileBytes = 16 * 1024 * 1024;
+
+std::string errnoText(const std::filesystem::path& path, const char* what) {
+  return std::string(what) + " " + path.string() + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+ProcFile::ProcFile(std::filesystem::path path) : path_(std::move(path)) {}
+
+ProcFile::~ProcFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ProcFile::ProcFile(ProcFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      keep_open_(other.keep_open_) {}
+
+ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    keep_open_ = other.keep_open_;
+  }
+  return *this;
+}
+
+bool ProcFile::read(std::string& out, std::string& error) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fd_ < 0) {
+      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) {
+        error = errnoText(path_, "cannot open");
+        return false;
+      }
+      struct statfs fs {};
+      keep_open_ = ::fstatfs(fd_, &fs) == 0 &&
+                   (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+    }
+    out.clear();
+    off_t offset = 0;
+    bool failed = false;
+    while (true) {
+      const size_t old_size = out.size();
+      out.resize(old_size + kReadChunkBytes);
+      const ssize_t n = ::pread(fd_, out.data() + old_size, kReadChunkBytes, offset);
+      if (n < 0) {
+        if (errno == EINTR) {
+          out.resize(old_size);
+          continue;
+        }
+        out.resize(old_size);
+        failed = true;
+        break;
+      }
+      out.resize(old_size + static_cast<size_t>(n));
+      if (n == 0) break;
+      offset += n;
+      if (out.size() > kMaxFileBytes) {
+        error = path_.string() + " is larger than " + std::to_string(kMaxFileBytes) + " bytes";
+        return false;
+      }
+    }
+    if (!failed) {
+      // Only kernel pseudo-files regenerate on pread from 0; a regular file (a fixture tree,
+      // a replay) may be replaced by rename, so it is opened afresh each time.
+      if (!keep_open_) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+      return true;
+    }
+    // The file may have been replaced (device removed, fixture rewritten): reopen once.
+    error = errnoText(path_, "cannot read");
+    ::close(fd_);
+    fd_ = -1;
+  }
+  return false;
+}
+
+std::optional<std::string> readTextFile(const std::filesystem::path& path) {
+  ProcFile file(path);
+  std::string content;
+  std::string error;
+  if (!file.read(content, error)) return std::nullopt;
+  return content;
+}
+
+std::optional<std::string> readAttribute(const std::filesystem::path& path) {
+  auto text = readTextFile(path);
+  if (!text) return std::nullopt;
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ' || text->back() == '\0')) {
+    text->pop_back();
+  }
+  return text;
+}
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,73 @@
+// What the collectors emit once per interval and the storage writes: one SampleBatch per tick.
+// Rates and shares are per interval; a value that cannot exist for the interval (an await
+// with no I/O, a GPU that gave no reading) is std::nullopt and lands in the DB as NULL.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallwatch::collectors {
+
+// iostat -x's per-device figures for one interval (sysstat's definitions).
+struct DiskRates {
+  double reads_per_second = 0;
+  double writes_per_second = 0;
+  double read_bytes_per_second = 0;
+  double write_bytes_per_second = 0;
+  std::optional<double> r_await_ms;  // Δ ms reading / Δ reads completed; none without reads
+  std::optional<double> w_await_ms;
+  std::optional<double> discards_per_second;  // kernels 4.18+
+  std::optional<double> d_await_ms;
+  std::optional<double> flushes_per_second;  // kernels 5.5+
+  std::optional<double> f_await_ms;
+  double aqu_sz = 0;        // Δ weighted ms / Δ ms elapsed
+  double util_percent = 0;  // Δ io_ticks / Δ ms elapsed; not meaningful for parallel devices
+};
+
+struct DiskSample {
+  std::string device;
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  DiskRates rates;
+  uint64_t in_flight = 0;  // requests in flight at the end of the interval
+};
+
+struct PressureSample {
+  std::string resource;  // "io", "cpu", "memory"
+  std::optional<double> some_ratio;  // share of the interval in which some task stalled
+  std::optional<double> full_ratio;  // share in which all non-idle tasks stalled
+};
+
+struct GpuSample {
+  uint32_t gpu_index = 0;
+  std::string uuid;
+  std::optional<double> utilization_percent;  // mean of the driver's samples in the interval
+  uint32_t utilization_sample_count = 0;
+  std::optional<double> memory_utilization_percent;
+  std::optional<uint64_t> memory_used_bytes;
+  std::optional<uint64_t> memory_total_bytes;
+  std::optional<uint32_t> sm_clock_mhz;
+  std::optional<uint64_t> pcie_tx_bytes_per_second;
+  std::optional<uint64_t> pcie_rx_bytes_per_second;
+};
+
+struct GpuProcessSample {
+  uint32_t gpu_index = 0;
+  std::string uuid;
+  uint32_t pid = 0;
+  std::optional<double> sm_utilization_percent;
+  std::optional<double> memory_utilization_percent;
+};
+
+struct SampleBatch {
+  int64_t wall_time_ms = 0;     // end of the interval, Unix epoch milliseconds
+  double interval_seconds = 0;  // measured on the monotonic clock
+  std::vector<DiskSample> disks;
+  std::vector<PressureSample> pressure;
+  std::vector<GpuSample> gpus;
+  std::vector<GpuProcessSample> gpu_processes;
+};
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,58 @@
+// Small helpers for splitting kernel text without allocating: fields are separated by runs of
+// spaces or tabs, numbers are unsigned decimal. Shared by the /proc and /sys parsers.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace stallwatch::collectors {
+
+// Calls fn(line, line_number) for each line (1-based), without the newline.
+template <typename Fn>
+void forEachLine(std::string_view text, Fn&& fn) {
+  size_t line_number = 0;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    fn(line, ++line_number);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+}
+
+// Splits on spaces and tabs into at most N fields; returns how many it found (it stops
+// counting at N + 1, so a caller can tell "too many").
+template <size_t N>
+size_t splitFields(std::string_view line, std::string_view (&fields)[N]) {
+  size_t count = 0;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i >= line.size()) break;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (count == N) return N + 1;
+    fields[count++] = line.substr(start, i - start);
+  }
+  return count;
+}
+
+inline std::optional<uint64_t> parseUnsigned(std::string_view token) {
+  uint64_t value = 0;
+  const auto* end = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(token.data(), end, value);
+  if (ec != std::errc() || ptr != end || token.empty()) return std::nullopt;
+  return value;
+}
+
+inline std::optional<double> parseDouble(std::string_view token) {
+  double value = 0;
+  const auto* end = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(token.data(), end, value);
+  if (ec != std::errc() || ptr != end || token.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace stallwatch::collectors

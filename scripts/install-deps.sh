@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs stallwatch's build, test and benchmark dependencies from Debian 12's packages.
+# Idempotent: packages already present are left as they are. Needs root (or sudo).
+set -euo pipefail
+
+build_deps=(
+  cmake g++ pkg-config make
+  libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
+  libatasmart-dev libnvme-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev
+)
+# Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio.
+test_deps=(sqlite3 sysstat fio python3)
+
+want=("${build_deps[@]}" "${test_deps[@]}")
+if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

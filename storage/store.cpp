@@ -1,0 +1,366 @@
+#include "storage/store.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+#include "storage/schema_sql.h"
+
+namespace fs = std::filesystem;
+
+namespace stallwatch::storage {
+namespace {
+
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+// Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
+const Migration kMigrations[] = {
+    {1, kSchemaV1Sql},
+};
+
+template <typename T>
+void bindOptional(SQLite::Statement& st, int index, const std::optional<T>& value) {
+  if (value) {
+    if constexpr (std::is_floating_point_v<T>) {
+      st.bind(index, static_cast<double>(*value));
+    } else {
+      st.bind(index, static_cast<int64_t>(*value));
+    }
+  } else {
+    st.bind(index);  // NULL
+  }
+}
+
+void bindText(SQLite::Statement& st, int index, const std::string& value) {
+  if (value.empty()) {
+    st.bind(index);
+  } else {
+    st.bind(index, value);
+  }
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += ',';
+    out += p;
+  }
+  return out;
+}
+
+// Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
+// files 0644 less the umask, never leaves the history readable by everyone. WAL and SHM
+// files take the DB file's mode.
+void prepareFile(const fs::path& path) {
+  std::error_code ec;
+  const fs::path parent = path.parent_path();
+  if (!parent.empty() && !fs::exists(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) {
+      throw StoreError("cannot create directory " + parent.string() + ": " + ec.message());
+    }
+    fs::permissions(parent, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
+                    ec);
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw StoreError("cannot open " + path.string() + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+Store::Store(const fs::path& path, int busy_timeout_ms)
+    : db_(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_timeout_ms) {}
+
+std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
+  prepareFile(path);
+  std::unique_ptr<Store> store;
+  try {
+    store.reset(new Store(path, busy_timeout_ms));
+    // The first real read is where SQLite notices a file that is not a database.
+    store->db_.exec("PRAGMA journal_mode=WAL");
+    store->db_.exec("PRAGMA synchronous=NORMAL");
+    store->migrate();
+  } catch (const SQLite::Exception& e) {
+    throw StoreError(path.string() + " is not a usable stallwatch database: " + e.what());
+  }
+  auto& db = store->db_;
+  store->insert_disk_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO disk_samples (ts_ms, device_id, interval_ms, reads_per_second, "
+      "writes_per_second, read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
+      "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, util_percent, "
+      "in_flight) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  store->insert_pressure_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO pressure_samples (ts_ms, interval_ms, resource, some_ratio, full_ratio) "
+      "VALUES (?,?,?,?,?)");
+  store->insert_gpu_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO gpu_samples (ts_ms, gpu_id, interval_ms, utilization_percent, "
+      "utilization_sample_count, memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
+      "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second) VALUES (?,?,?,?,?,?,?,?,?,?)");
+  store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO gpu_process_samples (ts_ms, gpu_id, pid, sm_utilization_percent, "
+      "memory_utilization_percent) VALUES (?,?,?,?,?)");
+  return store;
+}
+
+int Store::schemaVersion() { return db_.execAndGet("PRAGMA user_version").getInt(); }
+
+void Store::migrate() {
+  const int current = schemaVersion();
+  if (current > kSchemaVersion) {
+    throw StoreError("the database has schema version " + std::to_string(current) +
+                     ", newer than this stallwatch understands (" +
+                     std::to_string(kSchemaVersion) + "); use a newer stallwatch");
+  }
+  for (const Migration& m : kMigrations) {
+    if (m.version <= current) continue;
+    SQLite::Transaction tx(db_);
+    db_.exec(m.sql);
+    db_.exec("PRAGMA user_version = " + std::to_string(m.version));
+    tx.commit();
+  }
+}
+
+int64_t Store::beginRun(const RunInfo& run) {
+  SQLite::Statement st(db_,
+                       "INSERT INTO runs (started_ms, hostname, version, interval_ms, collectors) "
+                       "VALUES (?,?,?,?,?)");
+  st.bind(1, run.started_ms);
+  st.bind(2, run.hostname);
+  st.bind(3, run.version);
+  st.bind(4, run.interval_ms);
+  st.bind(5, run.collectors);
+  st.exec();
+  return db_.getLastInsertRowid();
+}
+
+void Store::endRun(int64_t run_id, int64_t ended_ms, uint64_t dropped_batches) {
+  SQLite::Transaction tx(db_);
+  SQLite::Statement st(db_, "UPDATE runs SET ended_ms = ?, dropped_batches = ? WHERE run_id = ?");
+  st.bind(1, ended_ms);
+  st.bind(2, static_cast<int64_t>(dropped_batches));
+  st.bind(3, run_id);
+  st.exec();
+  SQLite::Statement touch(db_, "UPDATE block_devices SET last_seen_ms = ? WHERE device_id = ?");
+  for (const auto& [key, id] : device_ids_) {
+    touch.bind(1, ended_ms);
+    touch.bind(2, id);
+    touch.exec();
+    touch.reset();
+  }
+  tx.commit();
+}
+
+int64_t Store::deviceId(const std::string& name, uint32_t major, uint32_t minor, int64_t seen_ms) {
+  auto key = std::make_tuple(name, major, minor);
+  if (auto it = device_ids_.find(key); it != device_ids_.end()) return it->second;
+  SQLite::Statement st(db_,
+                       "INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
+                       "VALUES (?,?,?,?,?) ON CONFLICT (name, major, minor) DO UPDATE SET "
+                       "last_seen_ms = excluded.last_seen_ms RETURNING device_id");
+  st.bind(1, name);
+  st.bind(2, static_cast<int64_t>(major));
+  st.bind(3, static_cast<int64_t>(minor));
+  st.bind(4, seen_ms);
+  st.bind(5, seen_ms);
+  st.executeStep();
+  const int64_t id = st.getColumn(0).getInt64();
+  device_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+void Store::upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms) {
+  SQLite::Transaction tx(db_);
+  SQLite::Statement st(
+      db_,
+      "UPDATE block_devices SET kind=?, parent=?, slaves=?, dm_name=?, backing_file=?, "
+      "backing_device=?, physical=?, model=?, serial=?, wwn=?, transport=?, rotational=?, "
+      "size_bytes=?, last_seen_ms=? WHERE device_id=?");
+  SQLite::Statement mount(
+      db_,
+      "INSERT INTO mounts (device_id, mount_point, fs_type, source, first_seen_ms, last_seen_ms) "
+      "VALUES (?,?,?,?,?,?) ON CONFLICT (device_id, mount_point) DO UPDATE SET "
+      "fs_type=excluded.fs_type, source=excluded.source, last_seen_ms=excluded.last_seen_ms");
+  for (const auto& d : tree.devices) {
+    if (!d.major || !d.minor) continue;  // without a device number it cannot be matched
+    const int64_t id = deviceId(d.name, *d.major, *d.minor, seen_ms);
+    st.bind(1, collectors::toString(d.kind));
+    bindText(st, 2, d.parent);
+    bindText(st, 3, join(d.slaves));
+    bindText(st, 4, d.dm_name);
+    bindText(st, 5, d.backing_file);
+    bindText(st, 6, d.backing_device);
+    bindText(st, 7, join(tree.physicalDevices(d.name)));
+    bindText(st, 8, d.identity.model);
+    bindText(st, 9, d.identity.serial);
+    bindText(st, 10, d.identity.wwn);
+    bindText(st, 11, d.identity.transport);
+    if (d.identity.rotational) {
+      st.bind(12, *d.identity.rotational ? 1 : 0);
+    } else {
+      st.bind(12);
+    }
+    bindOptional(st, 13, d.identity.size_bytes);
+    st.bind(14, seen_ms);
+    st.bind(15, id);
+    st.exec();
+    st.reset();
+    for (const auto& m : d.mounts) {
+      mount.bind(1, id);
+      mount.bind(2, m.mount_point);
+      mount.bind(3, m.fs_type);
+      mount.bind(4, m.source);
+      mount.bind(5, seen_ms);
+      mount.bind(6, seen_ms);
+      mount.exec();
+      mount.reset();
+    }
+  }
+  tx.commit();
+}
+
+int64_t Store::gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms) {
+  const std::string key = uuid.empty() ? "index:" + std::to_string(index) : uuid;
+  if (auto it = gpu_ids_.find(key); it != gpu_ids_.end()) return it->second;
+  SQLite::Statement st(db_,
+                       "INSERT INTO gpus (uuid, gpu_index, first_seen_ms, last_seen_ms) "
+                       "VALUES (?,?,?,?) ON CONFLICT (uuid) DO UPDATE SET "
+                       "gpu_index = excluded.gpu_index, last_seen_ms = excluded.last_seen_ms "
+                       "RETURNING gpu_id");
+  st.bind(1, key);
+  st.bind(2, static_cast<int64_t>(index));
+  st.bind(3, seen_ms);
+  st.bind(4, seen_ms);
+  st.executeStep();
+  const int64_t id = st.getColumn(0).getInt64();
+  gpu_ids_.emplace(key, id);
+  return id;
+}
+
+void Store::upsertGpus(const std::vector<collectors::GpuInfo>& gpus,
+                       const std::vector<collectors::GpuSample>& memory_hint, int64_t seen_ms) {
+  SQLite::Transaction tx(db_);
+  SQLite::Statement st(db_, "UPDATE gpus SET name = ?, memory_total_bytes = ? WHERE gpu_id = ?");
+  for (const auto& g : gpus) {
+    const int64_t id = gpuId(g.index, g.uuid, seen_ms);
+    bindText(st, 1, g.name);
+    std::optional<uint64_t> total;
+    for (const auto& s : memory_hint) {
+      if (s.gpu_index == g.index) total = s.memory_total_bytes;
+    }
+    bindOptional(st, 2, total);
+    st.bind(3, id);
+    st.exec();
+    st.reset();
+  }
+  tx.commit();
+}
+
+void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
+  SQLite::Transaction tx(db_);
+  for (const auto& b : batches) {
+    const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);
+    for (const auto& d : b.disks) {
+      auto& st = *insert_disk_;
+      const auto& r = d.rates;
+      st.bind(1, b.wall_time_ms);
+      st.bind(2, deviceId(d.device, d.major, d.minor, b.wall_time_ms));
+      st.bind(3, interval_ms);
+      st.bind(4, r.reads_per_second);
+      st.bind(5, r.writes_per_second);
+      st.bind(6, r.read_bytes_per_second);
+      st.bind(7, r.write_bytes_per_second);
+      bindOptional(st, 8, r.r_await_ms);
+      bindOptional(st, 9, r.w_await_ms);
+      bindOptional(st, 10, r.discards_per_second);
+      bindOptional(st, 11, r.d_await_ms);
+      bindOptional(st, 12, r.flushes_per_second);
+      bindOptional(st, 13, r.f_await_ms);
+      st.bind(14, r.aqu_sz);
+      st.bind(15, r.util_percent);
+      st.bind(16, static_cast<int64_t>(d.in_flight));
+      st.exec();
+      st.reset();
+    }
+    for (const auto& p : b.pressure) {
+      auto& st = *insert_pressure_;
+      st.bind(1, b.wall_time_ms);
+      st.bind(2, interval_ms);
+      st.bind(3, p.resource);
+      bindOptional(st, 4, p.some_ratio);
+      bindOptional(st, 5, p.full_ratio);
+      st.exec();
+      st.reset();
+    }
+    for (const auto& g : b.gpus) {
+      auto& st = *insert_gpu_;
+      st.bind(1, b.wall_time_ms);
+      st.bind(2, gpuId(g.gpu_index, g.uuid, b.wall_time_ms));
+      st.bind(3, interval_ms);
+      bindOptional(st, 4, g.utilization_percent);
+      st.bind(5, static_cast<int64_t>(g.utilization_sample_count));
+      bindOptional(st, 6, g.memory_utilization_percent);
+      bindOptional(st, 7, g.memory_used_bytes);
+      bindOptional(st, 8, g.sm_clock_mhz);
+      bindOptional(st, 9, g.pcie_tx_bytes_per_second);
+      bindOptional(st, 10, g.pcie_rx_bytes_per_second);
+      st.exec();
+      st.reset();
+    }
+    for (const auto& p : b.gpu_processes) {
+      auto& st = *insert_gpu_process_;
+      st.bind(1, b.wall_time_ms);
+      st.bind(2, gpuId(p.gpu_index, p.uuid, b.wall_time_ms));
+      st.bind(3, static_cast<int64_t>(p.pid));
+      bindOptional(st, 4, p.sm_utilization_percent);
+      bindOptional(st, 5, p.memory_utilization_percent);
+      st.exec();
+      st.reset();
+    }
+  }
+  tx.commit();
+}
+
+void Store::writeEvent(int64_t run_id, const AgentEvent& event) {
+  SQLite::Statement st(db_,
+                       "INSERT INTO agent_events (ts_ms, run_id, source, level, message) "
+                       "VALUES (?,?,?,?,?)");
+  st.bind(1, event.ts_ms);
+  if (run_id > 0) {
+    st.bind(2, run_id);
+  } else {
+    st.bind(2);
+  }
+  st.bind(3, event.source);
+  st.bind(4, event.level);
+  st.bind(5, event.message);
+  st.exec();
+}
+
+fs::path defaultDatabasePath() {
+  if (::geteuid() == 0) return "/var/lib/stallwatch/stallwatch.db";
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {
+    return fs::path(state) / "stallwatch" / "stallwatch.db";
+  }
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    if (const passwd* pw = ::getpwuid(::geteuid())) home = pw->pw_dir;
+  }
+  return fs::path(home ? home : ".") / ".local" / "state" / "stallwatch" / "stallwatch.db";
+}
+
+}  // namespace stallwatch::storage

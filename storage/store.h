@@ -1,0 +1,84 @@
+// The SQLite store: schema, migrations and the statements the writer uses. One Store is used
+// by one thread (the writer's); readers open their own connection. WAL mode lets the sqlite3
+// shell and `stallwatch report` read while the agent writes.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collectors/block_devices.h"
+#include "collectors/gpu_driver.h"
+#include "collectors/samples.h"
+
+namespace stallwatch::storage {
+
+inline constexpr int kSchemaVersion = 1;
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunInfo {
+  int64_t started_ms = 0;
+  std::string hostname;
+  std::string version;
+  int64_t interval_ms = 0;
+  std::string collectors;
+};
+
+struct AgentEvent {
+  int64_t ts_ms = 0;
+  std::string source;
+  std::string level;  // info, warning, error
+  std::string message;
+};
+
+class Store {
+ public:
+  // Opens or creates the DB (mode 0600 when created, parent directory created 0750), sets
+  // WAL, and migrates it to kSchemaVersion. Throws StoreError with a clear message on a file
+  // that is not a stallwatch DB, is corrupt, or was written by a newer schema.
+  static std::unique_ptr<Store> open(const std::filesystem::path& path, int busy_timeout_ms = 5000);
+
+  SQLite::Database& db() { return db_; }
+  int schemaVersion();
+
+  int64_t beginRun(const RunInfo& run);
+  void endRun(int64_t run_id, int64_t ended_ms, uint64_t dropped_batches);
+  void upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms);
+  void upsertGpus(const std::vector<collectors::GpuInfo>& gpus,
+                  const std::vector<collectors::GpuSample>& memory_hint, int64_t seen_ms);
+  // Writes all batches in one transaction.
+  void writeBatches(const std::vector<collectors::SampleBatch>& batches);
+  void writeEvent(int64_t run_id, const AgentEvent& event);
+
+ private:
+  Store(const std::filesystem::path& path, int busy_timeout_ms);
+  void migrate();
+  int64_t deviceId(const std::string& name, uint32_t major, uint32_t minor, int64_t seen_ms);
+  int64_t gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms);
+
+  SQLite::Database db_;
+  std::unique_ptr<SQLite::Statement> insert_disk_;
+  std::unique_ptr<SQLite::Statement> insert_pressure_;
+  std::unique_ptr<SQLite::Statement> insert_gpu_;
+  std::unique_ptr<SQLite::Statement> insert_gpu_process_;
+  std::unique_ptr<SQLite::Statement> touch_device_;
+  std::map<std::tuple<std::string, uint32_t, uint32_t>, int64_t> device_ids_;
+  std::map<std::string, int64_t> gpu_ids_;
+};
+
+// Where the DB lives unless --db says otherwise: /var/lib/stallwatch/stallwatch.db for root,
+// $XDG_STATE_HOME/stallwatch/stallwatch.db (default ~/.local/state) for anyone else.
+std::filesystem::path defaultDatabasePath();
+
+}  // namespace stallwatch::storage

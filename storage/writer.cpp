@@ -1,0 +1,154 @@
+#include "storage/writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace stallwatch::storage {
+namespace {
+
+constexpr size_t kMaxQueuedEvents = 1000;
+constexpr auto kRetryDelay = std::chrono::seconds(1);
+
+}  // namespace
+
+SampleWriter::SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity)
+    : store_(std::move(store)), run_id_(run_id), capacity_(capacity == 0 ? 1 : capacity) {
+  thread_ = std::thread([this] { run(); });
+}
+
+SampleWriter::~SampleWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SampleWriter::submit(collectors::SampleBatch batch) {
+  {
+    std::lock_guard lock(mutex_);
+    while (batches_.size() >= capacity_) {
+      batches_.pop_front();
+      ++stats_.dropped_batches;
+    }
+    batches_.push_back(std::move(batch));
+  }
+  wake_.notify_one();
+}
+
+void SampleWriter::submitDevices(collectors::DeviceTree tree, int64_t seen_ms) {
+  {
+    std::lock_guard lock(mutex_);
+    devices_.emplace(std::move(tree), seen_ms);
+  }
+  wake_.notify_one();
+}
+
+void SampleWriter::submitGpus(std::vector<collectors::GpuInfo> gpus,
+                              std::vector<collectors::GpuSample> memory_hint, int64_t seen_ms) {
+  {
+    std::lock_guard lock(mutex_);
+    gpus_ = GpuSnapshot{std::move(gpus), std::move(memory_hint), seen_ms};
+  }
+  wake_.notify_one();
+}
+
+void SampleWriter::submitEvent(AgentEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (events_.size() >= kMaxQueuedEvents) events_.pop_front();
+    events_.push_back(std::move(event));
+  }
+  wake_.notify_one();
+}
+
+WriterStats SampleWriter::stats() const {
+  std::lock_guard lock(mutex_);
+  WriterStats s = stats_;
+  s.queue_depth = batches_.size();
+  return s;
+}
+
+// Takes what is queued, writes it with the lock released, and puts it back on failure so
+// that a full disk or a locked DB costs a retry, not the data (up to the queue's capacity).
+bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
+  std::vector<collectors::SampleBatch> batches(std::make_move_iterator(batches_.begin()),
+                                               std::make_move_iterator(batches_.end()));
+  batches_.clear();
+  std::deque<AgentEvent> events;
+  events.swap(events_);
+  auto devices = std::move(devices_);
+  devices_.reset();
+  auto gpus = std::move(gpus_);
+  gpus_.reset();
+  lock.unlock();
+
+  bool ok = true;
+  try {
+    if (devices) store_->upsertDevices(devices->first, devices->second);
+    if (gpus) store_->upsertGpus(gpus->gpus, gpus->hint, gpus->seen_ms);
+    if (!batches.empty()) store_->writeBatches(batches);
+    for (const auto& e : events) store_->writeEvent(run_id_, e);
+  } catch (const std::exception& e) {
+    ok = false;
+    spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
+  }
+
+  lock.lock();
+  if (ok) {
+    stats_.written_batches += batches.size();
+    return true;
+  }
+  ++stats_.failed_writes;
+  // Put back what failed, older than anything queued meanwhile, within the capacity.
+  for (auto it = batches.rbegin(); it != batches.rend(); ++it) batches_.push_front(std::move(*it));
+  while (batches_.size() > capacity_) {
+    batches_.pop_front();
+    ++stats_.dropped_batches;
+  }
+  if (!devices_ && devices) devices_ = std::move(devices);
+  if (!gpus_ && gpus) gpus_ = std::move(gpus);
+  return false;
+}
+
+void SampleWriter::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [this] {
+      return stopping_ || !batches_.empty() || !events_.empty() || devices_ || gpus_;
+    });
+    if (stopping_) break;
+    if (!writePending(lock)) {
+      wake_.wait_for(lock, kRetryDelay, [this] { return stopping_; });
+      if (stopping_) break;
+    }
+  }
+}
+
+bool SampleWriter::finish(int64_t ended_ms) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::unique_lock lock(mutex_);
+  bool ok = writePending(lock);
+  if (!ok) {
+    stats_.dropped_batches += batches_.size();
+    batches_.clear();
+  }
+  const uint64_t dropped = stats_.dropped_batches;
+  lock.unlock();
+  try {
+    store_->endRun(run_id_, ended_ms, dropped);
+  } catch (const std::exception& e) {
+    spdlog::error("writer: cannot close the run in the database: {}", e.what());
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,71 @@
+// The single writer thread. Sampling hands batches over with submit(), which never waits on
+// the database: the disk holding the DB may be the one that is stalling. The queue is
+// bounded; when the writer falls behind, the oldest batches are dropped and counted.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "storage/store.h"
+
+namespace stallwatch::storage {
+
+struct WriterStats {
+  uint64_t written_batches = 0;
+  uint64_t dropped_batches = 0;
+  uint64_t failed_writes = 0;  // transactions that failed and were retried
+  size_t queue_depth = 0;
+};
+
+class SampleWriter {
+ public:
+  // CAPACITY is in batches (intervals): 600 holds ten minutes at one-second sampling.
+  SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity = 600);
+  ~SampleWriter();
+  SampleWriter(const SampleWriter&) = delete;
+  SampleWriter& operator=(const SampleWriter&) = delete;
+
+  void submit(collectors::SampleBatch batch);
+  // Device and GPU descriptions: the newest replaces any not yet written.
+  void submitDevices(collectors::DeviceTree tree, int64_t seen_ms);
+  void submitGpus(std::vector<collectors::GpuInfo> gpus,
+                  std::vector<collectors::GpuSample> memory_hint, int64_t seen_ms);
+  void submitEvent(AgentEvent event);
+
+  // Writes everything still queued, closes the run and stops the thread. Returns false if
+  // the final writes failed (the data that could not be written is counted as dropped).
+  bool finish(int64_t ended_ms);
+
+  WriterStats stats() const;
+
+ private:
+  void run();
+  bool writePending(std::unique_lock<std::mutex>& lock);
+
+  std::unique_ptr<Store> store_;
+  const int64_t run_id_;
+  const size_t capacity_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<collectors::SampleBatch> batches_;
+  std::deque<AgentEvent> events_;
+  std::optional<std::pair<collectors::DeviceTree, int64_t>> devices_;
+  struct GpuSnapshot {
+    std::vector<collectors::GpuInfo> gpus;
+    std::vector<collectors::GpuSample> hint;
+    int64_t seen_ms;
+  };
+  std::optional<GpuSnapshot> gpus_;
+  bool stopping_ = false;
+  WriterStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,218 @@
+#include "collectors/diskstats.h"
+
+#include <gtest/gtest.h>
+
+#include "collectors/proc_file.h"
+#include "correlator/counter_rates.h"
+#include "test_support.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+struct ParseCase {
+  const char* name;
+  const char* text;
+  size_t devices;
+  size_t skipped;
+};
+
+class DiskstatsParseTable : public ::testing::TestWithParam<ParseCase> {};
+
+TEST_P(DiskstatsParseTable, CountsDevicesAndSkips) {
+  const ParseCase& c = GetParam();
+  const DiskstatsParse parsed = parseDiskstats(c.text);
+  EXPECT_EQ(parsed.devices.size(), c.devices) << c.name;
+  EXPECT_EQ(parsed.skipped.size(), c.skipped) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, DiskstatsParseTable,
+    ::testing::Values(
+        ParseCase{"empty", "", 0, 0},
+        ParseCase{"blank lines", "\n\n  \n", 0, 0},
+        ParseCase{"14 fields (<4.18)", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n", 1, 0},
+        ParseCase{"18 fields (4.18+)", "8 16 sdb 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n", 1, 0},
+        ParseCase{"20 fields (5.5+)", "8 32 sdc 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n", 1, 0},
+        ParseCase{"too few fields", "8 0 sda 1 2 3 4 5 6 7\n", 0, 1},
+        ParseCase{"pre-2.6.25 partition (7 fields)", "8 1 sda1 1 2 3 4\n", 0, 1},
+        ParseCase{"between layouts (16)", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13\n", 0, 1},
+        ParseCase{"too many fields", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n", 0, 1},
+        ParseCase{"negative counter", "8 0 sda 1 2 3 -4 5 6 7 8 9 10 11\n", 0, 1},
+        ParseCase{"non-numeric counter", "8 0 sda 1 2 3 x 5 6 7 8 9 10 11\n", 0, 1},
+        ParseCase{"overflowing counter", "8 0 sda 1 2 3 99999999999999999999 5 6 7 8 9 10 11\n", 0, 1},
+        ParseCase{"bad line among good",
+                  "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\ngarbage\n8 16 sdb 1 2 3 4 5 6 7 8 9 10 11\n", 2,
+                  1},
+        ParseCase{"tabs and no final newline", "8\t0\tsda 1 2 3 4 5 6 7 8 9 10 11", 1, 0}),
+    testing::CaseName());
+
+TEST(DiskstatsParse, NamesTheLineAndTheToken) {
+  const auto parsed = parseDiskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n8 0 sdb 1 2 x 4 5 6 7 8 9 10 11\n");
+  ASSERT_EQ(parsed.skipped.size(), 1u);
+  EXPECT_EQ(parsed.skipped[0].line, 2u);
+  EXPECT_NE(parsed.skipped[0].message.find("'x'"), std::string::npos);
+  EXPECT_NE(parsed.skipped[0].message.find("field 6"), std::string::npos);
+}
+
+TEST(DiskstatsParse, MapsEveryFieldOfThe20FieldLayout) {
+  const auto parsed =
+      parseDiskstats("259 0 nvme0n1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n");
+  ASSERT_EQ(parsed.devices.size(), 1u);
+  const DiskStats& d = parsed.devices[0];
+  EXPECT_EQ(d.major, 259u);
+  EXPECT_EQ(d.minor, 0u);
+  EXPECT_EQ(d.name, "nvme0n1");
+  EXPECT_EQ(d.reads_completed, 1u);
+  EXPECT_EQ(d.reads_merged, 2u);
+  EXPECT_EQ(d.read_sectors, 3u);
+  EXPECT_EQ(d.read_time_ms, 4u);
+  EXPECT_EQ(d.writes_completed, 5u);
+  EXPECT_EQ(d.writes_merged, 6u);
+  EXPECT_EQ(d.write_sectors, 7u);
+  EXPECT_EQ(d.write_time_ms, 8u);
+  EXPECT_EQ(d.in_flight, 9u);
+  EXPECT_EQ(d.io_ticks_ms, 10u);
+  EXPECT_EQ(d.weighted_io_time_ms, 11u);
+  EXPECT_EQ(d.discards_completed, 12u);
+  EXPECT_EQ(d.discards_merged, 13u);
+  EXPECT_EQ(d.discard_sectors, 14u);
+  EXPECT_EQ(d.discard_time_ms, 15u);
+  EXPECT_EQ(d.flushes_completed, 16u);
+  EXPECT_EQ(d.flush_time_ms, 17u);
+}
+
+TEST(DiskstatsParse, OldLayoutHasNoDiscardOrFlushFields) {
+  const auto parsed = parseDiskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n");
+  ASSERT_EQ(parsed.devices.size(), 1u);
+  EXPECT_FALSE(parsed.devices[0].discards_completed);
+  EXPECT_FALSE(parsed.devices[0].flushes_completed);
+}
+
+// node_exporter's fixture mixes all three layouts (composite test file).
+TEST(DiskstatsParse, NodeExporterFixtureHasAllThreeLayouts) {
+  auto text = readTextFile(testing::fixtures() / "procfs/node_exporter/proc/diskstats");
+  ASSERT_TRUE(text);
+  const auto parsed = parseDiskstats(*text);
+  EXPECT_TRUE(parsed.skipped.empty());
+  ASSERT_EQ(parsed.devices.size(), 51u);
+  size_t with_discards = 0;
+  size_t with_flushes = 0;
+  for (const auto& d : parsed.devices) {
+    with_discards += d.discards_completed.has_value();
+    with_flushes += d.flushes_completed.has_value();
+  }
+  EXPECT_EQ(with_discards, 5u);  // sdb, sdb1, sdb2 (18 fields) + sdc, sdc1 (20 fields)
+  EXPECT_EQ(with_flushes, 2u);
+  const auto sda = std::find_if(parsed.devices.begin(), parsed.devices.end(),
+                                [](const DiskStats& d) { return d.name == "sda"; });
+  ASSERT_NE(sda, parsed.devices.end());
+  EXPECT_EQ(sda->reads_completed, 25354637u);
+  EXPECT_EQ(sda->weighted_io_time_ms, 82621804u);
+  EXPECT_EQ(sda->read_time_ms, 18492372u);
+}
+
+DiskStats stats(uint64_t reads, uint64_t read_sectors, uint64_t read_ms, uint64_t writes,
+                uint64_t write_sectors, uint64_t write_ms, uint64_t io_ticks, uint64_t weighted) {
+  DiskStats d;
+  d.reads_completed = reads;
+  d.read_sectors = read_sectors;
+  d.read_time_ms = read_ms;
+  d.writes_completed = writes;
+  d.write_sectors = write_sectors;
+  d.write_time_ms = write_ms;
+  d.io_ticks_ms = io_ticks;
+  d.weighted_io_time_ms = weighted;
+  return d;
+}
+
+TEST(DiskRates, FollowIostatDefinitions) {
+  const DiskStats a = stats(1000, 8000, 500, 200, 4000, 1000, 10000, 20000);
+  const DiskStats b = stats(1100, 9600, 900, 250, 5000, 1500, 10500, 21500);
+  const auto r = correlator::computeDiskRates(a, b, 2.0);
+  ASSERT_TRUE(r.rates);
+  EXPECT_DOUBLE_EQ(r.rates->reads_per_second, 50.0);
+  EXPECT_DOUBLE_EQ(r.rates->writes_per_second, 25.0);
+  EXPECT_DOUBLE_EQ(r.rates->read_bytes_per_second, 1600.0 * 512 / 2);
+  EXPECT_DOUBLE_EQ(r.rates->write_bytes_per_second, 1000.0 * 512 / 2);
+  EXPECT_DOUBLE_EQ(*r.rates->r_await_ms, 4.0);   // 400 ms / 100 reads
+  EXPECT_DOUBLE_EQ(*r.rates->w_await_ms, 10.0);  // 500 ms / 50 writes
+  EXPECT_DOUBLE_EQ(r.rates->aqu_sz, 0.75);       // 1500 ms of queue-time over 2000 ms
+  EXPECT_DOUBLE_EQ(r.rates->util_percent, 25.0);  // 500 ms busy of 2000 ms
+  EXPECT_FALSE(r.rates->discards_per_second);  // old layout: no discard fields
+}
+
+TEST(DiskRates, AwaitWithoutIoIsNullNotZero) {
+  const DiskStats a = stats(10, 80, 5, 10, 80, 5, 100, 100);
+  const auto r = correlator::computeDiskRates(a, a, 1.0);
+  ASSERT_TRUE(r.rates);
+  EXPECT_FALSE(r.rates->r_await_ms);
+  EXPECT_FALSE(r.rates->w_await_ms);
+  EXPECT_DOUBLE_EQ(r.rates->reads_per_second, 0.0);
+}
+
+TEST(DiskRates, MillisecondCountersWrapAt32Bits) {
+  const uint64_t near_wrap = (uint64_t{1} << 32) - 100;
+  DiskStats a = stats(1000, 8000, near_wrap, 0, 0, 0, near_wrap, near_wrap);
+  DiskStats b = stats(1010, 8080, 100, 0, 0, 0, 300, 900);  // wrapped: +200, +400, +1000 ms
+  const auto r = correlator::computeDiskRates(a, b, 1.0);
+  ASSERT_TRUE(r.rates);
+  EXPECT_DOUBLE_EQ(*r.rates->r_await_ms, 20.0);
+  EXPECT_DOUBLE_EQ(r.rates->util_percent, 40.0);
+  EXPECT_DOUBLE_EQ(r.rates->aqu_sz, 1.0);
+}
+
+TEST(DiskRates, CountsGoingBackwardsMeanAResetAndGiveNoRates) {
+  const DiskStats a = stats(1000, 8000, 500, 10, 10, 10, 10, 10);
+  const DiskStats b = stats(5, 40, 3, 10, 10, 10, 10, 10);
+  const auto r = correlator::computeDiskRates(a, b, 1.0);
+  EXPECT_FALSE(r.rates);
+  EXPECT_EQ(r.gap, correlator::RateGap::kCounterReset);
+}
+
+TEST(DiskRates, ZeroElapsedGivesNoRates) {
+  const DiskStats a = stats(1, 1, 1, 1, 1, 1, 1, 1);
+  EXPECT_EQ(correlator::computeDiskRates(a, a, 0.0).gap, correlator::RateGap::kNoTimeElapsed);
+}
+
+TEST(DiskRates, DiscardAndFlushAwaitsOnNewKernels) {
+  auto parsed = parseDiskstats(
+      "8 32 sdc 0 0 0 0 0 0 0 0 0 0 0 10 0 80 20 4 8\n"
+      "8 32 sdc 0 0 0 0 0 0 0 0 0 0 0 14 0 96 40 6 18\n");
+  ASSERT_EQ(parsed.devices.size(), 2u);
+  const auto r = correlator::computeDiskRates(parsed.devices[0], parsed.devices[1], 1.0);
+  ASSERT_TRUE(r.rates);
+  EXPECT_DOUBLE_EQ(*r.rates->discards_per_second, 4.0);
+  EXPECT_DOUBLE_EQ(*r.rates->d_await_ms, 5.0);
+  EXPECT_DOUBLE_EQ(*r.rates->flushes_per_second, 2.0);
+  EXPECT_DOUBLE_EQ(*r.rates->f_await_ms, 5.0);
+}
+
+TEST(DiskstatsCollector, EmitsOneSamplePerDeviceFromTheSecondReading) {
+  testing::ScratchDir dir;
+  const auto file = dir.path() / "proc" / "diskstats";
+  testing::writeFile(file, "8 0 sda 100 0 800 50 0 0 0 0 0 100 50\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
+  auto collector = makeDiskstatsCollector(SystemRoot::under(dir.path()));
+  SampleBatch first;
+  EXPECT_EQ(collector->collect({0, 0}, first).outcome, Outcome::kNoData);
+  EXPECT_TRUE(first.disks.empty());
+  testing::writeFile(file, "8 0 sda 110 0 880 80 0 0 0 0 0 600 80\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
+  SampleBatch second;
+  EXPECT_EQ(collector->collect({1'000'000'000, 1000}, second).outcome, Outcome::kData);
+  ASSERT_EQ(second.disks.size(), 2u);
+  EXPECT_EQ(second.disks[0].device, "sda");
+  EXPECT_DOUBLE_EQ(*second.disks[0].rates.r_await_ms, 3.0);
+  EXPECT_DOUBLE_EQ(second.disks[0].rates.util_percent, 50.0);
+  EXPECT_FALSE(second.disks[1].rates.r_await_ms);
+}
+
+TEST(DiskstatsCollector, MissingFileIsAnErrorNotACrash) {
+  testing::ScratchDir dir;
+  auto collector = makeDiskstatsCollector(SystemRoot::under(dir.path()));
+  SampleBatch batch;
+  const auto r = collector->collect({0, 0}, batch);
+  EXPECT_EQ(r.outcome, Outcome::kError);
+  EXPECT_NE(r.message.find("diskstats"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors

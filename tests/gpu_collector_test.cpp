@@ -1,0 +1,144 @@
+#include "collectors/gpu.h"
+
+#include <gtest/gtest.h>
+
+#include "fake_gpu_driver.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+using testing::FakeGpuDriver;
+
+struct Harness {
+  FakeGpuDriver* fake;
+  std::unique_ptr<GpuCollector> collector;
+};
+
+Harness make(std::function<void(FakeGpuDriver&)> setup, GpuCollectorOptions options = {}) {
+  auto driver = std::make_unique<FakeGpuDriver>();
+  FakeGpuDriver* raw = driver.get();
+  FakeGpuDriver::Gpu gpu;
+  gpu.info = {0, "GPU-0000", "Fake H100"};
+  raw->gpus.push_back(gpu);
+  setup(*raw);
+  return {raw, std::make_unique<GpuCollector>(std::move(driver), options)};
+}
+
+SampleBatch collect(GpuCollector& c) {
+  SampleBatch batch;
+  c.collect({}, batch);
+  return batch;
+}
+
+TEST(GpuCollector, AveragesTheDriversSamplesWithinTheInterval) {
+  auto h = make([](FakeGpuDriver& f) { f.gpus[0].samples = {{100, 10}, {200, 20}}; });
+  // First interval: the buffer reaches back before us; only the instantaneous reading counts.
+  h.fake->gpus[0].rates = {55, 7};
+  auto first = collect(*h.collector);
+  ASSERT_EQ(first.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(*first.gpus[0].utilization_percent, 55.0);
+  h.fake->gpus[0].samples.push_back({300, 90});
+  h.fake->gpus[0].samples.push_back({400, 100});
+  h.fake->gpus[0].samples.push_back({500, 95});
+  auto second = collect(*h.collector);
+  ASSERT_EQ(second.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(*second.gpus[0].utilization_percent, 95.0);
+  EXPECT_EQ(second.gpus[0].utilization_sample_count, 3u);
+  EXPECT_EQ(second.gpus[0].memory_used_bytes, 1ull << 30);
+  EXPECT_EQ(second.gpus[0].sm_clock_mhz, 1980u);
+  EXPECT_EQ(second.gpus[0].pcie_tx_bytes_per_second, 1000u);
+  EXPECT_EQ(second.gpus[0].pcie_rx_bytes_per_second, 2000u);
+}
+
+TEST(GpuCollector, DropsAndCountsUtilisationOver100) {
+  auto h = make([](FakeGpuDriver& f) { f.gpus[0].samples = {{100, 10}}; });
+  collect(*h.collector);
+  h.fake->gpus[0].samples.push_back({200, 4294967295.0});  // the known NVML/DCGM garbage
+  h.fake->gpus[0].samples.push_back({300, 80});
+  h.fake->gpus[0].samples.push_back({400, 101});
+  auto batch = collect(*h.collector);
+  ASSERT_EQ(batch.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(*batch.gpus[0].utilization_percent, 80.0);
+  EXPECT_EQ(h.collector->counters().out_of_range_values, 2u);
+}
+
+TEST(GpuCollector, NoNewSamplesGivesNullNotZero) {
+  auto h = make([](FakeGpuDriver& f) { f.gpus[0].samples = {{100, 10}}; });
+  collect(*h.collector);
+  auto batch = collect(*h.collector);
+  ASSERT_EQ(batch.gpus.size(), 1u);
+  EXPECT_FALSE(batch.gpus[0].utilization_percent);
+  EXPECT_EQ(batch.gpus[0].utilization_sample_count, 0u);
+}
+
+TEST(GpuCollector, FallsBackToUtilizationRatesWithoutSamples) {
+  auto h = make([](FakeGpuDriver& f) {
+    f.gpus[0].samples_code = DriverCode::kNotSupported;
+    f.gpus[0].rates = {42, 9};
+  });
+  auto batch = collect(*h.collector);
+  ASSERT_EQ(batch.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(*batch.gpus[0].utilization_percent, 42.0);
+  EXPECT_DOUBLE_EQ(*batch.gpus[0].memory_utilization_percent, 9.0);
+  h.fake->gpus[0].rates = {250, 9};  // out of range: dropped
+  batch = collect(*h.collector);
+  EXPECT_FALSE(batch.gpus[0].utilization_percent);
+  EXPECT_EQ(h.collector->counters().out_of_range_values, 1u);
+}
+
+TEST(GpuCollector, NoDriverIsNoDataWithTheReason) {
+  auto h = make([](FakeGpuDriver& f) { f.init_code = DriverCode::kNotSupported; });
+  SampleBatch batch;
+  const auto r = h.collector->collect({}, batch);
+  EXPECT_EQ(r.outcome, Outcome::kNoData);
+  EXPECT_EQ(r.message, "fake: no driver");
+  EXPECT_TRUE(batch.gpus.empty());
+}
+
+TEST(GpuCollector, ALostGpuIsSkippedAndTheOthersGoOn) {
+  auto h = make([](FakeGpuDriver& f) {
+    FakeGpuDriver::Gpu second;
+    second.info = {1, "GPU-1111", "Fake H100"};
+    f.gpus.push_back(second);
+  });
+  h.fake->gpus[0].memory_code = DriverCode::kGpuLost;
+  auto batch = collect(*h.collector);
+  ASSERT_EQ(batch.gpus.size(), 1u);
+  EXPECT_EQ(batch.gpus[0].uuid, "GPU-1111");
+  EXPECT_EQ(h.collector->counters().lost_gpu_events, 1u);
+  batch = collect(*h.collector);  // stays skipped, counted once
+  EXPECT_EQ(batch.gpus.size(), 1u);
+  EXPECT_EQ(h.collector->counters().lost_gpu_events, 1u);
+}
+
+TEST(GpuCollector, PerProcessUtilisationIsAveragedPerPid) {
+  auto h = make([](FakeGpuDriver& f) { f.gpus[0].processes = {{42, 100, 50, 5}}; });
+  collect(*h.collector);
+  h.fake->gpus[0].processes.push_back({42, 200, 60, 10});
+  h.fake->gpus[0].processes.push_back({42, 300, 80, 20});
+  h.fake->gpus[0].processes.push_back({43, 300, 400, 20});  // garbage SM value
+  auto batch = collect(*h.collector);
+  ASSERT_EQ(batch.gpu_processes.size(), 2u);
+  EXPECT_EQ(batch.gpu_processes[0].pid, 42u);
+  EXPECT_DOUBLE_EQ(*batch.gpu_processes[0].sm_utilization_percent, 70.0);
+  EXPECT_DOUBLE_EQ(*batch.gpu_processes[0].memory_utilization_percent, 15.0);
+  EXPECT_EQ(batch.gpu_processes[1].pid, 43u);
+  EXPECT_FALSE(batch.gpu_processes[1].sm_utilization_percent);
+}
+
+TEST(GpuCollector, PcieCanBeTurnedOff) {
+  auto h = make([](FakeGpuDriver&) {}, {/*pcie=*/false, /*per_process=*/true});
+  auto batch = collect(*h.collector);
+  EXPECT_EQ(h.fake->pcie_calls, 0);
+  EXPECT_FALSE(batch.gpus[0].pcie_tx_bytes_per_second);
+}
+
+TEST(NvmlDriver, MissingLibraryIsReportedAsNoDriver) {
+  auto driver = makeNvmlDriver("libnvidia-ml-does-not-exist.so.1");
+  const auto r = driver->init();
+  EXPECT_EQ(r.code, DriverCode::kNotSupported);
+  EXPECT_NE(r.message.find("libnvidia-ml-does-not-exist.so.1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors

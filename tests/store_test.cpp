@@ -1,0 +1,166 @@
+#include "storage/store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "storage/writer.h"
+#include "test_support.h"
+
+namespace stallwatch::storage {
+namespace {
+
+collectors::SampleBatch batchAt(int64_t ts_ms) {
+  collectors::SampleBatch b;
+  b.wall_time_ms = ts_ms;
+  b.interval_seconds = 1.0;
+  collectors::DiskSample d;
+  d.device = "sda";
+  d.major = 8;
+  d.minor = 0;
+  d.rates.reads_per_second = 100;
+  d.rates.read_bytes_per_second = 409600;
+  d.rates.r_await_ms = 2.5;  // w_await stays NULL: no writes
+  d.rates.aqu_sz = 0.25;
+  d.rates.util_percent = 25;
+  d.in_flight = 1;
+  b.disks.push_back(d);
+  b.pressure.push_back({"io", 0.1, 0.05});
+  collectors::GpuSample g;
+  g.gpu_index = 0;
+  g.uuid = "GPU-abc";
+  g.utilization_percent = 97.5;
+  g.utilization_sample_count = 6;
+  g.memory_used_bytes = 1234;
+  b.gpus.push_back(g);
+  b.gpu_processes.push_back({0, "GPU-abc", 4242, 90.0, std::nullopt});
+  return b;
+}
+
+TEST(Store, RoundTripKeepsValuesAndNulls) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sub" / "sw.db";
+  {
+    auto store = Store::open(path);
+    const int64_t run = store->beginRun({1000, "host", "0.1.0", 1000, "diskstats"});
+    store->writeBatches({batchAt(2000), batchAt(3000)});
+    store->endRun(run, 4000, 0);
+  }
+  SQLite::Database db(path.string());
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 2);
+  SQLite::Statement q(db,
+                      "SELECT d.name, s.r_await_ms, s.w_await_ms, typeof(s.w_await_ms), s.aqu_sz, "
+                      "s.interval_ms FROM disk_samples s JOIN block_devices d USING (device_id) "
+                      "ORDER BY ts_ms LIMIT 1");
+  ASSERT_TRUE(q.executeStep());
+  EXPECT_EQ(q.getColumn(0).getString(), "sda");
+  EXPECT_DOUBLE_EQ(q.getColumn(1).getDouble(), 2.5);
+  EXPECT_TRUE(q.getColumn(2).isNull());
+  EXPECT_EQ(q.getColumn(3).getString(), "null");
+  EXPECT_DOUBLE_EQ(q.getColumn(4).getDouble(), 0.25);
+  EXPECT_EQ(q.getColumn(5).getInt(), 1000);
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT utilization_percent FROM gpu_utilization LIMIT 1").getDouble(),
+                   97.5);
+  EXPECT_EQ(db.execAndGet("SELECT io_some_ratio FROM pressure LIMIT 1").getDouble(), 0.1);
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_latest").getInt(), 1);
+  EXPECT_EQ(db.execAndGet("SELECT time_utc FROM disk_latest").getString(),
+            "1970-01-01 00:00:03.000");
+  EXPECT_EQ(db.execAndGet("SELECT ended_ms FROM runs").getInt64(), 4000);
+  EXPECT_TRUE(db.execAndGet("SELECT memory_utilization_percent FROM gpu_process_samples").isNull());
+}
+
+TEST(Store, CreatesTheFileOwnerOnly) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  Store::open(path);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(Store, TablesAreStrict) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  EXPECT_THROW(store->db().exec("INSERT INTO pressure_samples VALUES ('soon', 1, 'io', 0, 0)"),
+               SQLite::Exception);
+  EXPECT_THROW(store->db().exec("INSERT INTO pressure_samples VALUES (1, 1, 'disk', 0, 0)"),
+               SQLite::Exception);
+}
+
+TEST(Store, MigratesAnEmptyDatabaseAndReopensIdempotently) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  { SQLite::Database empty(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE); }
+  EXPECT_EQ(Store::open(path)->schemaVersion(), kSchemaVersion);
+  auto again = Store::open(path);
+  EXPECT_EQ(again->schemaVersion(), kSchemaVersion);
+  EXPECT_EQ(again->db().execAndGet("PRAGMA journal_mode").getString(), "wal");
+}
+
+TEST(Store, RefusesANewerSchema) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  {
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA user_version = 99");
+  }
+  try {
+    Store::open(path);
+    FAIL() << "a newer schema was accepted";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos);
+  }
+}
+
+TEST(Store, RefusesAFileThatIsNotADatabase) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  testing::writeFile(path, std::string(4096, 'x'));
+  try {
+    Store::open(path);
+    FAIL() << "garbage was accepted as a database";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos);
+  }
+}
+
+TEST(Writer, WritesEverySubmittedBatch) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  auto store = Store::open(path);
+  const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
+  SampleWriter writer(std::move(store), run, 100);
+  for (int i = 1; i <= 50; ++i) writer.submit(batchAt(i * 1000));
+  ASSERT_TRUE(writer.finish(60'000));
+  EXPECT_EQ(writer.stats().written_batches, 50u);
+  EXPECT_EQ(writer.stats().dropped_batches, 0u);
+  SQLite::Database db(path.string());
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 50);
+}
+
+// The DB is locked by someone else (as a stalled disk would hold the writer): submit() must
+// not block, the queue keeps the newest CAPACITY batches, and writing resumes afterwards.
+TEST(Writer, BlockedDatabaseNeverBlocksSubmitAndDropsTheOldest) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  auto store = Store::open(path, /*busy_timeout_ms=*/10);
+  const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
+  SQLite::Database blocker(path.string(), SQLite::OPEN_READWRITE);
+  blocker.exec("BEGIN EXCLUSIVE");
+  SampleWriter writer(std::move(store), run, /*capacity=*/10);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1; i <= 30; ++i) writer.submit(batchAt(i * 1000));
+  const auto submit_time = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(submit_time, std::chrono::milliseconds(500));  // 30 submits, generous bound
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_GE(writer.stats().failed_writes, 1u);
+  EXPECT_EQ(writer.stats().dropped_batches, 20u);
+  blocker.exec("ROLLBACK");
+  ASSERT_TRUE(writer.finish(99'000));
+  SQLite::Database db(path.string());
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 10);
+  EXPECT_EQ(db.execAndGet("SELECT min(ts_ms) FROM disk_samples").getInt(), 21000);  // newest kept
+  EXPECT_EQ(db.execAndGet("SELECT dropped_batches FROM runs").getInt(), 20);
+}
+
+}  // namespace
+}  // namespace stallwatch::storage

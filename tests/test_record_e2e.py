@@ -1,0 +1,192 @@
+"""End-to-end tests of the real `stallwatch` binary: a real SQLite file, fixture trees and this
+host's own /proc and /sys. Run through CTest, which sets STALLWATCH_BIN and STALLWATCH_FIXTURES."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
+FIXTURES = os.environ.get("STALLWATCH_FIXTURES", os.path.join(os.path.dirname(__file__), "fixtures"))
+
+
+def rows_per_device(db_path):
+    with sqlite3.connect(db_path) as db:
+        return dict(db.execute(
+            "SELECT d.name, count(*) FROM disk_samples s JOIN block_devices d USING (device_id) "
+            "GROUP BY d.name").fetchall())
+
+
+def diskstats_names(path):
+    with open(path) as f:
+        return {line.split()[2] for line in f if len(line.split()) >= 14}
+
+
+class RecordE2E(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stallwatch-e2e-")
+        self.db = os.path.join(self.tmp, "sw.db")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_fixture_root(self):
+        """The recorder on a captured tree whose diskstats the test advances: exact awaits."""
+        root = os.path.join(self.tmp, "root")
+        shutil.copytree(os.path.join(FIXTURES, "host-6.18-loop-stack"), root)
+        stats_path = os.path.join(root, "proc", "diskstats")
+        with open(stats_path) as f:
+            original = f.read()
+        stop = threading.Event()
+
+        def advance():
+            # loop1 gains 10 reads costing 30 ms (r_await 3.0) and 5 writes costing 5 ms
+            # (w_await 1.0) per step, whatever the timing; written atomically by rename.
+            step = 0
+            while not stop.is_set():
+                step += 1
+                lines = []
+                for line in original.splitlines():
+                    f = line.split()
+                    if f[2] == "loop1":
+                        f[3] = str(int(f[3]) + 10 * step)
+                        f[6] = str(int(f[6]) + 30 * step)
+                        f[7] = str(int(f[7]) + 5 * step)
+                        f[10] = str(int(f[10]) + 5 * step)
+                    lines.append(" ".join(f))
+                tmp = stats_path + ".new"
+                with open(tmp, "w") as out:
+                    out.write("\n".join(lines) + "\n")
+                os.rename(tmp, stats_path)
+                time.sleep(0.02)
+
+        writer = threading.Thread(target=advance)
+        writer.start()
+        try:
+            result = subprocess.run(
+                [BIN, "record", "--root", root, "--db", self.db, "--interval", "200ms",
+                 "--duration", "2s", "--no-collector.gpu"],
+                capture_output=True, text=True, timeout=30)
+        finally:
+            stop.set()
+            writer.join()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        counts = rows_per_device(self.db)
+        self.assertEqual(set(counts), diskstats_names(stats_path))
+        for name, n in counts.items():
+            self.assertEqual(n, 10, f"{name}: {n} rows for 10 intervals")
+        with sqlite3.connect(self.db) as db:
+            awaits = db.execute(
+                "SELECT r_await_ms, w_await_ms FROM disk_latency WHERE device = 'loop1'").fetchall()
+            idle = db.execute(
+                "SELECT count(*) FROM disk_latency WHERE device = 'loop2' AND r_await_ms IS NULL"
+            ).fetchone()[0]
+            loop1 = db.execute(
+                "SELECT kind, backing_device, physical FROM block_devices WHERE name = 'loop1'"
+            ).fetchone()
+            pressure_rows = db.execute("SELECT count(*) FROM pressure_samples").fetchone()[0]
+        measured = [a for a in awaits if a[0] is not None]
+        self.assertGreaterEqual(len(measured), 8, awaits)
+        for r_await, w_await in measured:
+            self.assertAlmostEqual(r_await, 3.0, places=6)
+            self.assertAlmostEqual(w_await, 1.0, places=6)
+        self.assertEqual(idle, 10, "an idle device's await must be NULL, not 0")
+        self.assertEqual(loop1, ("loop", "loop0", "vda"))
+        self.assertEqual(pressure_rows, 30)  # io, cpu, memory x 10 intervals
+
+    def test_live_host(self):
+        """`record --duration 3s` on this host: one row per second for every device."""
+        result = subprocess.run([BIN, "record", "--db", self.db, "--duration", "3s"],
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        counts = rows_per_device(self.db)
+        expected = diskstats_names("/proc/diskstats")
+        self.assertTrue(expected, "this host lists no block devices")
+        self.assertTrue(expected <= set(counts), f"missing: {expected - set(counts)}")
+        for name in expected:
+            self.assertEqual(counts[name], 3, name)
+        with sqlite3.connect(self.db) as db:
+            intervals = [r[0] for r in db.execute("SELECT DISTINCT interval_ms FROM disk_samples")]
+            ended = db.execute("SELECT ended_ms, started_ms FROM runs").fetchone()
+        for ms in intervals:
+            self.assertAlmostEqual(ms, 1000, delta=100)
+        self.assertIsNotNone(ended[0])
+        self.assertGreaterEqual(ended[0] - ended[1], 3000)
+
+    def _interrupt(self, sig):
+        proc = subprocess.Popen([BIN, "record", "--db", self.db, "--interval", "500ms",
+                                 "--no-collector.gpu"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.3)
+        proc.send_signal(sig)
+        try:
+            _, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            self.fail(f"stallwatch did not stop within 5 s of signal {sig}")
+        self.assertEqual(proc.returncode, 0, err)
+        with sqlite3.connect(self.db) as db:
+            ended = db.execute("SELECT ended_ms FROM runs").fetchone()[0]
+            rows = db.execute("SELECT count(DISTINCT ts_ms) FROM disk_samples").fetchone()[0]
+        self.assertIsNotNone(ended, "the run was not closed")
+        recorded = re.search(r"recorded (\d+) intervals", err)
+        self.assertIsNotNone(recorded, err)
+        self.assertGreaterEqual(int(recorded.group(1)), 2)
+        self.assertEqual(rows, int(recorded.group(1)),
+                         "every interval before the signal must be in the DB")
+
+    def test_clean_shutdown(self):
+        """SIGTERM and SIGINT stop the recorder promptly with everything flushed."""
+        self._interrupt(signal.SIGTERM)
+        os.remove(self.db)
+        self._interrupt(signal.SIGINT)
+
+    def test_bad_arguments(self):
+        cases = [
+            (["record", "--interval", "soon"], 2, "--interval"),
+            (["record", "--duration", "-5s"], 2, "--duration"),
+            (["record", "--db", "/proc/no-such-dir/sw.db", "--duration", "1s"], 1, "/proc/no-such-dir"),
+            (["record", "--no-such-flag"], 109, "no-such-flag"),
+            ([], 106, "subcommand"),
+        ]
+        for args, code, needle in cases:
+            result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
+            self.assertEqual(result.returncode, code, (args, result.stderr))
+            self.assertIn(needle, result.stderr + result.stdout, args)
+        garbage = os.path.join(self.tmp, "garbage.db")
+        with open(garbage, "wb") as f:
+            f.write(b"x" * 8192)
+        result = subprocess.run([BIN, "record", "--db", garbage, "--duration", "1s"],
+                                capture_output=True, text=True, timeout=10)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("not a usable stallwatch database", result.stderr + result.stdout)
+        for args in (["--help"], ["record", "--help"], ["devices", "--help"], ["--version"]):
+            result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
+            self.assertEqual(result.returncode, 0, args)
+
+    def test_devices_listing(self):
+        root = os.path.join(FIXTURES, "host-6.18-loop-stack")
+        result = subprocess.run([BIN, "devices", "--root", root, "--json"],
+                                capture_output=True, text=True, timeout=10)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        devices = {d["name"]: d for d in json.loads(result.stdout)["block_devices"]}
+        self.assertEqual(devices["loop1"]["backing_device"], "loop0")
+        self.assertEqual(devices["loop1"]["physical"], ["vda"])
+        self.assertEqual(devices["loop0"]["mounts"][0]["mount_point"], "/mnt/swdata")
+        self.assertEqual(devices["vda"]["mounts"][0]["mount_point"], "/")
+        live = subprocess.run([BIN, "devices"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(live.returncode, 0, live.stderr)
+        for name in os.listdir("/sys/block"):
+            self.assertIn(name, live.stdout)
+        self.assertIn("GPUs:", live.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
