@@ -1,5 +1,6 @@
 // stallwatch: a storage and I/O health monitor for GPU training jobs.
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   add(stallwatch::cli::addDevicesCommand);
 
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr so that stdout carries only a command's output (tables, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("stallwatch"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL overrides, as spdlog users expect
   for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
