@@ -91,7 +91,8 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
   const int64_t run_id = store->beginRun(
       {started_ms, hostName(), STALLWATCH_VERSION, interval_ms, enabled_names});
-  storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity);
+  storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity,
+                              options.flush_interval);
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
 

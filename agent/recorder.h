@@ -23,6 +23,7 @@ struct RecorderOptions {
   collectors::CollectorConfig collector_config;
   std::set<std::string> enabled_collectors;  // names from collectors::collectorTable()
   size_t queue_capacity = 600;
+  std::chrono::milliseconds flush_interval = std::chrono::seconds(5);
   std::chrono::seconds device_rescan = std::chrono::seconds(60);
 };
 

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
   app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--log-level) also after the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()

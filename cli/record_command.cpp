@@ -18,6 +18,7 @@ struct RecordArgs {
   std::string db;
   std::string interval = "1s";
   std::string duration;
+  std::string flush_interval = "5s";
   RootOptions root;
   std::map<std::string, bool> collectors;
   size_t queue_capacity = 600;
@@ -45,6 +46,13 @@ int runRecord(const RecordArgs& args) {
     }
     options.duration = *duration;
   }
+  auto flush = parseDuration(args.flush_interval);
+  if (!flush) {
+    std::cerr << "stallwatch record: --flush-interval '" << args.flush_interval
+              << "' is not a duration (examples: 0s, 1s, 5s)\n";
+    return 2;
+  }
+  options.flush_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*flush);
   options.collector_config.root = toSystemRoot(args.root);
   options.collector_config.nvml_library = args.nvml_library;
   options.collector_config.gpu.pcie = args.gpu_pcie;
@@ -97,6 +105,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--duration", args->duration,
                   "Stop after this long, e.g. 10s, 2h (default: until SIGINT/SIGTERM)");
+  cmd->add_option("--flush-interval", args->flush_interval,
+                  "Write to the database at most this often, in one transaction; a crash loses "
+                  "at most this much (0s: every interval)")
+      ->capture_default_str();
   cmd->add_option("--queue-capacity", args->queue_capacity,
                   "Intervals held in memory while the database is slow; the oldest are dropped "
                   "beyond this")

@@ -7,7 +7,7 @@ build_deps=(
   cmake g++ pkg-config make
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
   libatasmart-dev libnvme-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio.
 test_deps=(sqlite3 sysstat fio python3)

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
+
 #include <chrono>
 
 namespace stallwatch::storage {
@@ -12,9 +14,16 @@ constexpr auto kRetryDelay = std::chrono::seconds(1);
 
 }  // namespace
 
-SampleWriter::SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity)
-    : store_(std::move(store)), run_id_(run_id), capacity_(capacity == 0 ? 1 : capacity) {
-  thread_ = std::thread([this] { run(); });
+SampleWriter::SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity,
+                           std::chrono::milliseconds flush_interval)
+    : store_(std::move(store)),
+      run_id_(run_id),
+      capacity_(capacity == 0 ? 1 : capacity),
+      flush_interval_(flush_interval) {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sw-writer");
+    run();
+  });
 }
 
 SampleWriter::~SampleWriter() {
@@ -122,6 +131,13 @@ void SampleWriter::run() {
     if (stopping_) break;
     if (!writePending(lock)) {
       wake_.wait_for(lock, kRetryDelay, [this] { return stopping_; });
+      if (stopping_) break;
+      continue;
+    }
+    // Let the next flush interval's batches gather; finish() or a half-full queue cuts it short.
+    if (flush_interval_.count() > 0) {
+      wake_.wait_for(lock, flush_interval_,
+                     [this] { return stopping_ || batches_.size() >= capacity_ / 2; });
       if (stopping_) break;
     }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,7 +27,10 @@ struct WriterStats {
 class SampleWriter {
  public:
   // CAPACITY is in batches (intervals): 600 holds ten minutes at one-second sampling.
-  SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity = 600);
+  // FLUSH_INTERVAL groups what arrives within it into one transaction: a commit costs far
+  // more than its rows, and a crash loses at most this much. Zero writes each batch at once.
+  SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity = 600,
+               std::chrono::milliseconds flush_interval = std::chrono::milliseconds(0));
   ~SampleWriter();
   SampleWriter(const SampleWriter&) = delete;
   SampleWriter& operator=(const SampleWriter&) = delete;
@@ -51,6 +55,7 @@ class SampleWriter {
   std::unique_ptr<Store> store_;
   const int64_t run_id_;
   const size_t capacity_;
+  const std::chrono::milliseconds flush_interval_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,0 +1,109 @@
+// Cost of one collection cycle on this host, and of merely reading its source files.
+// Run: build/bench/collect_cycle_bench  (figures are CPU time per cycle)
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <string>
+
+#include "collectors/diskstats.h"
+#include "collectors/pressure.h"
+#include "collectors/proc_file.h"
+
+namespace {
+
+using namespace stallwatch::collectors;
+
+constexpr std::array<const char*, 4> kSources = {"/proc/diskstats", "/proc/pressure/io",
+                                                 "/proc/pressure/cpu", "/proc/pressure/memory"};
+
+// What node_exporter does per scrape: open, read, close each file.
+void BM_ReadSourcesOpenReadClose(benchmark::State& state) {
+  char buffer[16384];
+  for (auto _ : state) {
+    for (const char* path : kSources) {
+      const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+      ssize_t n = 0;
+      while ((n = ::read(fd, buffer, sizeof buffer)) > 0) benchmark::DoNotOptimize(n);
+      ::close(fd);
+    }
+  }
+}
+BENCHMARK(BM_ReadSourcesOpenReadClose);
+
+// What the collectors do: descriptors kept open, pread from offset 0.
+void BM_ReadSourcesPread(benchmark::State& state) {
+  std::vector<ProcFile> files;
+  for (const char* path : kSources) files.emplace_back(path);
+  std::string content;
+  std::string error;
+  for (auto _ : state) {
+    for (auto& f : files) {
+      f.read(content, error);
+      benchmark::DoNotOptimize(content.data());
+    }
+  }
+}
+BENCHMARK(BM_ReadSourcesPread);
+
+void BM_ParseDiskstats(benchmark::State& state) {
+  const auto text = readTextFile("/proc/diskstats").value_or("");
+  for (auto _ : state) benchmark::DoNotOptimize(parseDiskstats(text));
+  state.counters["devices"] = static_cast<double>(parseDiskstats(text).devices.size());
+}
+BENCHMARK(BM_ParseDiskstats);
+
+// One full cycle of the two collectors the recorder runs on every host: read, parse, rates.
+void BM_DiskstatsAndPressureCycle(benchmark::State& state) {
+  const SystemRoot root;
+  auto disks = makeDiskstatsCollector(root);
+  auto pressure = makePressureCollector(root);
+  int64_t ns = 0;
+  for (auto _ : state) {
+    ns += 1'000'000'000;
+    SampleBatch batch;
+    disks->collect({ns, 0}, batch);
+    pressure->collect({ns, 0}, batch);
+    benchmark::DoNotOptimize(batch.disks.data());
+  }
+}
+BENCHMARK(BM_DiskstatsAndPressureCycle);
+
+}  // namespace
+
+
+
+namespace {
+
+// The same cycle as the agent runs it: once in a while, with caches gone cold in between.
+// The pause (100 ms, untimed) lets the rest of the system evict our code and data.
+void BM_DiskstatsAndPressureCycleCold(benchmark::State& state) {
+  const SystemRoot root;
+  auto disks = makeDiskstatsCollector(root);
+  auto pressure = makePressureCollector(root);
+  const bool read_only = state.range(0) == 1;
+  std::vector<ProcFile> files;
+  for (const char* path : kSources) files.emplace_back(path);
+  std::string content;
+  std::string error;
+  int64_t ns = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    usleep(100'000);
+    state.ResumeTiming();
+    if (read_only) {
+      for (auto& f : files) f.read(content, error);
+      continue;
+    }
+    ns += 1'000'000'000;
+    SampleBatch batch;
+    disks->collect({ns, 0}, batch);
+    pressure->collect({ns, 0}, batch);
+    benchmark::DoNotOptimize(batch.disks.data());
+  }
+}
+BENCHMARK(BM_DiskstatsAndPressureCycleCold)->Arg(0)->Arg(1)->Iterations(50)->ArgName("read_only");
+
+}  // namespace
+BENCHMARK_MAIN();

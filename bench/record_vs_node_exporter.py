@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Runs `stallwatch record` (diskstats and pressure collectors, 1 s interval, real SQLite file)
+and Prometheus' node_exporter (only its diskstats and pressure collectors, scraped once a
+second over loopback) side by side for the same minute, then prints each one's CPU seconds,
+CPU per one-second cycle and peak RSS. CPU is counted from the first to the last second of
+the window (start-up excluded), summed over threads from /proc/<pid>/task/*/schedstat (ns); peak RSS is VmHWM.
+
+Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch]
+Needs Debian's prometheus-node-exporter (scripts/install-deps.sh --bench)."""
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+PORT = 19177
+
+
+def thread_cpu_seconds(pid):
+    """CPU time per thread in ns resolution (/proc/PID/task/TID/schedstat, first field)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0]) / 1e9
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                out[tid] = (f.read().strip(), out[tid])
+        except OSError:
+            pass  # the thread ended meanwhile
+    return out
+
+
+def cpu_seconds(pid):
+    return sum(v[1] for v in thread_cpu_seconds(pid).values())
+
+
+def peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
+    args = ap.parse_args()
+    exporter_bin = shutil.which("prometheus-node-exporter")
+    if not exporter_bin:
+        sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
+
+    tmp = tempfile.mkdtemp(prefix="stallwatch-bench-")
+    exporter = subprocess.Popen(
+        [exporter_bin, "--collector.disable-defaults", "--collector.diskstats", "--collector.pressure",
+         f"--web.listen-address=127.0.0.1:{PORT}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    recorder = subprocess.Popen(
+        [args.stallwatch, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
+         "--no-collector.gpu", "--log-level", "warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    scrape_ms = []
+    try:
+        time.sleep(2)  # both started and warmed up
+        start = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
+        recorder_threads_start = thread_cpu_seconds(recorder.pid)
+        t0 = time.monotonic()
+        for i in range(args.seconds):  # bounded: one scrape per second
+            s = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=5) as r:
+                r.read()
+            scrape_ms.append((time.monotonic() - s) * 1000)
+            time.sleep(max(0.0, t0 + i + 1 - time.monotonic()))
+        end = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
+        recorder_threads = thread_cpu_seconds(recorder.pid)
+        rss = {p.pid: peak_rss_mb(p.pid) for p in (exporter, recorder)}
+    finally:
+        recorder.send_signal(signal.SIGTERM)
+        exporter.terminate()
+        _, err = recorder.communicate(timeout=10)
+        exporter.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if recorder.returncode != 0:
+        sys.exit(f"stallwatch exited {recorder.returncode}: {err}")
+
+    print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second, on {os.uname().release}, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
+    for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
+        cpu = end[p.pid] - start[p.pid]
+        print(f"{name:28}{cpu:>8.3f}{cpu / args.seconds * 1e6:>13.0f} us{rss[p.pid]:>8.1f} MB")
+    ratio = (end[exporter.pid] - start[exporter.pid]) / max(1e-9, end[recorder.pid] - start[recorder.pid])
+    print(f"node_exporter / stallwatch CPU: {ratio:.1f}x; scrape round trip median "
+          f"{statistics.median(scrape_ms):.2f} ms")
+    print("stallwatch per thread, same window:")
+    for tid, (comm, secs) in sorted(recorder_threads.items()):
+        before = recorder_threads_start.get(tid, (comm, 0.0))[1]
+        print(f"  {comm:16} {(secs - before) * 1e3:8.2f} ms = {(secs - before) / args.seconds * 1e6:6.0f} us per cycle")
+
+
+if __name__ == "__main__":
+    main()
