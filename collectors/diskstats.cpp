@@ -1,8 +1,5 @@
 #include "collectors/diskstats.h"
 
-#include <map>
-#include <tuple>
-
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
 #include "correlator/counter_rates.h"
@@ -24,6 +21,13 @@ std::string describeWidth(size_t count) {
 
 DiskstatsParse parseDiskstats(std::string_view text) {
   DiskstatsParse result;
+  parseDiskstats(text, result);
+  return result;
+}
+
+void parseDiskstats(std::string_view text, DiskstatsParse& result) {
+  size_t used = 0;  // devices filled so far; entries beyond are kept for their memory
+  result.skipped.clear();
   forEachLine(text, [&](std::string_view line, size_t line_number) {
     std::string_view f[kMaxFields];
     const size_t count = splitFields(line, f);
@@ -50,10 +54,11 @@ DiskstatsParse parseDiskstats(std::string_view text) {
       result.skipped.push_back({line_number, "major or minor number out of range"});
       return;
     }
-    DiskStats d;
+    if (used == result.devices.size()) result.devices.emplace_back();
+    DiskStats& d = result.devices[used++];
     d.major = static_cast<uint32_t>(v[0]);
     d.minor = static_cast<uint32_t>(v[1]);
-    d.name = std::string(f[2]);
+    d.name.assign(f[2]);
     d.reads_completed = v[3];
     d.reads_merged = v[4];
     d.read_sectors = v[5];
@@ -65,19 +70,16 @@ DiskstatsParse parseDiskstats(std::string_view text) {
     d.in_flight = v[11];
     d.io_ticks_ms = v[12];
     d.weighted_io_time_ms = v[13];
-    if (count >= kFields418) {
-      d.discards_completed = v[14];
-      d.discards_merged = v[15];
-      d.discard_sectors = v[16];
-      d.discard_time_ms = v[17];
-    }
-    if (count >= kFields55) {
-      d.flushes_completed = v[18];
-      d.flush_time_ms = v[19];
-    }
-    result.devices.push_back(std::move(d));
+    const bool discards = count >= kFields418;
+    const bool flushes = count >= kFields55;
+    d.discards_completed = discards ? std::optional<uint64_t>(v[14]) : std::nullopt;
+    d.discards_merged = discards ? std::optional<uint64_t>(v[15]) : std::nullopt;
+    d.discard_sectors = discards ? std::optional<uint64_t>(v[16]) : std::nullopt;
+    d.discard_time_ms = discards ? std::optional<uint64_t>(v[17]) : std::nullopt;
+    d.flushes_completed = flushes ? std::optional<uint64_t>(v[18]) : std::nullopt;
+    d.flush_time_ms = flushes ? std::optional<uint64_t>(v[19]) : std::nullopt;
   });
-  return result;
+  result.devices.resize(used);
 }
 
 namespace {
@@ -94,46 +96,55 @@ class DiskstatsCollector final : public Collector {
       primed_ = false;
       return CollectResult::error(error);
     }
-    DiskstatsParse parsed = parseDiskstats(buffer_);
+    parseDiskstats(buffer_, current_);
     const double elapsed = static_cast<double>(tick.monotonic_ns - last_tick_ns_) / 1e9;
-    std::map<Key, DiskStats> current;
-    for (DiskStats& d : parsed.devices) {
-      Key key{d.major, d.minor, d.name};
-      if (primed_) {
-        auto prev = previous_.find(key);
-        if (prev != previous_.end()) {
-          auto result = correlator::computeDiskRates(prev->second, d, elapsed);
-          if (result.rates) {
-            out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
-          }
-        }
+    if (primed_) {
+      out.disks.reserve(out.disks.size() + current_.devices.size());
+      for (size_t i = 0; i < current_.devices.size(); ++i) {
+        const DiskStats& d = current_.devices[i];
+        const DiskStats* prev = previousOf(d, i);
+        if (!prev) continue;  // a device that just appeared: rates from the next tick on
+        auto result = correlator::computeDiskRates(*prev, d, elapsed);
+        if (result.rates) out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
       }
-      current.emplace(std::move(key), std::move(d));
     }
-    previous_ = std::move(current);
+    std::swap(previous_, current_);
     last_tick_ns_ = tick.monotonic_ns;
     const bool was_primed = primed_;
     primed_ = true;
+    const DiskstatsParse& parsed = previous_;
     if (parsed.devices.empty() && !parsed.skipped.empty()) {
-      return CollectResult::error(file_.path().string() + " line " +
-                                  std::to_string(parsed.skipped.front().line) + ": " +
-                                  parsed.skipped.front().message);
+      return CollectResult::error(describe(parsed.skipped.front()));
     }
     CollectResult result = CollectResult::data(parsed.skipped.size());
-    if (!parsed.skipped.empty()) {
-      result.message = file_.path().string() + " line " +
-                       std::to_string(parsed.skipped.front().line) + ": " +
-                       parsed.skipped.front().message;
-    }
+    if (!parsed.skipped.empty()) result.message = describe(parsed.skipped.front());
     if (!was_primed) result.outcome = Outcome::kNoData;
     return result;
   }
 
  private:
-  using Key = std::tuple<uint32_t, uint32_t, std::string>;
+  // The kernel lists devices in a stable order, so the previous reading of device I is
+  // almost always at index I; search only when devices came or went.
+  const DiskStats* previousOf(const DiskStats& d, size_t index) const {
+    auto same = [&](const DiskStats& p) {
+      return p.major == d.major && p.minor == d.minor && p.name == d.name;
+    };
+    const auto& prev = previous_.devices;
+    if (index < prev.size() && same(prev[index])) return &prev[index];
+    for (const auto& p : prev) {
+      if (same(p)) return &p;
+    }
+    return nullptr;
+  }
+
+  std::string describe(const ParseProblem& problem) const {
+    return file_.path().string() + " line " + std::to_string(problem.line) + ": " + problem.message;
+  }
+
   ProcFile file_;
   std::string buffer_;
-  std::map<Key, DiskStats> previous_;
+  DiskstatsParse current_;
+  DiskstatsParse previous_;
   int64_t last_tick_ns_ = 0;
   bool primed_ = false;
 };

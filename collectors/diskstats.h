@@ -51,6 +51,8 @@ struct DiskstatsParse {
 
 // Pure: parses the text of /proc/diskstats. Malformed lines are skipped and reported.
 DiskstatsParse parseDiskstats(std::string_view text);
+// The same into OUT, reusing its memory (the collector calls this every tick).
+void parseDiskstats(std::string_view text, DiskstatsParse& out);
 
 // The collector: reads ROOT/proc/diskstats each tick and emits iostat's figures per device.
 std::unique_ptr<Collector> makeDiskstatsCollector(const SystemRoot& root);

@@ -70,25 +70,28 @@ SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, smUtil
 SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, memUtil);
 #undef SW_CHECK_LAYOUT
 
-static_assert(kSuccess == NVML_SUCCESS && kErrorUninitialized == NVML_ERROR_UNINITIALIZED &&
-              kErrorInvalidArgument == NVML_ERROR_INVALID_ARGUMENT &&
-              kErrorNotSupported == NVML_ERROR_NOT_SUPPORTED &&
-              kErrorNoPermission == NVML_ERROR_NO_PERMISSION &&
-              kErrorNotFound == NVML_ERROR_NOT_FOUND &&
-              kErrorInsufficientSize == NVML_ERROR_INSUFFICIENT_SIZE &&
-              kErrorDriverNotLoaded == NVML_ERROR_DRIVER_NOT_LOADED &&
-              kErrorGpuIsLost == NVML_ERROR_GPU_IS_LOST && kErrorUnknown == NVML_ERROR_UNKNOWN);
-static_assert(kGpuUtilizationSamples == NVML_GPU_UTILIZATION_SAMPLES);
-static_assert(kValueDouble == NVML_VALUE_TYPE_DOUBLE &&
-              kValueUnsignedInt == NVML_VALUE_TYPE_UNSIGNED_INT &&
-              kValueUnsignedLong == NVML_VALUE_TYPE_UNSIGNED_LONG &&
-              kValueUnsignedLongLong == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG &&
-              kValueSignedLongLong == NVML_VALUE_TYPE_SIGNED_LONG_LONG);
-static_assert(kClockGraphics == NVML_CLOCK_GRAPHICS && kClockSm == NVML_CLOCK_SM &&
-              kClockMem == NVML_CLOCK_MEM);
-static_assert(kPcieTxBytes == NVML_PCIE_UTIL_TX_BYTES && kPcieRxBytes == NVML_PCIE_UTIL_RX_BYTES);
+// Enumerators compared as integers: ours and NVIDIA's are distinct enum types by design.
+#define SW_SAME(OURS, THEIRS) (static_cast<long long>(OURS) == static_cast<long long>(THEIRS))
+static_assert(SW_SAME(kSuccess, NVML_SUCCESS) && SW_SAME(kErrorUninitialized, NVML_ERROR_UNINITIALIZED) &&
+              SW_SAME(kErrorInvalidArgument, NVML_ERROR_INVALID_ARGUMENT) &&
+              SW_SAME(kErrorNotSupported, NVML_ERROR_NOT_SUPPORTED) &&
+              SW_SAME(kErrorNoPermission, NVML_ERROR_NO_PERMISSION) &&
+              SW_SAME(kErrorNotFound, NVML_ERROR_NOT_FOUND) &&
+              SW_SAME(kErrorInsufficientSize, NVML_ERROR_INSUFFICIENT_SIZE) &&
+              SW_SAME(kErrorDriverNotLoaded, NVML_ERROR_DRIVER_NOT_LOADED) &&
+              SW_SAME(kErrorGpuIsLost, NVML_ERROR_GPU_IS_LOST) && SW_SAME(kErrorUnknown, NVML_ERROR_UNKNOWN));
+static_assert(SW_SAME(kGpuUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES));
+static_assert(SW_SAME(kValueDouble, NVML_VALUE_TYPE_DOUBLE) &&
+              SW_SAME(kValueUnsignedInt, NVML_VALUE_TYPE_UNSIGNED_INT) &&
+              SW_SAME(kValueUnsignedLong, NVML_VALUE_TYPE_UNSIGNED_LONG) &&
+              SW_SAME(kValueUnsignedLongLong, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG) &&
+              SW_SAME(kValueSignedLongLong, NVML_VALUE_TYPE_SIGNED_LONG_LONG));
+static_assert(SW_SAME(kClockGraphics, NVML_CLOCK_GRAPHICS) && SW_SAME(kClockSm, NVML_CLOCK_SM) &&
+              SW_SAME(kClockMem, NVML_CLOCK_MEM));
+static_assert(SW_SAME(kPcieTxBytes, NVML_PCIE_UTIL_TX_BYTES) && SW_SAME(kPcieRxBytes, NVML_PCIE_UTIL_RX_BYTES));
 static_assert(kDeviceNameBufferSize == NVML_DEVICE_NAME_V2_BUFFER_SIZE);
 static_assert(kDeviceUuidBufferSize == NVML_DEVICE_UUID_V2_BUFFER_SIZE);
+#undef SW_SAME
 
 }  // namespace
 }  // namespace stallwatch::nvml

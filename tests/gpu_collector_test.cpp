@@ -14,7 +14,8 @@ struct Harness {
   std::unique_ptr<GpuCollector> collector;
 };
 
-Harness make(std::function<void(FakeGpuDriver&)> setup, GpuCollectorOptions options = {}) {
+Harness make(std::function<void(FakeGpuDriver&)> setup,
+             GpuCollectorOptions options = {/*pcie=*/true, /*per_process=*/true}) {
   auto driver = std::make_unique<FakeGpuDriver>();
   FakeGpuDriver* raw = driver.get();
   FakeGpuDriver::Gpu gpu;
@@ -126,8 +127,8 @@ TEST(GpuCollector, PerProcessUtilisationIsAveragedPerPid) {
   EXPECT_FALSE(batch.gpu_processes[1].sm_utilization_percent);
 }
 
-TEST(GpuCollector, PcieCanBeTurnedOff) {
-  auto h = make([](FakeGpuDriver&) {}, {/*pcie=*/false, /*per_process=*/true});
+TEST(GpuCollector, PcieIsOffByDefault) {
+  auto h = make([](FakeGpuDriver&) {}, GpuCollectorOptions{});
   auto batch = collect(*h.collector);
   EXPECT_EQ(h.fake->pcie_calls, 0);
   EXPECT_FALSE(batch.gpus[0].pcie_tx_bytes_per_second);
