@@ -103,7 +103,6 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
                          wallTimeMs());
   };
   if (want_devices) rescanDevices();
-  if (gpu && gpu->gpus().empty()) spdlog::info("gpu: {}", gpu->unavailableReason());
 
   auto collectAll = [&](const collectors::Tick& tick, collectors::SampleBatch& batch) {
     for (auto& a : active) {
@@ -116,29 +115,32 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
         case collectors::Outcome::kNoData: ++a.stats.no_data; break;
         case collectors::Outcome::kError: ++a.stats.errors; break;
       }
-      // Log and record a change of state, not every repetition of it.
-      const bool changed = a.last_outcome != r.outcome || (r.outcome == collectors::Outcome::kError &&
-                                                           r.message != a.last_message);
-      const bool priming = !a.last_outcome && r.outcome == collectors::Outcome::kNoData &&
-                           a.stats.name != "gpu";
-      if (changed && !priming && (r.outcome != collectors::Outcome::kData || a.last_outcome)) {
-        const bool bad = r.outcome == collectors::Outcome::kError;
-        if (bad) {
-          spdlog::warn("{}: {}", a.stats.name, r.message);
-        } else {
-          spdlog::info("{}: {}{}{}", a.stats.name, outcomeName(r.outcome),
-                       r.message.empty() ? "" : ": ", r.message);
+      // Log and record a change of state, not every repetition of it. A collector's first
+      // reading only primes its counters (no data, no reason): that is not news, and neither
+      // is its first success.
+      const bool priming = r.outcome == collectors::Outcome::kNoData && r.message.empty();
+      if (!priming) {
+        const bool changed = a.last_outcome != r.outcome ||
+                             (r.outcome == collectors::Outcome::kError && r.message != a.last_message);
+        const bool first_success = !a.last_outcome && r.outcome == collectors::Outcome::kData;
+        if (changed && !first_success) {
+          const bool bad = r.outcome == collectors::Outcome::kError;
+          const std::string text =
+              std::string(outcomeName(r.outcome)) + (r.message.empty() ? "" : ": " + r.message);
+          if (bad) {
+            spdlog::warn("{}: {}", a.stats.name, text);
+          } else {
+            spdlog::info("{}: {}", a.stats.name, text);
+          }
+          writer.submitEvent({tick.wall_time_ms, a.stats.name, bad ? "error" : "info", text});
         }
-        writer.submitEvent({tick.wall_time_ms, a.stats.name, bad ? "error" : "info",
-                            std::string(outcomeName(r.outcome)) +
-                                (r.message.empty() ? "" : ": " + r.message)});
+        a.last_outcome = r.outcome;
+        a.last_message = r.message;
       }
       if (r.skipped > 0 && r.outcome == collectors::Outcome::kData && a.stats.skipped == r.skipped) {
         spdlog::warn("{}: skipped {} malformed value(s), first: {}", a.stats.name, r.skipped,
                      r.message);
       }
-      a.last_outcome = r.outcome;
-      a.last_message = r.message;
     }
   };
 
