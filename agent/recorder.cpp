@@ -75,12 +75,14 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   std::vector<ActiveCollector> active;
   std::string enabled_names;
   collectors::GpuCollector* gpu = nullptr;
+  collectors::JobTracker* jobs = nullptr;
   for (const auto& entry : collectors::collectorTable()) {
     if (!options.enabled_collectors.count(entry.name)) continue;
     ActiveCollector a;
     a.collector = entry.make(options.collector_config);
     a.stats.name = entry.name;
     if (auto* g = dynamic_cast<collectors::GpuCollector*>(a.collector.get())) gpu = g;
+    if (auto* j = dynamic_cast<collectors::JobTracker*>(a.collector.get())) jobs = j;
     active.push_back(std::move(a));
     enabled_names += (enabled_names.empty() ? "" : ",") + entry.name;
   }
@@ -96,13 +98,22 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
 
-  const bool want_devices = options.enabled_collectors.count("diskstats") > 0;
+  const bool want_devices = options.enabled_collectors.count("diskstats") > 0 || jobs;
   auto udev = collectors::makeUdevSourceFor(options.collector_config.root);
   auto rescanDevices = [&] {
-    writer.submitDevices(collectors::scanBlockDevices(options.collector_config.root, *udev),
-                         wallTimeMs());
+    auto tree = std::make_shared<const collectors::DeviceTree>(
+        collectors::scanBlockDevices(options.collector_config.root, *udev));
+    if (jobs) jobs->setDeviceTree(tree);
+    writer.submitDevices(*tree, wallTimeMs());
   };
   if (want_devices) rescanDevices();
+  if (jobs) {
+    if (jobs->socket()) {
+      spdlog::info("jobs: dataloader socket at {}", jobs->socket()->path().string());
+    } else if (!jobs->socketError().empty()) {
+      spdlog::warn("jobs: no dataloader socket: {}", jobs->socketError());
+    }
+  }
 
   auto collectAll = [&](const collectors::Tick& tick, collectors::SampleBatch& batch) {
     for (auto& a : active) {
@@ -147,8 +158,19 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   // Priming read: rates need a previous reading.
   collectors::Tick previous{monotonicNs(), wallTimeMs()};
   {
-    collectors::SampleBatch discard;
-    collectAll(previous, discard);
+    collectors::SampleBatch priming;
+    priming.wall_time_ms = previous.wall_time_ms;
+    collectAll(previous, priming);
+    // Interval figures need two readings; facts (jobs found at start) stand on their own.
+    priming.disks.clear();
+    priming.pressure.clear();
+    priming.gpus.clear();
+    priming.gpu_processes.clear();
+    priming.jobs.clear();
+    if (!priming.job_updates.empty() || !priming.job_processes.empty() ||
+        !priming.job_devices.empty()) {
+      writer.submit(std::move(priming));
+    }
   }
   const auto start = Clock::now();
   auto last_rescan = start;
@@ -187,6 +209,13 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     }
   }
 
+  if (jobs && jobs->socket()) {
+    const auto s = jobs->socket()->stats();
+    spdlog::info("dataloader socket: {} datagrams, {} metrics, {} malformed lines, {} unknown "
+                 "metrics, {} oversized datagrams, {} from senders past the cap",
+                 s.datagrams, s.metrics, s.malformed_lines, s.unknown_metrics,
+                 s.oversized_datagrams, s.dropped_senders);
+  }
   summary.store_ok = writer.finish(wallTimeMs());
   const auto stats = writer.stats();
   summary.written_batches = stats.written_batches;

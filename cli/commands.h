@@ -12,5 +12,6 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner addRecordCommand(CLI::App& app);
 CommandRunner addDevicesCommand(CLI::App& app);
+CommandRunner addJobsCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   };
   add(stallwatch::cli::addRecordCommand);
   add(stallwatch::cli::addDevicesCommand);
+  add(stallwatch::cli::addJobsCommand);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).

@@ -25,6 +25,10 @@ struct RecordArgs {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool gpu_pcie = false;
   bool gpu_processes = true;
+  std::vector<uint32_t> pids;
+  std::vector<std::string> cgroups;
+  std::string socket;
+  std::string socket_mode = "0660";
 };
 
 int runRecord(const RecordArgs& args) {
@@ -58,6 +62,21 @@ int runRecord(const RecordArgs& args) {
   options.collector_config.gpu.pcie = args.gpu_pcie;
   options.collector_config.gpu.per_process = args.gpu_processes;
   options.queue_capacity = args.queue_capacity;
+  auto& jobs = options.collector_config.jobs;
+  jobs.pids = args.pids;
+  for (const auto& c : args.cgroups) jobs.cgroups.emplace_back(c);
+  jobs.socket.path = args.socket.empty() ? collectors::defaultDataloaderSocketPath()
+                                         : std::filesystem::path(args.socket);
+  try {
+    size_t used = 0;
+    const unsigned long mode = std::stoul(args.socket_mode, &used, 8);
+    if (used != args.socket_mode.size() || mode > 0777) throw std::invalid_argument("mode");
+    jobs.socket.mode = static_cast<mode_t>(mode);
+  } catch (const std::exception&) {
+    std::cerr << "stallwatch record: --socket-mode '" << args.socket_mode
+              << "' is not an octal file mode (examples: 0660, 0666)\n";
+    return 2;
+  }
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
   }
@@ -132,6 +151,20 @@ CommandRunner addRecordCommand(CLI::App& app) {
   cmd->add_flag("--gpu-processes,!--no-gpu-processes", args->gpu_processes,
                 "Read per-process GPU utilisation")
       ->group("Collectors");
+  cmd->add_option("--pid", args->pids, "Follow the training job of this process (repeatable)")
+      ->group("Jobs");
+  cmd->add_option("--cgroup", args->cgroups,
+                  "Follow the processes of this cgroup v2 directory as one job (repeatable)")
+      ->check(CLI::ExistingDirectory)
+      ->group("Jobs");
+  cmd->add_option("--socket", args->socket,
+                  "Dataloader socket (default /run/stallwatch/dataloader.sock as root, "
+                  "$XDG_RUNTIME_DIR/stallwatch/dataloader.sock otherwise)")
+      ->group("Jobs");
+  cmd->add_option("--socket-mode", args->socket_mode,
+                  "Permissions of the dataloader socket; 0666 lets every user's jobs report")
+      ->capture_default_str()
+      ->group("Jobs");
   return [args] { return runRecord(*args); };
 }
 

@@ -55,6 +55,11 @@ struct GpuProcessUtilization {
   uint32_t memory_percent = 0;
 };
 
+struct GpuComputeProcess {
+  uint32_t pid = 0;
+  std::optional<uint64_t> used_memory_bytes;  // none where the driver cannot tell (MIG, containers)
+};
+
 enum class PcieDirection { kTx, kRx };
 
 class GpuDriver {
@@ -72,6 +77,8 @@ class GpuDriver {
   virtual DriverResult<uint64_t> pcieBytesPerSecond(uint32_t index, PcieDirection direction) = 0;
   virtual DriverResult<std::vector<GpuProcessUtilization>> processUtilization(
       uint32_t index, uint64_t since_us) = 0;
+  // Processes holding a compute context on the GPU now: how jobs are found without --pid.
+  virtual DriverResult<std::vector<GpuComputeProcess>> computeProcesses(uint32_t index) = 0;
 };
 
 // NVML through dlopen("libnvidia-ml.so.1"); PATH overrides the library name (tests, odd installs).

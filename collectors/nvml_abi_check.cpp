@@ -22,6 +22,7 @@ template <> struct Theirs<PcieUtilCounter> { using type = nvmlPcieUtilCounter_t;
 template <> struct Theirs<Sample> { using type = nvmlSample_t; };
 template <> struct Theirs<Utilization> { using type = nvmlUtilization_t; };
 template <> struct Theirs<Memory> { using type = nvmlMemory_t; };
+template <> struct Theirs<ProcessInfo> { using type = nvmlProcessInfo_t; };
 template <> struct Theirs<ProcessUtilizationSample> { using type = nvmlProcessUtilizationSample_t; };
 template <typename T> struct Theirs<T*> { using type = typename Theirs<T>::type*; };
 template <typename T> struct Theirs<const T> { using type = const typename Theirs<T>::type; };
@@ -46,6 +47,7 @@ SW_CHECK_FN(DeviceGetMemoryInfoFn, nvmlDeviceGetMemoryInfo);
 SW_CHECK_FN(DeviceGetClockInfoFn, nvmlDeviceGetClockInfo);
 SW_CHECK_FN(DeviceGetPcieThroughputFn, nvmlDeviceGetPcieThroughput);
 SW_CHECK_FN(DeviceGetProcessUtilizationFn, nvmlDeviceGetProcessUtilization);
+SW_CHECK_FN(DeviceGetComputeRunningProcessesFn, nvmlDeviceGetComputeRunningProcesses_v3);
 #undef SW_CHECK_FN
 
 #define SW_CHECK_LAYOUT(OURS, THEIRS, FIELD)                                    \
@@ -68,6 +70,11 @@ SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, pid);
 SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, timeStamp);
 SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, smUtil);
 SW_CHECK_LAYOUT(ProcessUtilizationSample, nvmlProcessUtilizationSample_t, memUtil);
+static_assert(sizeof(ProcessInfo) == sizeof(nvmlProcessInfo_t));
+SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, pid);
+SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, usedGpuMemory);
+SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, gpuInstanceId);
+SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, computeInstanceId);
 #undef SW_CHECK_LAYOUT
 
 // Enumerators compared as integers: ours and NVIDIA's are distinct enum types by design.

@@ -69,6 +69,13 @@ struct ProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
   unsigned int decUtil;
 };
 
+struct ProcessInfo {  // nvmlProcessInfo_t (the v2 layout that ..._v3 functions fill)
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
 inline constexpr unsigned kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 inline constexpr unsigned kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
@@ -86,6 +93,7 @@ using DeviceGetSamplesFn = Return (*)(Device, SamplingType, unsigned long long, 
 using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
 using DeviceGetClockInfoFn = Return (*)(Device, ClockType, unsigned int*);
 using DeviceGetPcieThroughputFn = Return (*)(Device, PcieUtilCounter, unsigned int*);
+using DeviceGetComputeRunningProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);  // _v3
 using DeviceGetProcessUtilizationFn = Return (*)(Device, ProcessUtilizationSample*, unsigned int*,
                                                  unsigned long long);
 

@@ -43,6 +43,7 @@ class NvmlDriver final : public GpuDriver {
     resolve(get_clock_, "nvmlDeviceGetClockInfo");
     resolve(get_pcie_, "nvmlDeviceGetPcieThroughput");
     resolve(get_process_util_, "nvmlDeviceGetProcessUtilization");
+    resolve(get_compute_processes_, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!init_ || !get_count_ || !get_handle_) {
       return {DriverCode::kError, false, library_ + " lacks nvmlInit_v2 or device enumeration"};
     }
@@ -161,6 +162,33 @@ class NvmlDriver final : public GpuDriver {
     return {DriverCode::kOk, std::move(out), {}};
   }
 
+  DriverResult<std::vector<GpuComputeProcess>> computeProcesses(uint32_t index) override {
+    using R = std::vector<GpuComputeProcess>;
+    nvml::Device d = device(index);
+    if (!d || !get_compute_processes_) return unsupported<R>("nvmlDeviceGetComputeRunningProcesses_v3");
+    // The list can grow between the sizing call and the real one: retry a few times.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      unsigned count = static_cast<unsigned>(process_infos_.size());
+      const nvml::Return rc =
+          get_compute_processes_(d, &count, process_infos_.empty() ? nullptr : process_infos_.data());
+      if (rc == nvml::kErrorInsufficientSize) {
+        process_infos_.resize(count + 8);
+        continue;
+      }
+      if (rc != nvml::kSuccess) return fail<R>(rc, "nvmlDeviceGetComputeRunningProcesses_v3");
+      R out;
+      for (unsigned i = 0; i < count && i < process_infos_.size(); ++i) {
+        GpuComputeProcess p;
+        p.pid = process_infos_[i].pid;
+        // NVML_VALUE_NOT_AVAILABLE (all ones) where memory use cannot be read.
+        if (process_infos_[i].usedGpuMemory != ~0ull) p.used_memory_bytes = process_infos_[i].usedGpuMemory;
+        out.push_back(p);
+      }
+      return {DriverCode::kOk, std::move(out), {}};
+    }
+    return {DriverCode::kError, {}, "nvmlDeviceGetComputeRunningProcesses_v3: list kept growing"};
+  }
+
  private:
   template <typename Fn>
   void resolve(Fn& fn, const char* symbol) {
@@ -225,6 +253,8 @@ class NvmlDriver final : public GpuDriver {
   nvml::DeviceGetClockInfoFn get_clock_ = nullptr;
   nvml::DeviceGetPcieThroughputFn get_pcie_ = nullptr;
   nvml::DeviceGetProcessUtilizationFn get_process_util_ = nullptr;
+  nvml::DeviceGetComputeRunningProcessesFn get_compute_processes_ = nullptr;
+  std::vector<nvml::ProcessInfo> process_infos_;
 };
 
 }  // namespace

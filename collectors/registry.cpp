@@ -15,6 +15,14 @@ const std::vector<CollectorEntry>& collectorTable() {
        [](const CollectorConfig& c) -> std::unique_ptr<Collector> {
          return std::make_unique<GpuCollector>(makeNvmlDriver(c.nvml_library), c.gpu);
        }},
+      {"jobs",
+       "training jobs (GPU processes, dataloader senders, --pid, --cgroup): their processes, "
+       "I/O, CPU, D-state threads, devices read, and dataloader throughput",
+       true,
+       [](const CollectorConfig& c) -> std::unique_ptr<Collector> {
+         auto gpu = c.jobs.follow_gpu_processes ? makeNvmlDriver(c.nvml_library) : nullptr;
+         return std::make_unique<JobTracker>(c.root, c.jobs, std::move(gpu));
+       }},
   };
   return table;
 }

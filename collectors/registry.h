@@ -9,6 +9,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/gpu.h"
+#include "collectors/jobs.h"
 #include "collectors/system_root.h"
 
 namespace stallwatch::collectors {
@@ -16,6 +17,7 @@ namespace stallwatch::collectors {
 struct CollectorConfig {
   SystemRoot root;
   GpuCollectorOptions gpu;
+  JobTrackerOptions jobs;
   std::string nvml_library = "libnvidia-ml.so.1";
 };
 

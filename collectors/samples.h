@@ -61,6 +61,55 @@ struct GpuProcessSample {
   std::optional<double> memory_utilization_percent;
 };
 
+// A training job: the processes of one run (main process, dataloader workers, ranks).
+struct JobDescription {
+  std::string key;    // stable identity: slurm:ID, torchelastic:ID, cgroup:PATH, pid:PID:START
+  std::string label;  // for people: the command line, shortened
+  uint32_t root_pid = 0;
+  std::string cmdline;
+  std::string labels;  // SLURM_JOB_ID=..,RANK=.. as found in the environment
+  std::string gpus;    // comma-separated GPU UUIDs the job's processes hold
+  int64_t started_ms = 0;
+  std::optional<int64_t> ended_ms;
+};
+
+struct JobSample {
+  std::string key;
+  uint32_t processes = 0;
+  uint32_t workers = 0;                  // processes other than the job's root(s)
+  std::optional<double> read_bytes_per_second;   // block-layer reads (/proc/<pid>/io read_bytes)
+  std::optional<double> write_bytes_per_second;
+  std::optional<double> rchar_per_second;        // read-syscall bytes, page-cache hits included
+  std::optional<double> read_syscalls_per_second;
+  std::optional<double> main_cpu_ratio;     // CPU of the root process(es), 1.0 = one core
+  std::optional<double> workers_cpu_ratio;  // summed over the other processes
+  uint32_t d_state_threads = 0;             // threads in uninterruptible sleep at the tick
+  std::string top_wchan;                    // where most of those threads wait
+  // From the dataloader socket, where the job reports.
+  std::optional<uint64_t> steps;
+  std::optional<uint64_t> samples;
+  std::optional<double> data_wait_seconds;
+  std::optional<double> step_seconds;
+};
+
+// "This job reads from DEVICE": a file the job had open lives on it (VIA: the device the
+// file was on, when DEVICE is a device underneath it, e.g. the disk under a loop device).
+struct JobDeviceFact {
+  std::string key;
+  std::string device;
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  std::string via;
+  uint32_t open_files = 0;
+};
+
+struct JobProcessFact {
+  std::string key;
+  uint32_t pid = 0;
+  std::string role;  // main, worker
+  std::string comm;
+};
+
 struct SampleBatch {
   int64_t wall_time_ms = 0;     // end of the interval, Unix epoch milliseconds
   double interval_seconds = 0;  // measured on the monotonic clock
@@ -68,6 +117,10 @@ struct SampleBatch {
   std::vector<PressureSample> pressure;
   std::vector<GpuSample> gpus;
   std::vector<GpuProcessSample> gpu_processes;
+  std::vector<JobDescription> job_updates;  // jobs that started, changed or ended
+  std::vector<JobSample> jobs;
+  std::vector<JobDeviceFact> job_devices;
+  std::vector<JobProcessFact> job_processes;
 };
 
 }  // namespace stallwatch::collectors

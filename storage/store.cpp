@@ -24,6 +24,7 @@ struct Migration {
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
     {1, kSchemaV1Sql},
+    {2, kSchemaV2Sql},
 };
 
 template <typename T>
@@ -114,6 +115,12 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       db,
       "INSERT INTO gpu_process_samples (ts_ms, gpu_id, pid, sm_utilization_percent, "
       "memory_utilization_percent) VALUES (?,?,?,?,?)");
+  store->insert_job_sample_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO job_samples (ts_ms, job_id, interval_ms, processes, workers, "
+      "read_bytes_per_second, write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
+      "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
+      "data_wait_seconds, step_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   return store;
 }
 
@@ -321,6 +328,7 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
       st.exec();
       st.reset();
     }
+    writeJobFacts(b);
     for (const auto& p : b.gpu_processes) {
       auto& st = *insert_gpu_process_;
       st.bind(1, b.wall_time_ms);
@@ -333,6 +341,95 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     }
   }
   tx.commit();
+}
+
+int64_t Store::jobId(const std::string& key) {
+  if (auto it = job_ids_.find(key); it != job_ids_.end()) return it->second;
+  SQLite::Statement st(db_, "SELECT job_id FROM jobs WHERE job_key = ?");
+  st.bind(1, key);
+  if (!st.executeStep()) return 0;  // described in the same batch before use; see writeJobFacts
+  const int64_t id = st.getColumn(0).getInt64();
+  job_ids_.emplace(key, id);
+  return id;
+}
+
+// Job descriptions first, so that the samples and facts of the same batch find their job.
+void Store::writeJobFacts(const collectors::SampleBatch& b) {
+  for (const auto& j : b.job_updates) {
+    SQLite::Statement st(
+        db_,
+        "INSERT INTO jobs (job_key, label, root_pid, cmdline, labels, gpus, started_ms, ended_ms, "
+        "last_seen_ms) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (job_key) DO UPDATE SET "
+        "label=excluded.label, root_pid=excluded.root_pid, cmdline=excluded.cmdline, "
+        "labels=excluded.labels, gpus=excluded.gpus, ended_ms=excluded.ended_ms, "
+        "last_seen_ms=excluded.last_seen_ms RETURNING job_id");
+    st.bind(1, j.key);
+    bindText(st, 2, j.label);
+    st.bind(3, static_cast<int64_t>(j.root_pid));
+    bindText(st, 4, j.cmdline);
+    bindText(st, 5, j.labels);
+    bindText(st, 6, j.gpus);
+    st.bind(7, j.started_ms);
+    bindOptional(st, 8, j.ended_ms);
+    st.bind(9, b.wall_time_ms);
+    st.executeStep();
+    job_ids_[j.key] = st.getColumn(0).getInt64();
+  }
+  for (const auto& p : b.job_processes) {
+    const int64_t job = jobId(p.key);
+    if (!job) continue;
+    SQLite::Statement st(db_,
+                         "INSERT OR IGNORE INTO job_processes (job_id, pid, role, comm, first_seen_ms) "
+                         "VALUES (?,?,?,?,?)");
+    st.bind(1, job);
+    st.bind(2, static_cast<int64_t>(p.pid));
+    st.bind(3, p.role);
+    bindText(st, 4, p.comm);
+    st.bind(5, b.wall_time_ms);
+    st.exec();
+  }
+  for (const auto& d : b.job_devices) {
+    const int64_t job = jobId(d.key);
+    if (!job) continue;
+    SQLite::Statement st(
+        db_,
+        "INSERT INTO job_devices (job_id, device_id, via, open_files_seen, first_seen_ms, "
+        "last_seen_ms) VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, device_id, via) DO UPDATE SET "
+        "open_files_seen = open_files_seen + excluded.open_files_seen, "
+        "last_seen_ms = excluded.last_seen_ms");
+    st.bind(1, job);
+    st.bind(2, deviceId(d.device, d.major, d.minor, b.wall_time_ms));
+    st.bind(3, d.via);
+    st.bind(4, static_cast<int64_t>(d.open_files));
+    st.bind(5, b.wall_time_ms);
+    st.bind(6, b.wall_time_ms);
+    st.exec();
+  }
+  const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);
+  for (const auto& j : b.jobs) {
+    const int64_t job = jobId(j.key);
+    if (!job) continue;
+    auto& st = *insert_job_sample_;
+    st.bind(1, b.wall_time_ms);
+    st.bind(2, job);
+    st.bind(3, interval_ms);
+    st.bind(4, static_cast<int64_t>(j.processes));
+    st.bind(5, static_cast<int64_t>(j.workers));
+    bindOptional(st, 6, j.read_bytes_per_second);
+    bindOptional(st, 7, j.write_bytes_per_second);
+    bindOptional(st, 8, j.rchar_per_second);
+    bindOptional(st, 9, j.read_syscalls_per_second);
+    bindOptional(st, 10, j.main_cpu_ratio);
+    bindOptional(st, 11, j.workers_cpu_ratio);
+    st.bind(12, static_cast<int64_t>(j.d_state_threads));
+    bindText(st, 13, j.top_wchan);
+    bindOptional(st, 14, j.steps);
+    bindOptional(st, 15, j.samples);
+    bindOptional(st, 16, j.data_wait_seconds);
+    bindOptional(st, 17, j.step_seconds);
+    st.exec();
+    st.reset();
+  }
 }
 
 void Store::writeEvent(int64_t run_id, const AgentEvent& event) {

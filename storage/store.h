@@ -20,7 +20,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 class StoreError : public std::runtime_error {
  public:
@@ -66,6 +66,8 @@ class Store {
   void migrate();
   int64_t deviceId(const std::string& name, uint32_t major, uint32_t minor, int64_t seen_ms);
   int64_t gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms);
+  int64_t jobId(const std::string& key);
+  void writeJobFacts(const collectors::SampleBatch& batch);
 
   SQLite::Database db_;
   std::unique_ptr<SQLite::Statement> insert_disk_;
@@ -75,6 +77,8 @@ class Store {
   std::unique_ptr<SQLite::Statement> touch_device_;
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int64_t> device_ids_;
   std::map<std::string, int64_t> gpu_ids_;
+  std::map<std::string, int64_t> job_ids_;
+  std::unique_ptr<SQLite::Statement> insert_job_sample_;
 };
 
 // Where the DB lives unless --db says otherwise: /var/lib/stallwatch/stallwatch.db for root,

@@ -18,6 +18,7 @@ class FakeGpuDriver final : public collectors::GpuDriver {
     collectors::DriverCode memory_code = collectors::DriverCode::kOk;
     uint32_t sm_clock_mhz = 1980;
     std::vector<collectors::GpuProcessUtilization> processes;
+    std::vector<collectors::GpuComputeProcess> compute_processes;
   };
 
   collectors::DriverCode init_code = collectors::DriverCode::kOk;
@@ -66,6 +67,10 @@ class FakeGpuDriver final : public collectors::GpuDriver {
       if (p.timestamp_us > since_us) out.push_back(p);
     }
     return {collectors::DriverCode::kOk, out, {}};
+  }
+  collectors::DriverResult<std::vector<collectors::GpuComputeProcess>> computeProcesses(
+      uint32_t index) override {
+    return {collectors::DriverCode::kOk, gpus.at(index).compute_processes, {}};
   }
 };
 

@@ -1,0 +1,317 @@
+#include "collectors/jobs.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace stallwatch::collectors {
+namespace {
+
+constexpr int kMaxAncestorDepth = 64;
+constexpr size_t kMaxCmdlineBytes = 512;
+
+std::string joinCmdline(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) {
+    if (out.size() >= kMaxCmdlineBytes) break;
+    out += (out.empty() ? "" : " ") + a;
+  }
+  return out.substr(0, kMaxCmdlineBytes);
+}
+
+// A short name for people: "python3 train.py" rather than the whole command line.
+std::string labelFromCmdline(const std::vector<std::string>& args, const std::string& comm) {
+  constexpr size_t kMaxLabelBytes = 80;
+  if (args.empty()) return comm;
+  std::string label = std::filesystem::path(args[0]).filename().string();
+  for (size_t i = 1; i < args.size() && i < 3; ++i) label += " " + args[i];
+  // One line for a table: control characters (a `python -c` script's newlines) become spaces.
+  for (char& c : label) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (label.size() > kMaxLabelBytes) label = label.substr(0, kMaxLabelBytes - 3) + "...";
+  return label;
+}
+
+std::string jobLabels(const std::map<std::string, std::string>& env) {
+  static const char* kKeys[] = {"SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID",
+                                "RANK",         "LOCAL_RANK",    "WORLD_SIZE"};
+  std::string out;
+  for (const char* k : kKeys) {
+    if (auto it = env.find(k); it != env.end()) out += (out.empty() ? "" : ",") + std::string(k) + "=" + it->second;
+  }
+  return out;
+}
+
+std::string join(const std::set<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+}  // namespace
+
+std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env) {
+  if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty()) {
+    auto step = env.find("SLURM_STEP_ID");
+    return "slurm:" + it->second + (step != env.end() ? "." + step->second : "");
+  }
+  if (auto it = env.find("TORCHELASTIC_RUN_ID"); it != env.end() && !it->second.empty()) {
+    return "torchelastic:" + it->second;
+  }
+  return {};
+}
+
+JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
+                       std::unique_ptr<GpuDriver> gpu)
+    : reader_(root.proc),
+      options_(std::move(options)),
+      gpu_(std::move(gpu)),
+      clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
+  if (options_.discovery_every_ticks == 0) options_.discovery_every_ticks = 1;
+  if (gpu_ && options_.follow_gpu_processes && gpu_->init().ok()) {
+    if (auto devices = gpu_->devices(); devices.ok()) gpu_list_ = devices.value;
+  }
+  if (options_.listen_dataloader) {
+    socket_ = DataloaderSocket::open(options_.socket, socket_error_);
+  }
+}
+
+JobTracker::Job* JobTracker::jobOf(uint32_t pid) {
+  for (auto& [key, job] : jobs_) {
+    if (job.members.count(pid)) return &job;
+  }
+  return nullptr;
+}
+
+void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) {
+  if (job.members.size() >= options_.max_processes_per_job && !job.members.count(pid)) return;
+  auto stat = reader_.stat(pid);
+  if (!stat) return;
+  auto [it, inserted] = job.members.try_emplace(pid, Member{*stat, reader_.io(pid), root});
+  if (!inserted) {
+    it->second.root = it->second.root || root;
+    return;
+  }
+  out.job_processes.push_back({job.description.key, pid, root ? "main" : "worker", stat->comm});
+}
+
+// Puts PID into the job of its nearest tracked ancestor, or into the job its environment
+// names, or into a new job of its own. FORCED_KEY (cgroups) overrides the environment.
+JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key, int64_t now_ms,
+                                    SampleBatch& out) {
+  if (Job* job = jobOf(pid)) return job;
+  auto stat = reader_.stat(pid);
+  if (!stat) return nullptr;
+  uint32_t ancestor = stat->ppid;
+  for (int depth = 0; ancestor > 1 && depth < kMaxAncestorDepth; ++depth) {
+    if (Job* job = jobOf(ancestor)) {
+      addMember(*job, pid, false, out);
+      return job;
+    }
+    auto a = reader_.stat(ancestor);
+    if (!a) break;
+    ancestor = a->ppid;
+  }
+  const auto env = reader_.environ(pid);
+  std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
+  if (key.empty()) key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
+  auto [it, inserted] = jobs_.try_emplace(key);
+  Job& job = it->second;
+  if (inserted) {
+    const auto args = reader_.cmdline(pid);
+    job.description.key = key;
+    job.description.root_pid = pid;
+    job.description.cmdline = joinCmdline(args);
+    job.description.label = labelFromCmdline(args, stat->comm);
+    job.description.labels = jobLabels(env);
+    job.description.started_ms = now_ms;
+  }
+  addMember(job, pid, true, out);
+  return &job;
+}
+
+void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
+  for (uint32_t pid : options_.pids) attach(pid, {}, now_ms, out);
+  for (const auto& cgroup : options_.cgroups) {
+    const std::string key = "cgroup:" + cgroup.string();
+    for (uint32_t pid : reader_.cgroupProcs(cgroup)) {
+      Job* job = jobOf(pid);
+      if (!job) job = attach(pid, key, now_ms, out);
+      // Everything in the cgroup belongs to it, whatever its parentage.
+      if (job && job->description.key != key && jobs_.count(key)) addMember(jobs_[key], pid, false, out);
+    }
+  }
+  if (!gpu_list_.empty()) {
+    for (const GpuInfo& g : gpu_list_) {
+      auto processes = gpu_->computeProcesses(g.index);
+      if (!processes.ok()) continue;
+      for (const auto& p : processes.value) {
+        if (Job* job = attach(p.pid, {}, now_ms, out); job && job->gpus.insert(g.uuid).second) {
+          job->description.gpus = join(job->gpus);
+          job->changed = true;
+        }
+      }
+    }
+  }
+}
+
+void JobTracker::followChildren(Job& job, bool full_scan, SampleBatch& out) {
+  std::vector<uint32_t> frontier;
+  for (const auto& [pid, m] : job.members) frontier.push_back(pid);
+  while (!frontier.empty()) {
+    const uint32_t pid = frontier.back();
+    frontier.pop_back();
+    for (uint32_t child : reader_.children(pid)) {
+      if (job.members.count(child) || job.members.size() >= options_.max_processes_per_job) continue;
+      addMember(job, child, false, out);
+      frontier.push_back(child);
+    }
+  }
+  if (!full_scan) return;
+  // Children of threads other than the main one do not show in task/PID/children: look at
+  // every process's parent once per discovery period.
+  bool grew = true;
+  std::vector<std::pair<uint32_t, uint32_t>> parents;  // (pid, ppid)
+  for (uint32_t pid : reader_.allPids()) {
+    if (auto s = reader_.stat(pid)) parents.emplace_back(pid, s->ppid);
+  }
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, ppid] : parents) {
+      if (!job.members.count(pid) && job.members.count(ppid) &&
+          job.members.size() < options_.max_processes_per_job) {
+        addMember(job, pid, false, out);
+        grew = job.members.count(pid) > 0;
+      }
+    }
+  }
+}
+
+void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
+  if (!tree_) return;
+  auto mounts = reader_.mounts(job.description.root_pid);
+  if (!mounts) return;
+  std::map<std::string, uint32_t> files_per_device;
+  for (const auto& [pid, m] : job.members) {
+    for (const std::string& path : reader_.openFiles(pid, options_.max_open_files_per_process)) {
+      // The longest mount point that is a prefix of the path, in the job's mount namespace.
+      const MountInfo* best = nullptr;
+      for (const auto& mount : *mounts) {
+        const auto& mp = mount.mount_point;
+        const bool under = mp == "/" || (path.compare(0, mp.size(), mp) == 0 &&
+                                         (path.size() == mp.size() || path[mp.size()] == '/'));
+        if (under && (!best || mp.size() > best->mount_point.size())) best = &mount;
+      }
+      if (!best) continue;
+      if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor)) ++files_per_device[d->name];
+    }
+  }
+  for (const auto& [name, count] : files_per_device) {
+    const BlockDevice* d = tree_->find(name);
+    out.job_devices.push_back({job.description.key, name, *d->major, *d->minor, {}, count});
+    for (const std::string& below : tree_->physicalDevices(name)) {
+      const BlockDevice* p = tree_->find(below);
+      if (below == name || !p || !p->major) continue;
+      out.job_devices.push_back({job.description.key, below, *p->major, *p->minor, name, count});
+    }
+  }
+}
+
+CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
+  const bool discovery = ticks_++ % options_.discovery_every_ticks == 0;
+  const double elapsed = static_cast<double>(tick.monotonic_ns - last_tick_ns_) / 1e9;
+  const bool have_interval = last_tick_ns_ != 0 && elapsed > 0;
+  last_tick_ns_ = tick.monotonic_ns;
+  if (discovery) discover(tick.wall_time_ms, out);
+  // Attribute the dataloader's datagrams now, before exited members are pruned: a process
+  // sends its last datagram as it finishes, and it may be gone by this tick.
+  std::map<std::string, DataloaderTotals> dataloader;
+  if (socket_) {
+    for (const auto& [pid, t] : socket_->drain()) {
+      Job* job = pid != 0 ? attach(pid, {}, tick.wall_time_ms, out) : nullptr;
+      if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
+      DataloaderTotals& sum = dataloader[job->description.key];
+      sum.steps += t.steps;
+      sum.samples += t.samples;
+      sum.wait_seconds += t.wait_seconds;
+      sum.step_seconds += t.step_seconds;
+    }
+  }
+
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    Job& job = it->second;
+    followChildren(job, discovery, out);
+    JobSample sample;
+    sample.key = job.description.key;
+    double main_cpu = 0, workers_cpu = 0, read_bytes = 0, write_bytes = 0, rchar = 0, syscr = 0;
+    bool io_known = false;
+    std::map<std::string, uint32_t> wchans;
+    for (auto m = job.members.begin(); m != job.members.end();) {
+      auto stat = reader_.stat(m->first);
+      if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
+        m = job.members.erase(m);  // exited (or its pid was reused)
+        continue;
+      }
+      Member& member = m->second;
+      const double cpu = static_cast<double>((stat->utime_ticks + stat->stime_ticks) -
+                                             (member.stat.utime_ticks + member.stat.stime_ticks)) /
+                         static_cast<double>(clock_ticks_per_second_);
+      (member.root ? main_cpu : workers_cpu) += cpu;
+      auto io = reader_.io(m->first);
+      if (io && member.io) {
+        io_known = true;
+        read_bytes += static_cast<double>(io->read_bytes - std::min(io->read_bytes, member.io->read_bytes));
+        write_bytes += static_cast<double>(io->write_bytes - std::min(io->write_bytes, member.io->write_bytes));
+        rchar += static_cast<double>(io->rchar - std::min(io->rchar, member.io->rchar));
+        syscr += static_cast<double>(io->syscr - std::min(io->syscr, member.io->syscr));
+      }
+      const ThreadStates threads = reader_.threadStates(m->first);
+      sample.d_state_threads += threads.d_state;
+      for (const auto& w : threads.wchans) ++wchans[w];
+      member.stat = *stat;
+      member.io = io;
+      ++sample.processes;
+      if (!member.root) ++sample.workers;
+      ++m;
+    }
+    if (have_interval) {
+      sample.main_cpu_ratio = main_cpu / elapsed;
+      sample.workers_cpu_ratio = workers_cpu / elapsed;
+      if (io_known) {
+        sample.read_bytes_per_second = read_bytes / elapsed;
+        sample.write_bytes_per_second = write_bytes / elapsed;
+        sample.rchar_per_second = rchar / elapsed;
+        sample.read_syscalls_per_second = syscr / elapsed;
+      }
+    }
+    if (!wchans.empty()) {
+      sample.top_wchan = std::max_element(wchans.begin(), wchans.end(), [](const auto& a, const auto& b) {
+                           return a.second < b.second;
+                         })->first;
+    }
+    if (auto reported = dataloader.find(job.description.key); reported != dataloader.end()) {
+      const DataloaderTotals& totals = reported->second;
+      sample.steps = totals.steps;
+      sample.samples = totals.samples;
+      sample.data_wait_seconds = totals.wait_seconds;
+      sample.step_seconds = totals.step_seconds;
+    }
+    const bool any_root = std::any_of(job.members.begin(), job.members.end(),
+                                      [](const auto& m) { return m.second.root; });
+    if (discovery && any_root) scanOpenFiles(job, out);
+    if (!any_root) job.description.ended_ms = tick.wall_time_ms;
+    if (job.changed || !any_root) {
+      out.job_updates.push_back(job.description);
+      job.changed = false;
+    }
+    out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
+    it = any_root ? std::next(it) : jobs_.erase(it);
+  }
+  if (jobs_.empty() && out.job_updates.empty()) {
+    return CollectResult::noData(socket_ ? std::string() : "no job found yet");
+  }
+  return CollectResult::data();
+}
+
+}  // namespace stallwatch::collectors

@@ -1,0 +1,90 @@
+// The job tracker: which training jobs run on this host, which processes belong to each
+// (main process, ranks, dataloader workers), what they read and how their input pipeline
+// fares. Jobs are found
+//   - explicitly: --pid PID, --cgroup PATH (a cgroup v2 directory);
+//   - automatically: processes holding a GPU compute context (NVML), and processes that
+//     send dataloader metrics to the agent's socket;
+// and grouped by the job labels in their environment (SLURM_JOB_ID, TORCHELASTIC_RUN_ID),
+// so the ranks of one run are one job. Each job's members are its roots and their
+// descendants. A job ends when its last root exits.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collectors/block_devices.h"
+#include "collectors/collector.h"
+#include "collectors/dataloader_socket.h"
+#include "collectors/gpu_driver.h"
+#include "collectors/process_reader.h"
+
+namespace stallwatch::collectors {
+
+struct JobTrackerOptions {
+  std::vector<uint32_t> pids;
+  std::vector<std::filesystem::path> cgroups;
+  bool follow_gpu_processes = true;
+  bool listen_dataloader = true;
+  DataloaderSocket::Options socket;
+  // Finding new jobs and scanning open files happen every this many ticks; following
+  // children of known members and reading their counters happen every tick.
+  uint32_t discovery_every_ticks = 5;
+  size_t max_open_files_per_process = 512;
+  size_t max_processes_per_job = 1024;
+};
+
+// The environment variables that name a job, in the order they are tried for its key.
+std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env);
+
+class JobTracker final : public Collector {
+ public:
+  // GPU may be null (no GPU following).
+  JobTracker(const SystemRoot& root, JobTrackerOptions options, std::unique_ptr<GpuDriver> gpu);
+  std::string_view name() const override { return "jobs"; }
+  CollectResult collect(const Tick& tick, SampleBatch& out) override;
+
+  // The block device tree used to map open files to devices (the recorder rescans it).
+  void setDeviceTree(std::shared_ptr<const DeviceTree> tree) { tree_ = std::move(tree); }
+  const DataloaderSocket* socket() const { return socket_.get(); }
+  const std::string& socketError() const { return socket_error_; }
+  size_t activeJobs() const { return jobs_.size(); }
+
+ private:
+  struct Member {
+    ProcStat stat;
+    std::optional<ProcIo> io;
+    bool root = false;
+  };
+  struct Job {
+    JobDescription description;
+    std::map<uint32_t, Member> members;
+    std::set<std::string> gpus;
+    bool changed = true;  // description to be written
+  };
+
+  Job* jobOf(uint32_t pid);
+  Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out);
+  void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
+  void discover(int64_t now_ms, SampleBatch& out);
+  void followChildren(Job& job, bool full_scan, SampleBatch& out);
+  void scanOpenFiles(Job& job, SampleBatch& out);
+
+  ProcessReader reader_;
+  JobTrackerOptions options_;
+  std::unique_ptr<GpuDriver> gpu_;
+  std::vector<GpuInfo> gpu_list_;
+  std::unique_ptr<DataloaderSocket> socket_;
+  std::string socket_error_;
+  std::shared_ptr<const DeviceTree> tree_;
+  std::map<std::string, Job> jobs_;
+  uint64_t ticks_ = 0;
+  int64_t last_tick_ns_ = 0;
+  const long clock_ticks_per_second_;
+};
+
+}  // namespace stallwatch::collectors

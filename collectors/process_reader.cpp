@@ -1,0 +1,99 @@
+#include "collectors/process_reader.h"
+
+#include <unistd.h>
+
+#include <system_error>
+
+#include "collectors/proc_file.h"
+#include "collectors/text_scan.h"
+
+namespace fs = std::filesystem;
+
+namespace stallwatch::collectors {
+
+std::optional<ProcStat> ProcessReader::stat(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "stat");
+  return text ? parseProcStat(*text) : std::nullopt;
+}
+
+std::optional<ProcIo> ProcessReader::io(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "io");
+  return text ? parseProcIo(*text) : std::nullopt;
+}
+
+ThreadStates ProcessReader::threadStates(uint32_t pid) const {
+  ThreadStates out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir(pid) / "task", ec)) {
+    auto text = readTextFile(entry.path() / "stat");
+    if (!text) continue;
+    auto s = parseProcStat(*text);
+    if (!s || s->state != 'D') continue;
+    ++out.d_state;
+    if (auto wchan = readAttribute(entry.path() / "wchan"); wchan && !wchan->empty() && *wchan != "0") {
+      out.wchans.push_back(*wchan);
+    }
+  }
+  return out;
+}
+
+std::vector<uint32_t> ProcessReader::children(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "task" / std::to_string(pid) / "children");
+  return text ? parsePidList(*text) : std::vector<uint32_t>{};
+}
+
+std::vector<uint32_t> ProcessReader::allPids() const {
+  std::vector<uint32_t> pids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(proc_, ec)) {
+    if (auto pid = parseUnsigned(entry.path().filename().string()); pid && *pid <= UINT32_MAX) {
+      pids.push_back(static_cast<uint32_t>(*pid));
+    }
+  }
+  return pids;
+}
+
+std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max) const {
+  std::vector<std::string> files;
+  std::error_code ec;
+  char target[4096];
+  for (const auto& entry : fs::directory_iterator(dir(pid) / "fd", ec)) {
+    if (files.size() >= max) break;
+    // readlink only: the path comes from the kernel's dentry cache, nothing touches the disk.
+    const ssize_t n = ::readlink(entry.path().c_str(), target, sizeof target - 1);
+    if (n <= 0 || target[0] != '/') continue;  // socket:[..], pipe:[..], anon_inode:..
+    std::string path(target, static_cast<size_t>(n));
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (path.size() > kDeleted.size() && path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0) {
+      path.resize(path.size() - kDeleted.size());
+    }
+    if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) {
+      continue;
+    }
+    files.push_back(std::move(path));
+  }
+  return files;
+}
+
+std::map<std::string, std::string> ProcessReader::environ(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "environ");
+  return text ? parseEnviron(*text) : std::map<std::string, std::string>{};
+}
+
+std::vector<std::string> ProcessReader::cmdline(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "cmdline");
+  return text ? splitNul(*text) : std::vector<std::string>{};
+}
+
+std::optional<std::vector<MountInfo>> ProcessReader::mounts(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "mountinfo");
+  if (!text) return std::nullopt;
+  return parseMountinfo(*text).mounts;
+}
+
+std::vector<uint32_t> ProcessReader::cgroupProcs(const fs::path& cgroup) const {
+  auto text = readTextFile(cgroup / "cgroup.procs");
+  return text ? parsePidList(*text) : std::vector<uint32_t>{};
+}
+
+}  // namespace stallwatch::collectors

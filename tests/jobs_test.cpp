@@ -1,0 +1,200 @@
+#include "collectors/jobs.h"
+
+#include <gtest/gtest.h>
+
+#include "fake_gpu_driver.h"
+#include "test_support.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A /proc tree the test writes: torchrun (100) with two GPU ranks (101, 102) of run "run7",
+// a dataloader worker (103) of rank 0 reading a file on loop1 and stuck in D state, an
+// unrelated GPU process (200) and a process that is no job's (300).
+class ProcTree {
+ public:
+  explicit ProcTree(const fs::path& root) : proc_(root / "proc") {}
+
+  void process(uint32_t pid, const std::string& comm, char state, uint32_t ppid,
+               uint64_t cpu_ticks, const std::string& environ = {}) {
+    const fs::path dir = proc_ / std::to_string(pid);
+    std::string stat = std::to_string(pid) + " (" + comm + ") " + state + " " + std::to_string(ppid) +
+                       " 0 0 0 0 0 0 0 0 0 " + std::to_string(cpu_ticks) + " 0 0 0 20 0 1 0 " +
+                       std::to_string(1000 + pid) + " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    testing::writeFile(dir / "stat", stat);
+    testing::writeFile(dir / "task" / std::to_string(pid) / "stat", stat);
+    testing::writeFile(dir / "environ", environ);
+    testing::writeFile(dir / "cmdline", std::string("python3\0train.py\0", 17));
+    io(pid, 0);
+    children(pid, {});
+  }
+  void io(uint32_t pid, uint64_t read_bytes) {
+    testing::writeFile(proc_ / std::to_string(pid) / "io",
+                       "rchar: " + std::to_string(read_bytes) + "\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: " +
+                           std::to_string(read_bytes) + "\nwrite_bytes: 0\ncancelled_write_bytes: 0\n");
+  }
+  void children(uint32_t pid, const std::string& list) {
+    testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "children", list);
+  }
+  void wchan(uint32_t pid, const std::string& where) {
+    testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "wchan", where);
+  }
+  void openFile(uint32_t pid, int fd, const std::string& target) {
+    fs::create_directories(proc_ / std::to_string(pid) / "fd");
+    fs::create_symlink(target, proc_ / std::to_string(pid) / "fd" / std::to_string(fd));
+  }
+  void mountinfo(uint32_t pid, const std::string& text) {
+    testing::writeFile(proc_ / std::to_string(pid) / "mountinfo", text);
+  }
+  void remove(uint32_t pid) { fs::remove_all(proc_ / std::to_string(pid)); }
+
+ private:
+  fs::path proc_;
+};
+
+std::shared_ptr<const DeviceTree> loopOverVda() {
+  auto tree = std::make_shared<DeviceTree>();
+  BlockDevice vda;
+  vda.name = "vda";
+  vda.major = 254;
+  vda.minor = 0;
+  BlockDevice loop1;
+  loop1.name = "loop1";
+  loop1.kind = BlockKind::kLoop;
+  loop1.major = 7;
+  loop1.minor = 1;
+  loop1.backing_device = "vda";
+  tree->devices = {vda, loop1};
+  return tree;
+}
+
+const JobSample* sampleOf(const SampleBatch& b, const std::string& key) {
+  for (const auto& s : b.jobs) {
+    if (s.key == key) return &s;
+  }
+  return nullptr;
+}
+
+TEST(JobKey, FromEnvironment) {
+  EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}}), "slurm:77.0");
+  EXPECT_EQ(jobKeyFromEnvironment({{"TORCHELASTIC_RUN_ID", "abc"}}), "torchelastic:abc");
+  EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "5"}, {"TORCHELASTIC_RUN_ID", "abc"}}), "slurm:5");
+  EXPECT_EQ(jobKeyFromEnvironment({{"HOME", "/root"}}), "");
+}
+
+class JobTrackerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string run7("TORCHELASTIC_RUN_ID=run7\0RANK=0\0", 32);
+    tree_.process(1, "init", 'S', 0, 0);
+    tree_.process(100, "torchrun", 'S', 1, 10, std::string("TORCHELASTIC_RUN_ID=run7\0", 25));
+    tree_.process(101, "python3", 'R', 100, 100, run7);
+    tree_.process(102, "python3", 'R', 100, 100, run7);
+    tree_.process(103, "pt_data_worker", 'D', 101, 50);
+    tree_.wchan(103, "io_schedule");
+    tree_.children(101, "103");
+    tree_.process(200, "python3", 'R', 1, 10);
+    tree_.process(300, "bash", 'S', 1, 10);
+    tree_.openFile(103, 3, "/data/train/0001.bin");
+    tree_.openFile(103, 4, "socket:[1234]");
+    tree_.mountinfo(101, "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n");
+
+    auto driver = std::make_unique<testing::FakeGpuDriver>();
+    testing::FakeGpuDriver::Gpu g0, g1;
+    g0.info = {0, "GPU-0", "Fake"};
+    g0.compute_processes = {{101, 1ull << 30}, {200, std::nullopt}};
+    g1.info = {1, "GPU-1", "Fake"};
+    g1.compute_processes = {{102, 1ull << 30}};
+    driver->gpus = {g0, g1};
+    JobTrackerOptions options;
+    options.listen_dataloader = false;
+    options.discovery_every_ticks = 1;
+    tracker_ = std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
+    tracker_->setDeviceTree(loopOverVda());
+  }
+
+  SampleBatch tick(int64_t second) {
+    SampleBatch b;
+    tracker_->collect({second * 1'000'000'000, second * 1000}, b);
+    return b;
+  }
+
+  testing::ScratchDir dir_;
+  ProcTree tree_{dir_.path()};
+  std::unique_ptr<JobTracker> tracker_;
+};
+
+TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
+  const SampleBatch first = tick(1);
+  ASSERT_EQ(tracker_->activeJobs(), 2u);
+  std::map<std::string, JobDescription> jobs;
+  for (const auto& d : first.job_updates) jobs[d.key] = d;
+  ASSERT_EQ(jobs.count("torchelastic:run7"), 1u);
+  EXPECT_EQ(jobs["torchelastic:run7"].gpus, "GPU-0,GPU-1");
+  EXPECT_EQ(jobs["torchelastic:run7"].labels, "TORCHELASTIC_RUN_ID=run7,RANK=0");
+  EXPECT_EQ(jobs["torchelastic:run7"].label, "python3 train.py");
+  ASSERT_EQ(jobs.count("pid:200:1200"), 1u);  // no job label: keyed by pid and start time
+  const JobSample* s = sampleOf(first, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->processes, 3u);
+  EXPECT_EQ(s->workers, 1u);
+  EXPECT_EQ(s->d_state_threads, 1u);
+  EXPECT_EQ(s->top_wchan, "io_schedule");
+  size_t workers = 0;
+  for (const auto& p : first.job_processes) workers += p.key == "torchelastic:run7" && p.role == "worker";
+  EXPECT_EQ(workers, 1u);
+}
+
+TEST_F(JobTrackerTest, NamesTheDeviceAFileIsOnAndTheDiskUnderIt) {
+  const SampleBatch first = tick(1);
+  std::vector<std::pair<std::string, std::string>> devices;
+  for (const auto& d : first.job_devices) {
+    if (d.key == "torchelastic:run7") devices.emplace_back(d.device, d.via);
+  }
+  EXPECT_EQ(devices, (std::vector<std::pair<std::string, std::string>>{{"loop1", ""}, {"vda", "loop1"}}));
+}
+
+TEST_F(JobTrackerTest, RatesFromTheSecondTick) {
+  tick(1);
+  tree_.process(103, "pt_data_worker", 'D', 101, 150);  // +100 ticks of CPU in 2 s
+  tree_.wchan(103, "io_schedule");
+  tree_.io(103, 50'000'000);
+  const SampleBatch second = tick(3);
+  const JobSample* s = sampleOf(second, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->read_bytes_per_second);
+  EXPECT_DOUBLE_EQ(*s->read_bytes_per_second, 25'000'000.0);
+  ASSERT_TRUE(s->workers_cpu_ratio);
+  EXPECT_NEAR(*s->workers_cpu_ratio, 100.0 / static_cast<double>(sysconf(_SC_CLK_TCK)) / 2.0, 1e-9);
+}
+
+TEST_F(JobTrackerTest, AJobEndsWhenItsLastRootExits) {
+  tick(1);
+  tree_.remove(101);
+  tick(2);
+  EXPECT_EQ(tracker_->activeJobs(), 2u);  // rank 1 still runs
+  tree_.remove(102);
+  const SampleBatch b = tick(3);
+  bool ended = false;
+  for (const auto& d : b.job_updates) ended |= d.key == "torchelastic:run7" && d.ended_ms == 3000;
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(tracker_->activeJobs(), 1u);
+}
+
+TEST_F(JobTrackerTest, PidReuseIsNotTheSameProcess) {
+  tick(1);
+  tree_.process(103, "other", 'S', 101, 0);  // same pid, new start time below
+  testing::writeFile(dir_.path() / "proc/103/stat",
+                     "103 (other) S 101 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 999999 0 0 0 0 0 0 0 0 0 "
+                     "0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+  tree_.children(101, "");
+  const SampleBatch b = tick(2);
+  const JobSample* s = sampleOf(b, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->workers, 0u);
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors

@@ -1,0 +1,85 @@
+#include "collectors/proc_pid.h"
+
+#include <gtest/gtest.h>
+
+namespace stallwatch::collectors {
+namespace {
+
+// A real line (Linux 6.18, a python3 process), with the comm field made hostile below.
+constexpr const char* kStatLine =
+    "4242 (python3) S 4200 4242 4200 34816 4242 4194304 12345 0 3 0 1500 250 0 0 20 0 17 0 "
+    "248039 1234567890 20000 18446744073709551615 1 1 0 0 0 0 0 16781312 1 0 0 0 17 1 0 0 0 0 0\n";
+
+TEST(ProcStat, ParsesTheFieldsTheTrackerUses) {
+  const auto s = parseProcStat(kStatLine);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->pid, 4242u);
+  EXPECT_EQ(s->comm, "python3");
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->ppid, 4200u);
+  EXPECT_EQ(s->utime_ticks, 1500u);
+  EXPECT_EQ(s->stime_ticks, 250u);
+  EXPECT_EQ(s->num_threads, 17u);
+  EXPECT_EQ(s->start_time_ticks, 248039u);
+}
+
+TEST(ProcStat, CommMayHoldSpacesAndParentheses) {
+  std::string line = kStatLine;
+  line.replace(line.find("(python3)"), 9, "(a) D 1 (b c)");
+  const auto s = parseProcStat(line);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->comm, "a) D 1 (b c");
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->ppid, 4200u);
+}
+
+TEST(ProcStat, RejectsMalformedLines) {
+  std::string why;
+  for (const char* bad : {"", "4242 python3 S 1", "x (a) S 1 2 3", "1 (a) S 1 2 3 4",
+                          "1 (a) SS 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1",
+                          "1 (a) S x 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"}) {
+    EXPECT_FALSE(parseProcStat(bad, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+}
+
+TEST(ProcIo, ParsesAllSevenLines) {
+  const auto io = parseProcIo(
+      "rchar: 323934931\nwchar: 323929600\nsyscr: 632687\nsyscw: 632675\nread_bytes: 4096\n"
+      "write_bytes: 323932160\ncancelled_write_bytes: 0\n");
+  ASSERT_TRUE(io);
+  EXPECT_EQ(io->rchar, 323934931u);
+  EXPECT_EQ(io->syscr, 632687u);
+  EXPECT_EQ(io->read_bytes, 4096u);
+  EXPECT_EQ(io->write_bytes, 323932160u);
+}
+
+TEST(ProcIo, MissingOrMalformedLinesAreErrors) {
+  std::string why;
+  EXPECT_FALSE(parseProcIo("rchar: 1\n", &why));
+  EXPECT_NE(why.find("wchar"), std::string::npos);
+  EXPECT_FALSE(parseProcIo("rchar 1\n", &why));
+  EXPECT_FALSE(parseProcIo("rchar: x\nwchar: 1\n", &why));
+}
+
+TEST(Fdinfo, MountId) {
+  EXPECT_EQ(parseFdinfoMountId("pos:\t0\nflags:\t0100000\nmnt_id:\t27\nino:\t123\n"), 27u);
+  EXPECT_FALSE(parseFdinfoMountId("pos:\t0\nflags:\t0100000\n"));
+}
+
+TEST(Environ, SplitsOnNulAndKeepsEqualsInValues) {
+  const std::string text("SLURM_JOB_ID=77\0EMPTY=\0X=a=b\0junk\0", 33);
+  const auto env = parseEnviron(text);
+  EXPECT_EQ(env.at("SLURM_JOB_ID"), "77");
+  EXPECT_EQ(env.at("EMPTY"), "");
+  EXPECT_EQ(env.at("X"), "a=b");
+  EXPECT_EQ(env.count("junk"), 0u);
+}
+
+TEST(PidList, SkipsJunk) {
+  EXPECT_EQ(parsePidList("12 13\n14 x 0 99999999999\n"), (std::vector<uint32_t>{12, 13, 14}));
+  EXPECT_TRUE(parsePidList("").empty());
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors

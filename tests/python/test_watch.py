@@ -1,0 +1,128 @@
+"""Unit tests of the stallwatch Python package against a socket the test owns."""
+
+import os
+import socket
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import stallwatch  # noqa: E402
+
+
+class FakeTensor:
+    def __init__(self, *shape):
+        self.shape = shape
+
+
+def parse(datagram):
+    out = {}
+    for line in datagram.decode().splitlines():
+        name, rest = line.split(":", 1)
+        value, kind = rest.split("|")[:2]
+        out[name] = (float(value), kind)
+    return out
+
+
+class WatchTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.path = os.path.join(self.tmp, "s.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.server.bind(self.path)
+        self.server.settimeout(2)
+
+    def tearDown(self):
+        self.server.close()
+        os.unlink(self.path)
+        os.rmdir(self.tmp)
+
+    def test_counts_steps_samples_and_times_waits(self):
+        def slow():
+            for i in range(5):
+                time.sleep(0.02)
+                yield [FakeTensor(32, 3), FakeTensor(32)]
+
+        reporter = stallwatch.Reporter(socket_path=self.path, flush_seconds=60)
+        for _ in stallwatch.watch(slow(), reporter=reporter):
+            time.sleep(0.01)
+        metrics = parse(self.server.recv(8192))
+        self.assertEqual(metrics["stallwatch.dataloader.steps"], (5.0, "c"))
+        self.assertEqual(metrics["stallwatch.dataloader.samples"], (160.0, "c"))
+        wait_ms, kind = metrics["stallwatch.dataloader.wait"]
+        self.assertEqual(kind, "ms")
+        self.assertAlmostEqual(wait_ms, 100.0, delta=15.0)
+        self.assertAlmostEqual(metrics["stallwatch.dataloader.step"][0], 50.0, delta=15.0)
+
+    def test_flushes_at_most_every_flush_interval(self):
+        reporter = stallwatch.Reporter(socket_path=self.path, flush_seconds=0.05)
+        for _ in stallwatch.watch(range(1000), reporter=reporter):
+            pass
+        self.server.settimeout(0.2)
+        datagrams = []
+        try:
+            while True:
+                datagrams.append(parse(self.server.recv(8192)))
+        except socket.timeout:
+            pass
+        self.assertLessEqual(len(datagrams), 3)  # 1000 fast steps: one flush at the end, maybe two
+        self.assertEqual(sum(d["stallwatch.dataloader.steps"][0] for d in datagrams), 1000)
+
+    def test_manual_loop_with_context_managers(self):
+        reporter = stallwatch.Reporter(socket_path=self.path, flush_seconds=60)
+        it = iter(range(3))
+        for _ in range(3):
+            with reporter.fetching():
+                time.sleep(0.01)
+                next(it)
+            with reporter.stepping(samples=4):
+                pass
+        reporter.flush()
+        metrics = parse(self.server.recv(8192))
+        self.assertEqual(metrics["stallwatch.dataloader.steps"][0], 3)
+        self.assertEqual(metrics["stallwatch.dataloader.samples"][0], 12)
+        self.assertAlmostEqual(metrics["stallwatch.dataloader.wait"][0], 30.0, delta=10.0)
+
+    def test_batch_sizes(self):
+        self.assertEqual(stallwatch._batch_size(FakeTensor(8, 3)), 8)
+        self.assertEqual(stallwatch._batch_size((FakeTensor(16), FakeTensor(16))), 16)
+        self.assertEqual(stallwatch._batch_size({"x": FakeTensor(4, 2)}), 4)
+        self.assertEqual(stallwatch._batch_size([1, 2, 3]), 3)
+        self.assertEqual(stallwatch._batch_size(object()), 0)
+        self.assertEqual(stallwatch._batch_size(FakeTensor()), 0)
+
+
+class NoAgentTest(unittest.TestCase):
+    def test_never_raises_without_an_agent(self):
+        reporter = stallwatch.Reporter(socket_path="/nonexistent/dir/s.sock", flush_seconds=0)
+        items = list(stallwatch.watch(range(100), reporter=reporter))
+        self.assertEqual(items, list(range(100)))
+        self.assertEqual(reporter.sent, 0)
+        self.assertGreater(reporter.dropped, 0)
+
+    def test_a_dead_socket_file_does_not_raise(self):
+        tmp = tempfile.mkdtemp()
+        path = os.path.join(tmp, "dead.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.bind(path)
+        s.close()  # the file stays, nobody listens: ECONNREFUSED
+        try:
+            reporter = stallwatch.Reporter(socket_path=path, flush_seconds=0)
+            self.assertEqual(len(list(stallwatch.watch(range(10), reporter=reporter))), 10)
+            self.assertEqual(reporter.sent, 0)
+        finally:
+            os.unlink(path)
+            os.rmdir(tmp)
+
+    def test_errors_in_the_iterable_propagate_unchanged(self):
+        def broken():
+            yield 1
+            raise ValueError("boom")
+
+        with self.assertRaises(ValueError):
+            list(stallwatch.watch(broken(), reporter=stallwatch.Reporter(socket_path="/nonexistent")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,158 @@
+"""End-to-end tests of the dataloader path: a real Python process using the stallwatch
+package feeds a running agent through its socket; hostile traffic does not hurt the agent."""
+
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
+PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+
+SLOW_LOOP = """
+import time, stallwatch
+def slow():
+    for i in range(20):
+        time.sleep(0.05)          # the data takes 50 ms to come
+        yield list(range(8))      # 8 samples per batch
+for batch in stallwatch.watch(slow()):
+    time.sleep(0.02)              # the step takes 20 ms
+"""
+
+
+def vm_rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class DataloaderE2E(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stallwatch-dl-")
+        self.db = os.path.join(self.tmp, "sw.db")
+        self.sock = os.path.join(self.tmp, "dl.sock")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start_agent(self, *extra):
+        def identity():
+            st = os.stat(self.sock)
+            return (st.st_ino, st.st_ctime_ns)  # an inode number can be reused at once
+
+        stale = identity() if os.path.exists(self.sock) else None
+        agent = subprocess.Popen(
+            [BIN, "record", "--db", self.db, "--socket", self.sock, "--interval", "200ms",
+             "--no-collector.gpu", "--no-collector.pressure", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(100):
+            if os.path.exists(self.sock) and identity() != stale:
+                return agent
+            time.sleep(0.02)
+        agent.kill()
+        self.fail("the agent did not create its socket: " + agent.communicate()[1])
+
+    def stop_agent(self, agent):
+        agent.terminate()
+        _, err = agent.communicate(timeout=10)
+        self.assertEqual(agent.returncode, 0, err)
+        return err
+
+    def test_python_loop_reports_steps_and_waits(self):
+        agent = self.start_agent()
+        env = dict(os.environ, STALLWATCH_SOCKET=self.sock, PYTHONPATH=PACKAGE)
+        loop = subprocess.run([sys.executable, "-c", SLOW_LOOP], env=env, timeout=30,
+                              capture_output=True, text=True)
+        self.assertEqual(loop.returncode, 0, loop.stderr)
+        time.sleep(0.6)  # the agent's next ticks take the last datagram
+        self.stop_agent(agent)
+        with sqlite3.connect(self.db) as db:
+            steps, samples, wait, step = db.execute(
+                "SELECT sum(steps), sum(samples), sum(data_wait_seconds), sum(step_seconds) "
+                "FROM job_samples").fetchone()
+            jobs = db.execute("SELECT label, ended_ms FROM jobs").fetchall()
+        self.assertEqual(steps, 20)
+        self.assertEqual(samples, 160)
+        self.assertAlmostEqual(wait, 20 * 0.05, delta=0.015)
+        self.assertAlmostEqual(step, 20 * 0.02, delta=0.015)
+        self.assertEqual(len(jobs), 1)
+        self.assertTrue(jobs[0][0].startswith("python3 -c") or jobs[0][0].startswith("python"), jobs)
+        self.assertNotIn("\n", jobs[0][0])
+        self.assertIsNotNone(jobs[0][1], "the job's end was not recorded")
+        listing = json.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
+                                            capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(len(listing), 1)
+        self.assertAlmostEqual(listing[0]["data_wait_share"], 1.0 / 1.4, delta=0.03)
+        self.assertGreater(listing[0]["steps_per_second"], 5)
+
+    def test_hostile_datagrams_are_counted_and_memory_stays_bounded(self):
+        agent = self.start_agent()
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        rng = random.Random(7)
+        valid = b"stallwatch.dataloader.steps:1|c\nstallwatch.dataloader.wait:5|ms\n"
+        kinds = [
+            lambda: bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 300))),
+            lambda: b"x" * 20000,  # oversized
+            lambda: b"stallwatch.dataloader.steps:abc|c\n:|\n|||\nname:1|zz\n",
+            lambda: b"a" * 500 + b":1|c\n",  # name too long
+            lambda: b"m:1|c|#" + b",".join([b"t"] * 100) + b"\n",  # too many tags
+            lambda: b"unknown.metric:1|g\n",
+            lambda: valid,
+        ]
+        time.sleep(0.3)
+        rss_before = vm_rss_kb(agent.pid)
+        sent = 0
+        deadline = time.monotonic() + 3.0  # bounded flood: 3 s or 200k datagrams
+        while time.monotonic() < deadline and sent < 200_000:
+            try:
+                client.sendto(kinds[sent % len(kinds)](), self.sock)
+                sent += 1
+            except (BlockingIOError, ConnectionRefusedError, OSError):
+                time.sleep(0.001)  # the socket buffer is full: the kernel bounds the queue
+        time.sleep(0.5)
+        rss_after = vm_rss_kb(agent.pid)
+        self.assertIsNone(agent.poll(), "the agent died under the flood")
+        err = self.stop_agent(agent)
+        m = re.search(r"dataloader socket: (\d+) datagrams, (\d+) metrics, (\d+) malformed lines, "
+                      r"(\d+) unknown metrics, (\d+) oversized datagrams", err)
+        self.assertIsNotNone(m, err)
+        datagrams, metrics, malformed, unknown, oversized = map(int, m.groups())
+        self.assertGreater(datagrams, 1000, f"sent {sent}")
+        self.assertGreater(malformed, 0)
+        self.assertGreater(oversized, 0)
+        self.assertGreater(unknown, 0)
+        self.assertLess(rss_after - rss_before, 8 * 1024, f"RSS grew {rss_before} -> {rss_after} kB")
+        # Warnings are rate-limited: a few lines, not one per bad datagram.
+        self.assertLess(err.count("malformed line"), 10)
+
+    def test_second_agent_refuses_a_live_socket_and_replaces_a_stale_one(self):
+        agent = self.start_agent()
+        second = subprocess.run([BIN, "record", "--db", os.path.join(self.tmp, "b.db"), "--socket",
+                                 self.sock, "--duration", "1s", "--interval", "500ms",
+                                 "--no-collector.gpu"], capture_output=True, text=True, timeout=10)
+        self.assertIn("another agent is listening", second.stderr)
+        agent.kill()  # leaves its socket file behind
+        agent.wait()
+        self.assertTrue(os.path.exists(self.sock))
+        third = self.start_agent()
+        err = self.stop_agent(third)
+        self.assertIn("dataloader socket at", err)
+        self.assertFalse(os.path.exists(self.sock), "the socket was not removed at exit")
+        fourth = self.start_agent("--socket-mode", "0600")
+        mode = os.stat(self.sock).st_mode & 0o777
+        self.stop_agent(fourth)
+        self.assertEqual(mode, 0o600)
+
+
+if __name__ == "__main__":
+    unittest.main()
