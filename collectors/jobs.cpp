@@ -247,9 +247,20 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     double main_cpu = 0, workers_cpu = 0, read_bytes = 0, write_bytes = 0, rchar = 0, syscr = 0;
     bool io_known = false;
     std::map<std::string, uint32_t> wchans;
+    // When a parent reaps a child, the kernel adds the child's I/O counters to the parent's
+    // (wait_task_zombie), so the parent's next delta holds everything the child ever read.
+    // What we had already counted for a child reaped by a member is taken back out.
+    ProcIo reaped{};
     for (auto m = job.members.begin(); m != job.members.end();) {
       auto stat = reader_.stat(m->first);
       if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
+        const Member& gone = m->second;
+        if (gone.io && job.members.count(gone.stat.ppid)) {
+          reaped.read_bytes += gone.io->read_bytes;
+          reaped.write_bytes += gone.io->write_bytes;
+          reaped.rchar += gone.io->rchar;
+          reaped.syscr += gone.io->syscr;
+        }
         m = job.members.erase(m);  // exited (or its pid was reused)
         continue;
       }
@@ -279,10 +290,13 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       sample.main_cpu_ratio = main_cpu / elapsed;
       sample.workers_cpu_ratio = workers_cpu / elapsed;
       if (io_known) {
-        sample.read_bytes_per_second = read_bytes / elapsed;
-        sample.write_bytes_per_second = write_bytes / elapsed;
-        sample.rchar_per_second = rchar / elapsed;
-        sample.read_syscalls_per_second = syscr / elapsed;
+        auto net = [](double total, uint64_t taken_back) {
+          return std::max(0.0, total - static_cast<double>(taken_back));
+        };
+        sample.read_bytes_per_second = net(read_bytes, reaped.read_bytes) / elapsed;
+        sample.write_bytes_per_second = net(write_bytes, reaped.write_bytes) / elapsed;
+        sample.rchar_per_second = net(rchar, reaped.rchar) / elapsed;
+        sample.read_syscalls_per_second = net(syscr, reaped.syscr) / elapsed;
       }
     }
     if (!wchans.empty()) {

@@ -448,6 +448,13 @@ void Store::writeEvent(int64_t run_id, const AgentEvent& event) {
   st.exec();
 }
 
+const char* migrationSql(int version) {
+  for (const Migration& m : kMigrations) {
+    if (m.version == version) return m.sql;
+  }
+  return nullptr;
+}
+
 fs::path defaultDatabasePath() {
   if (::geteuid() == 0) return "/var/lib/stallwatch/stallwatch.db";
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {

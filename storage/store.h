@@ -81,6 +81,9 @@ class Store {
   std::unique_ptr<SQLite::Statement> insert_job_sample_;
 };
 
+// The SQL that takes a database from VERSION-1 to VERSION (1-based); null past the last.
+const char* migrationSql(int version);
+
 // Where the DB lives unless --db says otherwise: /var/lib/stallwatch/stallwatch.db for root,
 // $XDG_STATE_HOME/stallwatch/stallwatch.db (default ~/.local/state) for anyone else.
 std::filesystem::path defaultDatabasePath();

@@ -170,6 +170,21 @@ TEST_F(JobTrackerTest, RatesFromTheSecondTick) {
   EXPECT_NEAR(*s->workers_cpu_ratio, 100.0 / static_cast<double>(sysconf(_SC_CLK_TCK)) / 2.0, 1e-9);
 }
 
+// A reaped worker's lifetime I/O lands in its parent's counters: it must not count twice.
+TEST_F(JobTrackerTest, AReapedWorkersIoIsNotCountedTwice) {
+  tree_.io(101, 1'000);
+  tree_.io(103, 5'000);
+  tick(1);
+  tree_.remove(103);                // the worker read 1000 more bytes, exited and was reaped:
+  tree_.io(101, 1'000 + 6'000);     // its 6000 bytes now show in the parent's counters
+  tree_.children(101, "");
+  const SampleBatch b = tick(2);
+  const JobSample* s = sampleOf(b, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->read_bytes_per_second);
+  EXPECT_DOUBLE_EQ(*s->read_bytes_per_second, 1'000.0);
+}
+
 TEST_F(JobTrackerTest, AJobEndsWhenItsLastRootExits) {
   tick(1);
   tree_.remove(101);

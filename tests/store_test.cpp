@@ -96,6 +96,36 @@ TEST(Store, MigratesAnEmptyDatabaseAndReopensIdempotently) {
   EXPECT_EQ(again->db().execAndGet("PRAGMA journal_mode").getString(), "wal");
 }
 
+// A file written by the first release (schema 1) keeps its samples and gains the job tables.
+TEST(Store, MigratesVersion1WithItsData) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "v1.db";
+  {
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec(migrationSql(1));
+    db.exec("PRAGMA user_version = 1");
+    db.exec("INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
+            "VALUES ('sda', 8, 0, 1, 1)");
+    db.exec("INSERT INTO disk_samples VALUES (1000, 1, 1000, 1, 0, 4096, 0, 0.5, NULL, NULL, "
+            "NULL, NULL, NULL, 0.01, 1.0, 0)");
+  }
+  auto store = Store::open(path);
+  EXPECT_EQ(store->schemaVersion(), 2);
+  EXPECT_EQ(store->db().execAndGet("SELECT r_await_ms FROM disk_latency").getDouble(), 0.5);
+  EXPECT_EQ(store->db().execAndGet("SELECT count(*) FROM jobs").getInt(), 0);
+  // And it takes new rows of both kinds.
+  collectors::SampleBatch b = batchAt(2000);
+  b.job_updates.push_back({"pid:1:2", "python3 train.py", 1, "python3 train.py", "", "", 1500, {}});
+  b.jobs.push_back({});
+  b.jobs.back().key = "pid:1:2";
+  b.jobs.back().steps = 7;
+  b.job_devices.push_back({"pid:1:2", "sda", 8, 0, "", 3});
+  store->writeBatches({b});
+  EXPECT_EQ(store->db().execAndGet("SELECT steps FROM job_samples").getInt(), 7);
+  EXPECT_EQ(store->db().execAndGet("SELECT count(*) FROM block_devices").getInt(), 1);  // same sda
+  EXPECT_FALSE(migrationSql(kSchemaVersion + 1));
+}
+
 TEST(Store, RefusesANewerSchema) {
   testing::ScratchDir dir;
   const auto path = dir.path() / "sw.db";

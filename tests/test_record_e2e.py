@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import tempfile
+import sys
 import threading
 import time
 import unittest
@@ -170,6 +171,52 @@ class RecordE2E(unittest.TestCase):
         for args in (["--help"], ["record", "--help"], ["devices", "--help"], ["--version"]):
             result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(result.returncode, 0, args)
+
+    def test_pid_job(self):
+        """--pid: the job's workers are tracked and the device its open files live on named."""
+        data_dir = tempfile.mkdtemp(prefix="stallwatch-job-", dir=os.path.dirname(os.path.abspath(BIN)))
+        script = (
+            "import multiprocessing as mp, os, sys, time\n"
+            "def worker(path):\n"
+            "    with open(path, 'rb') as f:\n"
+            "        time.sleep(4)\n"
+            "if __name__ == '__main__':\n"
+            "    paths = []\n"
+            "    for i in range(2):\n"
+            "        p = os.path.join(sys.argv[1], f'shard{i}.bin')\n"
+            "        open(p, 'wb').write(b'x' * 4096)\n"
+            "        paths.append(p)\n"
+            "    ps = [mp.Process(target=worker, args=(p,)) for p in paths]\n"
+            "    [p.start() for p in ps]\n"
+            "    [p.join() for p in ps]\n")
+        job = subprocess.Popen([sys.executable, "-c", script, data_dir])
+        try:
+            time.sleep(0.8)  # the workers are up and hold their files
+            result = subprocess.run(
+                [BIN, "record", "--db", self.db, "--pid", str(job.pid), "--interval", "500ms",
+                 "--duration", "2s", "--no-collector.gpu", "--socket", os.path.join(self.tmp, "s.sock")],
+                capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.returncode, 0, result.stderr)
+        finally:
+            job.wait(timeout=30)
+            shutil.rmtree(data_dir, ignore_errors=True)
+        listing = json.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
+                                            capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(len(listing), 1, listing)
+        self.assertEqual(listing[0]["root_pid"], job.pid)
+        self.assertGreaterEqual(listing[0]["workers"], 2)  # the two workers (and any helper)
+        # The device holding data_dir, as `stallwatch devices` sees the mounts.
+        devices = json.loads(subprocess.run([BIN, "devices", "--json"], capture_output=True,
+                                            text=True, check=True).stdout)["block_devices"]
+        best, best_len = None, -1
+        for d in devices:
+            for m in d["mounts"]:
+                mp = m["mount_point"]
+                if (data_dir == mp or data_dir.startswith(mp.rstrip("/") + "/")) and len(mp) > best_len:
+                    best, best_len = d["name"], len(mp)
+        if best is None:
+            self.skipTest(f"{data_dir} is on no block device here")
+        self.assertIn(best, [d["device"] for d in listing[0]["devices"]], listing[0])
 
     def test_devices_listing(self):
         root = os.path.join(FIXTURES, "host-6.18-loop-stack")

@@ -1,0 +1,70 @@
+"""A real training job for the GPU host checks: ResNet-18 on images read from files by a
+multi-worker DataLoader, reporting through stallwatch.watch(). Each sample is a file of raw
+bytes; after reading it the worker drops it from the page cache (posix_fadvise DONTNEED), so
+every epoch reads from the device, as a dataset far larger than memory would.
+
+Usage: python3 train_job.py DATA_DIR [--seconds 30] [--workers 4] [--batch 64]"""
+
+import argparse
+import os
+import time
+
+import torch
+import torchvision
+
+import stallwatch
+
+IMAGE_BYTES = 3 * 112 * 112
+
+
+class FileDataset(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        fd = os.open(self.paths[i], os.O_RDONLY)
+        try:
+            data = os.read(fd, IMAGE_BYTES)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        x = torch.frombuffer(bytearray(data), dtype=torch.uint8).float().view(3, 112, 112) / 255.0
+        return x, i % 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=64)
+    args = ap.parse_args()
+    loader = torch.utils.data.DataLoader(FileDataset(args.data), batch_size=args.batch,
+                                         shuffle=True, num_workers=args.workers,
+                                         persistent_workers=True, drop_last=True)
+    model = torchvision.models.resnet18(num_classes=1000).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    start = time.time()
+    print(f"train_job: pid {os.getpid()} start {start:.3f}", flush=True)
+    steps = 0
+    while time.time() - start < args.seconds:
+        for x, y in stallwatch.watch(loader):
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+            torch.cuda.synchronize()
+            steps += 1
+            if time.time() - start >= args.seconds:
+                break
+    end = time.time()
+    print(f"train_job: {steps} steps in {end - start:.1f} s = {steps / (end - start):.2f} steps/s, "
+          f"end {end:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
