@@ -5,11 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <ctime>
 #include <memory>
 
 #include "collectors/block_devices.h"
 #include "collectors/gpu.h"
+#include "collectors/mountinfo.h"
 #include "storage/writer.h"
 
 namespace stallwatch::agent {
@@ -179,6 +181,8 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
                        : UINT64_MAX;
   bool gpus_described = false;
+  collectors::MountWatcher mounts_changed(options.collector_config.root);
+  std::vector<std::string> disk_names;  // diskstats' devices last tick, in the kernel's order
   uint64_t k = 0;
   while (k < last_tick) {
     ++k;
@@ -194,6 +198,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);
       gpus_described = true;
     }
+    std::vector<std::string> batch_disk_names;
+    batch_disk_names.reserve(batch.disks.size());
+    for (const auto& d : batch.disks) batch_disk_names.push_back(d.device);
     writer.submit(std::move(batch));
     // A cycle that overran (a stopped process, a loaded host) skips the ticks it missed
     // instead of firing them back to back.
@@ -203,9 +210,15 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       summary.late_ticks += due - k;
       k = due;
     }
-    if (want_devices && now - last_rescan >= options.device_rescan) {
-      rescanDevices();
-      last_rescan = now;
+    if (want_devices) {
+      bool devices_changed = batch_disk_names.size() != disk_names.size() ||
+                             !std::equal(batch_disk_names.begin(), batch_disk_names.end(), disk_names.begin());
+      devices_changed = devices_changed && !disk_names.empty();
+      disk_names = std::move(batch_disk_names);
+      if (devices_changed || mounts_changed.changed() || now - last_rescan >= options.device_rescan) {
+        rescanDevices();
+        last_rescan = now;
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <string>
 
+#include "collectors/block_devices.h"
 #include "collectors/diskstats.h"
 #include "collectors/pressure.h"
 #include "collectors/proc_file.h"
@@ -104,6 +105,19 @@ void BM_DiskstatsAndPressureCycleCold(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DiskstatsAndPressureCycleCold)->Arg(0)->Arg(1)->Iterations(50)->ArgName("read_only");
+
+}  // namespace
+
+
+namespace {
+
+// A full rescan of the block device tree: sysfs walk, udev identity, mountinfo.
+void BM_ScanBlockDevices(benchmark::State& state) {
+  const SystemRoot root;
+  auto udev = makeUdevSourceFor(root);
+  for (auto _ : state) benchmark::DoNotOptimize(scanBlockDevices(root, *udev));
+}
+BENCHMARK(BM_ScanBlockDevices)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 BENCHMARK_MAIN();

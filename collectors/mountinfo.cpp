@@ -1,5 +1,9 @@
 #include "collectors/mountinfo.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
 
@@ -90,6 +94,31 @@ std::optional<MountinfoParse> readMountinfo(const SystemRoot& root) {
     if (auto text = readTextFile(root.proc / pid / "mountinfo")) return parseMountinfo(*text);
   }
   return std::nullopt;
+}
+
+MountWatcher::MountWatcher(const SystemRoot& root) {
+  fd_ = ::open((root.proc / "self" / "mountinfo").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ >= 0) {
+    // The event is armed by a read: consume the current table once.
+    char buffer[4096];
+    while (::read(fd_, buffer, sizeof buffer) > 0) {
+    }
+  }
+}
+
+MountWatcher::~MountWatcher() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool MountWatcher::changed() {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLPRI, 0};
+  if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLPRI | POLLERR))) return false;
+  char buffer[4096];
+  ::lseek(fd_, 0, SEEK_SET);
+  while (::read(fd_, buffer, sizeof buffer) > 0) {
+  }
+  return true;
 }
 
 }  // namespace stallwatch::collectors

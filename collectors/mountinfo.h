@@ -46,4 +46,19 @@ std::string unescapeMountPath(std::string_view path);
 // has no self link). nullopt if neither can be read.
 std::optional<MountinfoParse> readMountinfo(const SystemRoot& root);
 
+// Tells when the mount table changed: the kernel flags /proc/self/mountinfo with POLLPRI
+// (proc(5)), so one poll() with no timeout per tick answers without reading the table.
+class MountWatcher {
+ public:
+  explicit MountWatcher(const SystemRoot& root);
+  ~MountWatcher();
+  MountWatcher(const MountWatcher&) = delete;
+  MountWatcher& operator=(const MountWatcher&) = delete;
+  // True once after each change; false where the file cannot be watched (a fixture tree).
+  bool changed();
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace stallwatch::collectors

@@ -218,6 +218,40 @@ class RecordE2E(unittest.TestCase):
             self.skipTest(f"{data_dir} is on no block device here")
         self.assertIn(best, [d["device"] for d in listing[0]["devices"]], listing[0])
 
+    def test_mount_during_recording(self):
+        """A loop device attached and mounted while recording shows in the DB within a tick."""
+        if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("mkfs.ext4"):
+            self.skipTest("needs root, losetup and mkfs.ext4")
+        image = os.path.join(self.tmp, "disk.img")
+        mount_point = os.path.join(self.tmp, "mnt")
+        os.mkdir(mount_point)
+        subprocess.run(["truncate", "-s", "32M", image], check=True)
+        proc = subprocess.Popen([BIN, "record", "--db", self.db, "--interval", "200ms",
+                                 "--no-collector.gpu", "--no-collector.jobs"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        loop = None
+        try:
+            time.sleep(0.5)
+            made = subprocess.run(["losetup", "-f", "--show", image], capture_output=True, text=True)
+            if made.returncode != 0:
+                self.skipTest("no loop device: " + made.stderr.strip())
+            loop = made.stdout.strip()
+            subprocess.run(["mkfs.ext4", "-q", loop], check=True)
+            subprocess.run(["mount", loop, mount_point], check=True)
+            time.sleep(1.0)
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=10)
+            if loop:
+                subprocess.run(["umount", mount_point])
+                subprocess.run(["losetup", "-d", loop])
+        self.assertEqual(proc.returncode, 0, err)
+        name = os.path.basename(loop)
+        with sqlite3.connect(self.db) as db:
+            row = db.execute("SELECT d.backing_file, m.mount_point FROM block_devices d "
+                             "JOIN mounts m USING (device_id) WHERE d.name = ?", (name,)).fetchone()
+        self.assertEqual(row, (image, mount_point))
+
     def test_devices_listing(self):
         root = os.path.join(FIXTURES, "host-6.18-loop-stack")
         result = subprocess.run([BIN, "devices", "--root", root, "--json"],
