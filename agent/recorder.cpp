@@ -70,6 +70,30 @@ struct ActiveCollector {
   std::string last_message;
 };
 
+// Each job's progress signal for this tick: the mean utilisation of its GPUs, from the GPU
+// collector's samples of the same batch.
+void attachJobGpuUtilization(collectors::SampleBatch& batch) {
+  if (batch.gpus.empty()) return;
+  for (auto& job : batch.jobs) {
+    double sum = 0;
+    int count = 0;
+    size_t start = 0;
+    while (start < job.gpus.size()) {
+      const size_t end = job.gpus.find(',', start);
+      const std::string uuid = job.gpus.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      for (const auto& g : batch.gpus) {
+        if (g.uuid == uuid && g.utilization_percent) {
+          sum += *g.utilization_percent;
+          ++count;
+        }
+      }
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    if (count) job.gpu_util_percent = sum / count;
+  }
+}
+
 }  // namespace
 
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
@@ -193,6 +217,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     batch.interval_seconds = static_cast<double>(tick.monotonic_ns - previous.monotonic_ns) / 1e9;
     collectAll(tick, batch);
     previous = tick;
+    attachJobGpuUtilization(batch);
     ++summary.intervals;
     if (gpu && !gpus_described && !batch.gpus.empty()) {
       writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);

@@ -13,5 +13,7 @@ using CommandRunner = std::function<int()>;
 CommandRunner addRecordCommand(CLI::App& app);
 CommandRunner addDevicesCommand(CLI::App& app);
 CommandRunner addJobsCommand(CLI::App& app);
+CommandRunner addIncidentsCommand(CLI::App& app);
+CommandRunner addReportCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   add(stallwatch::cli::addRecordCommand);
   add(stallwatch::cli::addDevicesCommand);
   add(stallwatch::cli::addJobsCommand);
+  add(stallwatch::cli::addIncidentsCommand);
+  add(stallwatch::cli::addReportCommand);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).

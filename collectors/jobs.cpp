@@ -244,6 +244,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     followChildren(job, discovery, out);
     JobSample sample;
     sample.key = job.description.key;
+    sample.gpus = job.description.gpus;
     double main_cpu = 0, workers_cpu = 0, read_bytes = 0, write_bytes = 0, rchar = 0, syscr = 0;
     bool io_known = false;
     std::map<std::string, uint32_t> wchans;

@@ -90,6 +90,8 @@ struct JobSample {
   std::optional<uint64_t> samples;
   std::optional<double> data_wait_seconds;
   std::optional<double> step_seconds;
+  std::string gpus;  // the job's GPU UUIDs, comma-separated (for the recorder's mean below)
+  std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
 };
 
 // "This job reads from DEVICE": a file the job had open lives on it (VIA: the device the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 namespace stallwatch::correlator {
 namespace {
@@ -219,15 +220,19 @@ const char* toString(StallClass c) {
 
 std::optional<double> percentile(const Series& values, double p) {
   std::vector<double> v;
+  v.reserve(values.size());
   for (const auto& x : values) {
     if (x) v.push_back(*x);
   }
   if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
+  // Linear interpolation between the two ranks around P; nth_element, not a full sort.
   const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(lo), v.end());
+  const double low = v[lo];
+  if (lo + 1 >= v.size()) return low;
+  const double high = *std::min_element(v.begin() + static_cast<long>(lo) + 1, v.end());
+  return low + (high - low) * (rank - static_cast<double>(lo));
 }
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
@@ -241,13 +246,15 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   const bool gpu = a.progress_signal == "gpu_util";
 
   // The last baseline_intervals healthy progress values, however old: a stall longer than
-  // the window must keep being judged against the job's behaviour before it.
-  std::vector<double> window;
+  // the window must keep being judged against the job's behaviour before it. Kept both in
+  // arrival order and sorted, so that each interval's median costs O(1).
+  std::deque<double> arrivals;
+  std::vector<double> sorted;
   for (size_t i = 0; i < n; ++i) {
-    if (window.size() > cfg.baseline_intervals) {
-      window.erase(window.begin(), window.begin() + static_cast<long>(window.size() - cfg.baseline_intervals));
+    if (sorted.size() >= cfg.warmup_intervals && !sorted.empty()) {
+      const size_t mid = sorted.size() / 2;
+      a.baseline[i] = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2.0;
     }
-    if (window.size() >= cfg.warmup_intervals) a.baseline[i] = median(window);
     const auto p = progress[i];
     if (!p) continue;
     if (const auto b = a.baseline[i]; b && *b > 0) {
@@ -255,7 +262,13 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
       const bool far = !gpu || *b - *p >= cfg.min_gpu_drop_points;
       a.stalled[i] = low && far;
     }
-    if (!a.stalled[i]) window.push_back(*p);
+    if (a.stalled[i]) continue;
+    arrivals.push_back(*p);
+    sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), *p), *p);
+    if (arrivals.size() > cfg.baseline_intervals) {
+      sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), arrivals.front()));
+      arrivals.pop_front();
+    }
   }
 
   // Runs of stalled intervals, bridging single-interval gaps.

@@ -9,8 +9,9 @@ build_deps=(
   libatasmart-dev libnvme-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-# Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio.
-test_deps=(sqlite3 sysstat fio python3)
+# Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
+# real browser for the HTML report.
+test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core)
 
 want=("${build_deps[@]}" "${test_deps[@]}")
 if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi

@@ -25,6 +25,7 @@ struct Migration {
 const Migration kMigrations[] = {
     {1, kSchemaV1Sql},
     {2, kSchemaV2Sql},
+    {3, kSchemaV3Sql},
 };
 
 template <typename T>
@@ -120,7 +121,7 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       "INSERT INTO job_samples (ts_ms, job_id, interval_ms, processes, workers, "
       "read_bytes_per_second, write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
       "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
-      "data_wait_seconds, step_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "data_wait_seconds, step_seconds, gpu_util_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   return store;
 }
 
@@ -427,6 +428,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, 15, j.samples);
     bindOptional(st, 16, j.data_wait_seconds);
     bindOptional(st, 17, j.step_seconds);
+    bindOptional(st, 18, j.gpu_util_percent);
     st.exec();
     st.reset();
   }

@@ -20,7 +20,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 class StoreError : public std::runtime_error {
  public:

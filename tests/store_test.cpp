@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "storage/job_series.h"
 #include "storage/writer.h"
 #include "test_support.h"
 
@@ -110,7 +111,7 @@ TEST(Store, MigratesVersion1WithItsData) {
             "NULL, NULL, NULL, 0.01, 1.0, 0)");
   }
   auto store = Store::open(path);
-  EXPECT_EQ(store->schemaVersion(), 2);
+  EXPECT_EQ(store->schemaVersion(), kSchemaVersion);
   EXPECT_EQ(store->db().execAndGet("SELECT r_await_ms FROM disk_latency").getDouble(), 0.5);
   EXPECT_EQ(store->db().execAndGet("SELECT count(*) FROM jobs").getInt(), 0);
   // And it takes new rows of both kinds.
@@ -124,6 +125,41 @@ TEST(Store, MigratesVersion1WithItsData) {
   EXPECT_EQ(store->db().execAndGet("SELECT steps FROM job_samples").getInt(), 7);
   EXPECT_EQ(store->db().execAndGet("SELECT count(*) FROM block_devices").getInt(), 1);  // same sda
   EXPECT_FALSE(migrationSql(kSchemaVersion + 1));
+}
+
+// The report reads the job's GPU utilisation from its own samples where the recorder wrote
+// it, and averages the job's GPUs' samples for recordings that lack it.
+TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  auto batch = [](int64_t ts, std::optional<double> stored) {
+    collectors::SampleBatch b;
+    b.wall_time_ms = ts;
+    b.interval_seconds = 1.0;
+    b.job_updates.push_back({"k", "job", 1, "", "", "GPU-a,GPU-b", 0, {}});
+    collectors::JobSample j;
+    j.key = "k";
+    j.gpu_util_percent = stored;
+    b.jobs.push_back(j);
+    for (const char* uuid : {"GPU-a", "GPU-b"}) {
+      collectors::GpuSample g;
+      g.uuid = uuid;
+      g.gpu_index = uuid[4] == 'a' ? 0 : 1;
+      g.utilization_percent = uuid[4] == 'a' ? 40.0 : 80.0;
+      b.gpus.push_back(g);
+    }
+    return b;
+  };
+  store->writeBatches({batch(1000, 77.0), batch(2000, 77.0)});
+  auto jobs = listJobs(store->db());
+  ASSERT_EQ(jobs.size(), 1u);
+  auto s = loadJobSeries(store->db(), jobs[0], {});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s.gpu_count, 2u);
+  EXPECT_DOUBLE_EQ(*s.gpu_util_percent[0], 77.0);  // the stored mean
+  store->db().exec("UPDATE job_samples SET gpu_util_percent = NULL");
+  s = loadJobSeries(store->db(), jobs[0], {});
+  EXPECT_DOUBLE_EQ(*s.gpu_util_percent[1], 60.0);  // (40 + 80) / 2 from the GPUs' own rows
 }
 
 TEST(Store, RefusesANewerSchema) {

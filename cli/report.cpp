@@ -1,0 +1,171 @@
+#include "cli/report.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+namespace stallwatch::cli {
+namespace {
+
+template <typename T>
+nlohmann::json orNull(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
+
+double goodputOf(const correlator::Analysis& a, const correlator::JobSeries& s) {
+  double lost = 0;
+  for (double l : a.gpu_seconds_lost) lost += l;
+  if (a.gpu_seconds_total > 0) return std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0);
+  // No GPUs: the share of intervals not spent in incidents, weighted by how idle they were.
+  double total = 0, idle = 0;
+  for (double i : s.interval_s) total += i;
+  for (const auto& inc : a.incidents) {
+    for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
+  }
+  return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 1.0;
+}
+
+}  // namespace
+
+std::string timeText(int64_t t_ms) {
+  const time_t t = static_cast<time_t>(t_ms / 1000);
+  tm utc{};
+  gmtime_r(&t, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &utc);
+  return buffer;
+}
+
+std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,
+                                    const storage::TimeRange& range) {
+  std::vector<JobReport> reports;
+  for (auto& job : storage::listJobs(db, job_id)) {
+    JobReport r;
+    r.job = std::move(job);
+    r.series = storage::loadJobSeries(db, r.job, range);
+    if (r.series.size() == 0) continue;
+    r.analysis = storage::analyzeStoredJob(db, r.job, r.series);
+    r.goodput = goodputOf(r.analysis, r.series);
+    for (const auto& d : r.series.devices) {
+      if (!d.job_reads) continue;
+      r.devices.push_back({d.name, d.via, true, correlator::percentile(d.r_await_ms, 50),
+                           correlator::percentile(d.r_await_ms, 99),
+                           correlator::percentile(d.w_await_ms, 50),
+                           correlator::percentile(d.w_await_ms, 99)});
+    }
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+std::string describeIncident(const correlator::Incident& inc) {
+  std::string where;
+  if (!inc.device.empty()) {
+    where = " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  return fmt::format("{} .. {} ({:.0f} s)  {}{}  idle {:.0f} %  {:.1f} GPU-s lost  confidence {:.2f}",
+                     timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
+                     static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
+                     correlator::toString(inc.cls), where, inc.idle_share * 100, inc.gpu_seconds_lost,
+                     inc.confidence);
+}
+
+nlohmann::json incidentJson(const correlator::Incident& inc) {
+  nlohmann::json evidence = nlohmann::json::array();
+  for (const auto& e : inc.evidence) {
+    evidence.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during},
+                        {"supports", e.supports}});
+  }
+  return {{"start_ms", inc.start_ms},
+          {"end_ms", inc.end_ms},
+          {"class", correlator::toString(inc.cls)},
+          {"device", inc.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.device)},
+          {"physical_device",
+           inc.physical_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.physical_device)},
+          {"idle_share", inc.idle_share},
+          {"gpu_seconds_lost", inc.gpu_seconds_lost},
+          {"confidence", inc.confidence},
+          {"evidence", evidence}};
+}
+
+std::string renderText(const std::vector<JobReport>& reports) {
+  std::string out;
+  if (reports.empty()) return "no job with samples in the range\n";
+  for (const auto& r : reports) {
+    const auto& s = r.series;
+    out += fmt::format("job {}  {}  ({})\n", r.job.job_id, r.job.label, r.job.key);
+    out += fmt::format("  span        {} .. {}  ({} intervals)\n", timeText(s.ts_ms.front()),
+                       timeText(s.ts_ms.back()), s.size());
+    out += fmt::format("  judged by   {}\n", r.analysis.progress_signal.empty()
+                                                 ? "nothing (no GPU readings, no dataloader reports)"
+                                                 : r.analysis.progress_signal == "gpu_util"
+                                                       ? fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count)
+                                                       : std::string("dataloader steps per second"));
+    out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
+    std::string lost;
+    for (int c = 0; c < correlator::kStallClassCount; ++c) {
+      if (r.analysis.gpu_seconds_lost[c] > 0) {
+        lost += fmt::format("{}{} {:.1f} GPU-s", lost.empty() ? "" : ", ",
+                            correlator::toString(static_cast<correlator::StallClass>(c)),
+                            r.analysis.gpu_seconds_lost[c]);
+      }
+    }
+    out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
+    out += fmt::format("  incidents   {} ({} shorter blips not reported)\n", r.analysis.incidents.size(),
+                       r.analysis.blips);
+    for (const auto& inc : r.analysis.incidents) {
+      out += "    " + describeIncident(inc) + "\n";
+      for (const auto& e : inc.evidence) {
+        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+        out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
+                           e.supports ? "*" : " ", e.signal, e.baseline, e.during);
+      }
+    }
+    out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99\n";
+    for (const auto& d : r.devices) {
+      out += fmt::format("    {:<36} {:>8} {:>8} {:>8} {:>8}\n",
+                         d.name + (d.via.empty() ? "" : " (under " + d.via + ")"), ms(d.r_await_p50),
+                         ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
+    }
+    if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
+    out += "  health      not recorded (no drive health collector in this build)\n\n";
+  }
+  return out;
+}
+
+nlohmann::json renderJson(const std::vector<JobReport>& reports) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : reports) {
+    nlohmann::json incidents = nlohmann::json::array();
+    for (const auto& inc : r.analysis.incidents) incidents.push_back(incidentJson(inc));
+    nlohmann::json lost = nlohmann::json::object();
+    for (int c = 0; c < correlator::kStallClassCount; ++c) {
+      lost[correlator::toString(static_cast<correlator::StallClass>(c))] = r.analysis.gpu_seconds_lost[c];
+    }
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : r.devices) {
+      devices.push_back({{"device", d.name}, {"via", d.via}, {"r_await_p50_ms", orNull(d.r_await_p50)},
+                         {"r_await_p99_ms", orNull(d.r_await_p99)}, {"w_await_p50_ms", orNull(d.w_await_p50)},
+                         {"w_await_p99_ms", orNull(d.w_await_p99)}, {"health", nullptr}});
+    }
+    out.push_back({{"job_id", r.job.job_id},
+                   {"key", r.job.key},
+                   {"label", r.job.label},
+                   {"start_ms", r.series.ts_ms.front()},
+                   {"end_ms", r.series.ts_ms.back()},
+                   {"intervals", r.series.size()},
+                   {"progress_signal", r.analysis.progress_signal},
+                   {"gpus", r.series.gpu_count},
+                   {"goodput", r.goodput},
+                   {"gpu_seconds_total", r.analysis.gpu_seconds_total},
+                   {"gpu_seconds_lost_by_class", lost},
+                   {"blips", r.analysis.blips},
+                   {"incidents", incidents},
+                   {"devices", devices}});
+  }
+  return out;
+}
+
+}  // namespace stallwatch::cli

@@ -1,0 +1,42 @@
+// What `stallwatch report` says about each job, computed once and rendered as text, JSON or
+// a self-contained HTML page.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "correlator/stall_detector.h"
+#include "storage/job_series.h"
+
+namespace stallwatch::cli {
+
+struct DeviceLatency {
+  std::string name;
+  std::string via;
+  bool job_reads = false;
+  std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;
+};
+
+struct JobReport {
+  storage::JobRecord job;
+  correlator::JobSeries series;
+  correlator::Analysis analysis;
+  std::vector<DeviceLatency> devices;  // the job's devices
+  double goodput = 1.0;                // share of GPU (or step) capacity not lost to stalls
+};
+
+std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,
+                                    const storage::TimeRange& range);
+
+std::string timeText(int64_t ms);
+std::string describeIncident(const correlator::Incident& inc);
+nlohmann::json incidentJson(const correlator::Incident& inc);
+std::string renderText(const std::vector<JobReport>& reports);
+nlohmann::json renderJson(const std::vector<JobReport>& reports);
+std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title);
+
+}  // namespace stallwatch::cli

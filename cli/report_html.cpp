@@ -1,0 +1,214 @@
+// The HTML report: one self-contained page (inline CSS and SVG, no network), a timeline per
+// job with GPU utilisation, the implicated device's latency, I/O pressure and the dataloader's
+// wait on a shared time axis, incidents shaded and labelled, then the incident list.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/report.h"
+
+namespace stallwatch::cli {
+namespace {
+
+constexpr double kWidth = 1100, kLeft = 70, kRight = 20, kPanelHeight = 110, kGap = 28;
+constexpr size_t kMaxPoints = 1500;
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Panel {
+  std::string id, title, unit;
+  correlator::Series values;
+  std::string color;
+};
+
+// An SVG path through the values, bucketed to at most kMaxPoints, broken where data is missing.
+std::string pathFor(const correlator::JobSeries& s, const correlator::Series& v, double y0, double y_max,
+                    double t0, double t1) {
+  const size_t n = s.size();
+  const size_t bucket = std::max<size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
+  std::string d;
+  bool pen = false;
+  const double plot_w = kWidth - kLeft - kRight;
+  for (size_t start = 0; start < n; start += bucket) {
+    double sum = 0;
+    size_t count = 0;
+    for (size_t i = start; i < std::min(n, start + bucket); ++i) {
+      if (i < v.size() && v[i]) {
+        sum += *v[i];
+        ++count;
+      }
+    }
+    if (!count) {
+      pen = false;
+      continue;
+    }
+    const double t = static_cast<double>(s.ts_ms[std::min(n - 1, start + bucket / 2)]);
+    const double x = kLeft + (t1 > t0 ? (t - t0) / (t1 - t0) : 0) * plot_w;
+    const double value = std::clamp(sum / static_cast<double>(count), 0.0, y_max);
+    const double y = y0 + kPanelHeight - value / y_max * kPanelHeight;
+    d += fmt::format("{}{:.1f},{:.1f} ", pen ? "L" : "M", x, y);
+    pen = true;
+  }
+  return d;
+}
+
+std::string timeline(const JobReport& r, size_t job_index) {
+  const auto& s = r.series;
+  const double t0 = static_cast<double>(s.ts_ms.front()) - s.interval_s.front() * 1000.0;
+  const double t1 = static_cast<double>(s.ts_ms.back());
+  // The device to show: the first disk-slow incident's, else the job's first device.
+  std::string device_name;
+  for (const auto& inc : r.analysis.incidents) {
+    if (!inc.device.empty()) {
+      device_name = inc.device;
+      break;
+    }
+  }
+  if (device_name.empty() && !r.devices.empty()) device_name = r.devices.front().name;
+  correlator::Series latency(s.size());
+  for (const auto& d : s.devices) {
+    if (d.name != device_name) continue;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto a = d.r_await_ms[i], b = d.w_await_ms[i];
+      latency[i] = a && b ? std::max(*a, *b) : (a ? a : b);
+    }
+  }
+  correlator::Series wait_share(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto w = s.data_wait_s[i], st = s.step_s[i];
+    if (w && st && *w + *st > 0) wait_share[i] = *w / (*w + *st) * 100.0;
+  }
+  correlator::Series io(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.io_some[i]) io[i] = *s.io_some[i] * 100.0;
+  }
+  correlator::Series progress = s.gpu_util_percent;
+  std::string progress_title = "GPU utilisation";
+  std::string progress_unit = "%";
+  if (r.analysis.progress_signal == "steps") {
+    progress_title = "steps per second";
+    progress_unit = "steps/s";
+    for (size_t i = 0; i < s.size(); ++i) {
+      progress[i] = s.steps[i] && s.interval_s[i] > 0 ? std::optional<double>(*s.steps[i] / s.interval_s[i]) : std::nullopt;
+    }
+  }
+  std::vector<Panel> panels = {
+      {"series-progress", progress_title, progress_unit, progress, "#1f77b4"},
+      {"series-latency", "await of " + (device_name.empty() ? std::string("(no device)") : device_name), "ms",
+       latency, "#d62728"},
+      {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd"},
+      {"series-data-wait", "dataloader wait share", "%", wait_share, "#2ca02c"},
+  };
+  const double height = static_cast<double>(panels.size()) * (kPanelHeight + kGap) + 30;
+  std::string svg = fmt::format(
+      "<svg class=\"timeline\" id=\"timeline-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" viewBox=\"0 0 {} {}\">\n",
+      job_index, kWidth, height, kWidth, height);
+  const double plot_w = kWidth - kLeft - kRight;
+  auto xOf = [&](double t) { return kLeft + (t1 > t0 ? (t - t0) / (t1 - t0) : 0) * plot_w; };
+  // Incidents first, under the lines, across every panel.
+  for (const auto& inc : r.analysis.incidents) {
+    const double x0 = xOf(static_cast<double>(inc.start_ms));
+    const double x1 = std::max(x0 + 2, xOf(static_cast<double>(inc.end_ms)));
+    const std::string cls = correlator::toString(inc.cls);
+    svg += fmt::format(
+        "<rect class=\"incident\" data-class=\"{}\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"{:.1f}\" "
+        "fill=\"{}\" fill-opacity=\"0.18\"><title>{}</title></rect>\n",
+        cls, x0, x1 - x0, height - 40, cls == "disk-slow" ? "#d62728" : "#ff7f0e", escape(describeIncident(inc)));
+    svg += fmt::format("<text class=\"incident-label\" x=\"{:.1f}\" y=\"22\" font-size=\"12\">{}{}</text>\n",
+                       x0 + 3, cls, inc.device.empty() ? "" : " " + escape(inc.device));
+  }
+  for (size_t p = 0; p < panels.size(); ++p) {
+    const Panel& panel = panels[p];
+    const double y0 = 30 + static_cast<double>(p) * (kPanelHeight + kGap);
+    double y_max = panel.unit == "%" ? 100.0 : 1.0;
+    if (panel.unit != "%") {  // shares have a natural top; the rest scale to their data
+      for (const auto& v : panel.values) {
+        if (v) y_max = std::max(y_max, *v * 1.1);
+      }
+    }
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n", kLeft,
+                       y0 - 6, escape(panel.title));
+    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n",
+                       kLeft, y0, plot_w, kPanelHeight);
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g} {}</text>\n",
+                       kLeft - 4, y0 + 10, y_max, escape(panel.unit));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">0</text>\n", kLeft - 4,
+                       y0 + kPanelHeight);
+    svg += fmt::format("<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
+                       "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
+                       panel.id, job_index, panel.id, pathFor(s, panel.values, y0, y_max, t0, t1), panel.color);
+  }
+  for (int k = 0; k <= 4; ++k) {
+    const double t = t0 + (t1 - t0) * k / 4.0;
+    const char* anchor = k == 0 ? "start" : (k == 4 ? "end" : "middle");
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>\n",
+                       xOf(t), height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace
+
+std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title) {
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+                     escape(title) +
+                     "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+                     "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
+                     "th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}</style>\n"
+                     "</head><body>\n<h1>" + escape(title) + "</h1>\n";
+  if (reports.empty()) html += "<p>No job with samples in the range.</p>\n";
+  for (size_t j = 0; j < reports.size(); ++j) {
+    const auto& r = reports[j];
+    html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n", r.job.job_id, r.job.job_id,
+                        escape(r.job.label));
+    html += fmt::format("<p>{} .. {} UTC &middot; {} &middot; goodput <b>{:.1f} %</b> &middot; {} incident(s), "
+                        "{} blip(s)</p>\n",
+                        timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
+                        r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
+    html += timeline(r, j);
+    html += "<table class=\"incidents\"><tr><th>when (UTC)</th><th>class</th><th>device</th><th>idle</th>"
+            "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
+    for (const auto& inc : r.analysis.incidents) {
+      std::string evidence;
+      for (const auto& e : inc.evidence) {
+        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+        evidence += fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>", e.supports ? "supports" : "",
+                                escape(e.signal), e.baseline, e.during);
+      }
+      html += fmt::format("<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td>{:.0f} %</td><td>{:.1f}</td>"
+                          "<td>{:.2f}</td><td>{}</td></tr>\n",
+                          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), correlator::toString(inc.cls),
+                          escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
+                          inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence, evidence);
+    }
+    html += "</table>\n<table class=\"devices\"><tr><th>device</th><th>r_await p50</th><th>r_await p99</th>"
+            "<th>w_await p50</th><th>w_await p99</th><th>health</th></tr>\n";
+    auto cell = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f} ms", *v) : std::string("-"); };
+    for (const auto& d : r.devices) {
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>not recorded</td></tr>\n",
+                          escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), cell(d.r_await_p50),
+                          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99));
+    }
+    html += "</table></section>\n";
+  }
+  // Marks the page as rendered for tests in a real browser; it needs nothing from outside.
+  html += "<script>document.body.dataset.rendered = document.querySelectorAll('svg.timeline').length + "
+          "' timelines';</script>\n</body></html>\n";
+  return html;
+}
+
+}  // namespace stallwatch::cli

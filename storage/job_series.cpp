@@ -1,0 +1,308 @@
+#include "storage/job_series.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace stallwatch::storage {
+namespace {
+
+std::vector<std::string> splitComma(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find(',', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::optional<double> optionalColumn(const SQLite::Column& c) {
+  return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+}
+
+void bindRange(SQLite::Statement& st, int first_index, const TimeRange& r) {
+  st.bind(first_index, r.since_ms.value_or(INT64_MIN));
+  st.bind(first_index + 1, r.until_ms.value_or(INT64_MAX));
+}
+
+correlator::StallClass classFromString(const std::string& s) {
+  for (int c = 0; c < correlator::kStallClassCount; ++c) {
+    if (s == correlator::toString(static_cast<correlator::StallClass>(c))) {
+      return static_cast<correlator::StallClass>(c);
+    }
+  }
+  return correlator::StallClass::kNotStorage;
+}
+
+}  // namespace
+
+std::vector<JobRecord> listJobs(SQLite::Database& db, std::optional<int64_t> job_id) {
+  std::vector<JobRecord> jobs;
+  SQLite::Statement q(db,
+                      "SELECT job_id, job_key, coalesce(label, ''), coalesce(gpus, ''), started_ms, "
+                      "ended_ms FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY started_ms");
+  if (job_id) {
+    q.bind(1, *job_id);
+  } else {
+    q.bind(1);
+  }
+  while (q.executeStep()) {
+    JobRecord j;
+    j.job_id = q.getColumn(0).getInt64();
+    j.key = q.getColumn(1).getString();
+    j.label = q.getColumn(2).getString();
+    j.gpu_uuids = splitComma(q.getColumn(3).getString());
+    j.started_ms = q.getColumn(4).getInt64();
+    if (!q.getColumn(5).isNull()) j.ended_ms = q.getColumn(5).getInt64();
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+namespace {
+
+// Walks rows ordered by ts_ms alongside the series' own sorted timestamps, calling FN(index)
+// for each row whose timestamp is one of the series' ticks. Cheaper than hashing millions
+// of timestamps.
+template <typename Fn>
+void mergeByTime(SQLite::Statement& q, const std::vector<int64_t>& ts, Fn fn) {
+  size_t i = 0;
+  while (q.executeStep()) {
+    const int64_t t = q.getColumn(0).getInt64();
+    while (i < ts.size() && ts[i] < t) ++i;
+    if (i == ts.size()) break;
+    if (ts[i] == t) fn(i);
+  }
+}
+
+void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64_t>& ts,
+                int64_t from_ms, int64_t to_ms, correlator::DeviceSeries& d, bool& any) {
+  SQLite::Statement q(db, "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
+                          "WHERE device_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
+  q.bind(1, device_id);
+  q.bind(2, from_ms);
+  q.bind(3, to_ms);
+  mergeByTime(q, ts, [&](size_t i) {
+    d.r_await_ms[i] = optionalColumn(q.getColumn(1));
+    d.w_await_ms[i] = optionalColumn(q.getColumn(2));
+    d.aqu_sz[i] = optionalColumn(q.getColumn(3));
+    any = true;
+  });
+}
+
+correlator::DeviceSeries emptyDevice(std::string name, std::string via, bool job_reads, size_t n) {
+  correlator::DeviceSeries d;
+  d.name = std::move(name);
+  d.via = std::move(via);
+  d.job_reads = job_reads;
+  d.r_await_ms.assign(n, std::nullopt);
+  d.w_await_ms.assign(n, std::nullopt);
+  d.aqu_sz.assign(n, std::nullopt);
+  return d;
+}
+
+}  // namespace
+
+SQLite::Database openForReading(const std::string& path) {
+  // One thread uses this connection: SQLite's per-call mutexes are pure cost (10 % of a report).
+  SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX);
+  db.exec("PRAGMA mmap_size = 17179869184");  // up to 16 GiB mapped: reads without copies
+  db.exec("PRAGMA cache_size = -65536");      // 64 MiB
+  return db;
+}
+
+correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range) {
+  correlator::JobSeries s;
+  {
+    SQLite::Statement q(db,
+                        "SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
+                        "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
+                        "d_state_threads, gpu_util_percent FROM job_samples WHERE job_id = ? AND ts_ms "
+                        "BETWEEN ? AND ? ORDER BY ts_ms");
+    q.bind(1, job.job_id);
+    bindRange(q, 2, range);
+    while (q.executeStep()) {
+      const int64_t ts = q.getColumn(0).getInt64();
+      if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
+      s.gpu_util_percent.push_back(optionalColumn(q.getColumn(9)));
+      s.ts_ms.push_back(ts);
+      s.interval_s.push_back(q.getColumn(1).getDouble() / 1000.0);
+      s.steps.push_back(optionalColumn(q.getColumn(2)));
+      s.data_wait_s.push_back(optionalColumn(q.getColumn(3)));
+      s.step_s.push_back(optionalColumn(q.getColumn(4)));
+      s.read_bytes_per_s.push_back(optionalColumn(q.getColumn(5)));
+      s.write_bytes_per_s.push_back(optionalColumn(q.getColumn(6)));
+      s.workers_cpu.push_back(optionalColumn(q.getColumn(7)));
+      s.d_state_threads.push_back(optionalColumn(q.getColumn(8)));
+    }
+  }
+  const size_t n = s.ts_ms.size();
+  if (n == 0) return s;
+  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
+  s.io_some.assign(n, std::nullopt);
+  s.cpu_some.assign(n, std::nullopt);
+
+  // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for
+  // recordings without it, the mean over the job's GPUs, one ordered index scan per GPU.
+  for (const auto& uuid : job.gpu_uuids) s.gpu_count += uuid.empty() ? 0 : 1;
+  const bool stored = std::any_of(s.gpu_util_percent.begin(), s.gpu_util_percent.end(),
+                                  [](const auto& v) { return v.has_value(); });
+  if (!stored && s.gpu_count > 0) {
+    std::vector<double> sum(n, 0.0);
+    std::vector<uint32_t> count(n, 0);
+    for (const auto& uuid : job.gpu_uuids) {
+      if (uuid.empty()) continue;
+      SQLite::Statement q(db, "SELECT ts_ms, utilization_percent FROM gpu_samples WHERE gpu_id = "
+                              "(SELECT gpu_id FROM gpus WHERE uuid = ?) AND ts_ms BETWEEN ? AND ? "
+                              "ORDER BY ts_ms");
+      q.bind(1, uuid);
+      q.bind(2, from);
+      q.bind(3, to);
+      mergeByTime(q, s.ts_ms, [&](size_t i) {
+        if (!q.getColumn(1).isNull()) {
+          sum[i] += q.getColumn(1).getDouble();
+          ++count[i];
+        }
+      });
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (count[i]) s.gpu_util_percent[i] = sum[i] / count[i];
+    }
+  }
+  for (const char* resource : {"io", "cpu"}) {
+    auto& target = std::string(resource) == "io" ? s.io_some : s.cpu_some;
+    SQLite::Statement q(db, "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = ? "
+                            "AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
+    q.bind(1, resource);
+    q.bind(2, from);
+    q.bind(3, to);
+    mergeByTime(q, s.ts_ms, [&](size_t i) { target[i] = optionalColumn(q.getColumn(1)); });
+  }
+  SQLite::Statement devices(db, "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
+                                "USING (device_id) WHERE jd.job_id = ? ORDER BY jd.via <> '', b.name");
+  devices.bind(1, job.job_id);
+  while (devices.executeStep()) {
+    auto d = emptyDevice(devices.getColumn(1).getString(), devices.getColumn(2).getString(), true, n);
+    bool any = false;
+    loadDevice(db, devices.getColumn(0).getInt64(), s.ts_ms, from, to, d, any);
+    if (any) s.devices.push_back(std::move(d));
+  }
+  return s;
+}
+
+void addOtherDevices(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& s,
+                     const std::vector<std::pair<size_t, size_t>>& windows) {
+  if (windows.empty() || s.size() == 0) return;
+  SQLite::Statement q(db, "SELECT device_id, name FROM block_devices WHERE device_id NOT IN "
+                          "(SELECT device_id FROM job_devices WHERE job_id = ?) ORDER BY name");
+  q.bind(1, job.job_id);
+  while (q.executeStep()) {
+    auto d = emptyDevice(q.getColumn(1).getString(), "", false, s.size());
+    bool any = false;
+    for (const auto& [first, last] : windows) {
+      loadDevice(db, q.getColumn(0).getInt64(), s.ts_ms, s.ts_ms[first], s.ts_ms[std::min(last, s.size() - 1)], d, any);
+    }
+    if (any) s.devices.push_back(std::move(d));
+  }
+}
+
+correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& series,
+                                      const correlator::DetectorConfig& config) {
+  correlator::Analysis a = correlator::analyzeJob(series, config);
+  if (a.incidents.empty()) return a;
+  std::vector<std::pair<size_t, size_t>> windows;
+  for (const auto& inc : a.incidents) {
+    const size_t from = inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
+    windows.emplace_back(from, inc.last);
+  }
+  addOtherDevices(db, job, series, windows);
+  return correlator::analyzeJob(series, config);  // detection does not look at devices: same incidents
+}
+
+std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : evidence) {
+    j.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during}, {"supports", e.supports}});
+  }
+  return j.dump();
+}
+
+std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text) {
+  std::vector<correlator::EvidenceItem> out;
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (!e.is_object()) continue;
+    out.push_back({e.value("signal", ""), e.value("baseline", 0.0), e.value("during", 0.0),
+                   e.value("supports", false)});
+  }
+  return out;
+}
+
+void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
+                      const std::vector<correlator::Incident>& incidents, int64_t detected_ms) {
+  SQLite::Transaction tx(db);
+  SQLite::Statement del(db, "DELETE FROM incidents WHERE job_id = ? AND source = ?");
+  del.bind(1, job_id);
+  del.bind(2, source);
+  del.exec();
+  SQLite::Statement ins(db,
+                        "INSERT INTO incidents (job_id, start_ms, end_ms, class, device, "
+                        "physical_device, idle_share, gpu_seconds_lost, confidence, evidence, "
+                        "source, detected_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+  for (const auto& inc : incidents) {
+    ins.bind(1, job_id);
+    ins.bind(2, inc.start_ms);
+    ins.bind(3, inc.end_ms);
+    ins.bind(4, correlator::toString(inc.cls));
+    if (inc.device.empty()) ins.bind(5); else ins.bind(5, inc.device);
+    if (inc.physical_device.empty()) ins.bind(6); else ins.bind(6, inc.physical_device);
+    ins.bind(7, inc.idle_share);
+    ins.bind(8, inc.gpu_seconds_lost);
+    ins.bind(9, inc.confidence);
+    ins.bind(10, evidenceJson(inc.evidence));
+    ins.bind(11, source);
+    ins.bind(12, detected_ms);
+    ins.exec();
+    ins.reset();
+  }
+  tx.commit();
+}
+
+std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<int64_t> job_id) {
+  std::vector<StoredIncident> out;
+  SQLite::Statement q(db,
+                      "SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key), i.start_ms, "
+                      "i.end_ms, i.class, coalesce(i.device, ''), coalesce(i.physical_device, ''), "
+                      "i.idle_share, i.gpu_seconds_lost, i.confidence, i.evidence, i.source, "
+                      "i.detected_ms FROM incidents i JOIN jobs j USING (job_id) "
+                      "WHERE ?1 IS NULL OR i.job_id = ?1 ORDER BY i.start_ms");
+  if (job_id) {
+    q.bind(1, *job_id);
+  } else {
+    q.bind(1);
+  }
+  while (q.executeStep()) {
+    StoredIncident s;
+    s.incident_id = q.getColumn(0).getInt64();
+    s.job_id = q.getColumn(1).getInt64();
+    s.job_label = q.getColumn(2).getString();
+    s.incident.start_ms = q.getColumn(3).getInt64();
+    s.incident.end_ms = q.getColumn(4).getInt64();
+    s.incident.cls = classFromString(q.getColumn(5).getString());
+    s.incident.device = q.getColumn(6).getString();
+    s.incident.physical_device = q.getColumn(7).getString();
+    s.incident.idle_share = q.getColumn(8).getDouble();
+    s.incident.gpu_seconds_lost = q.getColumn(9).getDouble();
+    s.incident.confidence = q.getColumn(10).getDouble();
+    s.incident.evidence = parseEvidenceJson(q.getColumn(11).getString());
+    s.source = q.getColumn(12).getString();
+    s.detected_ms = q.getColumn(13).getInt64();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,67 @@
+// Reading a job's recorded series back out of the DB for the correlator, and keeping its
+// incidents. The time axis is the job's own samples; every other series (its GPUs, its
+// devices, host pressure) is aligned on the same tick timestamps, which one batch shares.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "correlator/stall_detector.h"
+
+namespace stallwatch::storage {
+
+struct JobRecord {
+  int64_t job_id = 0;
+  std::string key;
+  std::string label;
+  std::vector<std::string> gpu_uuids;
+  int64_t started_ms = 0;
+  std::optional<int64_t> ended_ms;
+};
+
+struct TimeRange {
+  std::optional<int64_t> since_ms;
+  std::optional<int64_t> until_ms;
+};
+
+std::vector<JobRecord> listJobs(SQLite::Database& db, std::optional<int64_t> job_id = {});
+
+// The job's series over RANGE: the devices the job had files on (job_reads), whole.
+correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range);
+
+// Adds the host's other devices to SERIES, read only within WINDOWS (interval index ranges,
+// inclusive): they appear in the evidence of incidents there and are never blamed. Reading
+// them whole would cost a week's samples of every disk for a few minutes of evidence.
+void addOtherDevices(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& series,
+                     const std::vector<std::pair<size_t, size_t>>& windows);
+
+// Detection, then attribution with the other devices' samples around each incident.
+correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job,
+                                      correlator::JobSeries& series,
+                                      const correlator::DetectorConfig& config = {});
+
+// Read-only connection tuned for scanning a large recording (memory-mapped, bigger cache).
+SQLite::Database openForReading(const std::string& path);
+
+struct StoredIncident {
+  int64_t incident_id = 0;
+  int64_t job_id = 0;
+  std::string job_label;
+  correlator::Incident incident;
+  std::string source;
+  int64_t detected_ms = 0;
+};
+
+std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence);
+std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text);
+
+// Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.
+void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
+                      const std::vector<correlator::Incident>& incidents, int64_t detected_ms);
+std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<int64_t> job_id = {});
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,127 @@
+"""End-to-end tests of `stallwatch incidents` and `stallwatch report` on synthetic recordings,
+and of the HTML report in a real browser (Debian's headless Chromium, no network)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import synthetic_db
+
+BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
+SCREENSHOT = os.environ.get("STALLWATCH_SCREENSHOT")  # where to keep the page's picture
+STALL_AT, STALL_FOR = 300, 30
+T0_S = synthetic_db.T0_MS // 1000
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class ReportE2E(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stallwatch-report-")
+        self.db = os.path.join(self.tmp, "sw.db")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def sw(self, *args):
+        r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def incidents(self, stall):
+        synthetic_db.build(self.db, BIN, stall=stall, stall_at=STALL_AT, stall_for=STALL_FOR)
+        return json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
+
+    def assert_window(self, incident):
+        # Injected: intervals 300..329, i.e. from T0+299 s to T0+329 s. Within 2 s at each end.
+        self.assertLessEqual(abs(incident["start_ms"] / 1000 - (T0_S + STALL_AT - 1)), 2)
+        self.assertLessEqual(abs(incident["end_ms"] / 1000 - (T0_S + STALL_AT + STALL_FOR - 1)), 2)
+
+    def test_disk_slow(self):
+        found = self.incidents("disk-slow")
+        self.assertEqual(len(found), 1, found)
+        self.assertEqual(found[0]["class"], "disk-slow")
+        self.assertEqual(found[0]["device"], "loop1")
+        self.assertEqual(found[0]["physical_device"], "vda")
+        self.assert_window(found[0])
+        report = json.loads(self.sw("report", "--db", self.db, "--json"))
+        self.assertEqual(len(report), 1)
+        self.assertLess(report[0]["goodput"], 0.99)
+        self.assertGreater(report[0]["gpu_seconds_lost_by_class"]["disk-slow"], 15)
+        loop1 = next(d for d in report[0]["devices"] if d["device"] == "loop1")
+        self.assertLess(loop1["r_await_p50_ms"], 1.0)
+        self.assertGreater(loop1["r_await_p99_ms"], 15.0)
+        # Recomputing again replaces, never duplicates.
+        again = json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
+        self.assertEqual(len(again), 1)
+
+    def test_io_throttled(self):
+        found = self.incidents("io-throttled")
+        self.assertEqual([i["class"] for i in found], ["io-throttled"])
+        self.assertIsNone(found[0]["device"])
+        self.assert_window(found[0])
+
+    def test_not_storage(self):
+        found = self.incidents("not-storage")
+        self.assertEqual([i["class"] for i in found], ["not-storage"])
+        self.assertIsNone(found[0]["device"])
+
+    def test_healthy(self):
+        self.assertEqual(self.incidents(None), [])
+        text = self.sw("report", "--db", self.db)
+        self.assertIn("goodput     100.00 %", text)
+
+    def test_bad_arguments(self):
+        r = subprocess.run([BIN, "report", "--db", self.db, "--since", "yesterday-ish"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--since", r.stderr)
+        r = subprocess.run([BIN, "report", "--db", os.path.join(self.tmp, "missing.db")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot read", r.stderr)
+
+    def test_html_in_chromium(self):
+        browser = chromium()
+        if not browser:
+            if os.environ.get("CI"):
+                self.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+            self.skipTest("no chromium")
+        synthetic_db.build(self.db, BIN, stall="disk-slow", stall_at=STALL_AT, stall_for=STALL_FOR)
+        page = os.path.join(self.tmp, "report.html")
+        self.sw("report", "--db", self.db, "--html", page)
+        with open(page) as f:
+            html = f.read()
+        self.assertNotRegex(html, r"(src|href)=\"https?:", "the page must not need the network")
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={os.path.join(self.tmp, 'profile')}"]
+        dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + page],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+        out = dom.stdout
+        self.assertIn('data-rendered="1 timelines"', out, "the page's script did not run")
+        for series in ("series-progress", "series-latency", "series-io-pressure", "series-data-wait"):
+            m = re.search(rf'<path id="{series}-0"[^>]* d="([^"]*)"', out)
+            self.assertIsNotNone(m, series)
+            self.assertGreater(m.group(1).count("L"), 100, f"{series} has too few points")
+        self.assertEqual(len(re.findall(r'<rect class="incident" data-class="disk-slow"', out)), 1)
+        self.assertIn("disk-slow loop1", out)
+        shot = SCREENSHOT or os.path.join(self.tmp, "report.png")
+        r = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1150",
+                            "file://" + page], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertGreater(os.path.getsize(shot), 10_000)
+
+
+if __name__ == "__main__":
+    unittest.main()
