@@ -116,11 +116,14 @@ SQLite::Database openForReading(const std::string& path) {
 correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range) {
   correlator::JobSeries s;
   {
+    // Read-only readers (report) do not migrate: a schema-2 recording has no per-job GPU mean.
+    const bool has_job_gpu_util = db.execAndGet("PRAGMA user_version").getInt() >= 3;
     SQLite::Statement q(db,
-                        "SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
-                        "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
-                        "d_state_threads, gpu_util_percent FROM job_samples WHERE job_id = ? AND ts_ms "
-                        "BETWEEN ? AND ? ORDER BY ts_ms");
+                        std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
+                                    "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
+                                    "d_state_threads, ") +
+                            (has_job_gpu_util ? "gpu_util_percent" : "NULL") +
+                            " FROM job_samples WHERE job_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
     q.bind(1, job.job_id);
     bindRange(q, 2, range);
     while (q.executeStep()) {

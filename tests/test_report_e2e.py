@@ -80,6 +80,20 @@ class ReportE2E(unittest.TestCase):
         text = self.sw("report", "--db", self.db)
         self.assertIn("goodput     100.00 %", text)
 
+    def test_real_healthy_recording(self):
+        """A real ResNet-18 run on an H200 (tests/gpu/job_check.sh, schema 2): no incident."""
+        fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "recordings",
+                               "h200-resnet18-healthy.db")
+        shutil.copy(fixture, self.db)
+        report = json.loads(self.sw("report", "--db", self.db, "--json"))
+        self.assertEqual(len(report), 1)
+        self.assertEqual(report[0]["progress_signal"], "gpu_util")
+        self.assertEqual(report[0]["incidents"], [])
+        self.assertEqual([(d["device"], d["via"]) for d in report[0]["devices"]],
+                         [("loop0", ""), ("vda", "loop0")])
+        # --recompute migrates the old file to the current schema and finds nothing either.
+        self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
+
     def test_bad_arguments(self):
         r = subprocess.run([BIN, "report", "--db", self.db, "--since", "yesterday-ish"],
                            capture_output=True, text=True)
