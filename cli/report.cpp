@@ -50,7 +50,7 @@ std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t>
     r.goodput = goodputOf(r.analysis, r.series);
     for (const auto& d : r.series.devices) {
       if (!d.job_reads) continue;
-      r.devices.push_back({d.name, d.via, true, correlator::percentile(d.r_await_ms, 50),
+      r.devices.push_back({d.name, d.via, true, d.also_direct, correlator::percentile(d.r_await_ms, 50),
                            correlator::percentile(d.r_await_ms, 99),
                            correlator::percentile(d.w_await_ms, 50),
                            correlator::percentile(d.w_await_ms, 99)});
@@ -126,7 +126,8 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99\n";
     for (const auto& d : r.devices) {
       out += fmt::format("    {:<36} {:>8} {:>8} {:>8} {:>8}\n",
-                         d.name + (d.via.empty() ? "" : " (under " + d.via + ")"), ms(d.r_await_p50),
+                         d.name + (d.via.empty() ? "" : " (under " + d.via + (d.also_direct ? ", and direct" : "") + ")"),
+                         ms(d.r_await_p50),
                          ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";

@@ -18,6 +18,7 @@ struct DeviceLatency {
   std::string name;
   std::string via;
   bool job_reads = false;
+  bool also_direct = false;
   std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;
 };
 

@@ -167,14 +167,14 @@ void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<
   if (!slow.empty()) {
     // Prefer the device the job's files are on; the disk under it is named as physical.
     auto best = std::max_element(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) {
-      const bool a_direct = a.device->via.empty(), b_direct = b.device->via.empty();
+      const bool a_direct = a.device->direct(), b_direct = b.device->direct();
       if (a_direct != b_direct) return !a_direct;
       return a.strength < b.strength;
     });
     const DeviceSeries* chosen = best->device;
     inc.cls = StallClass::kDiskSlow;
-    inc.device = chosen->via.empty() ? chosen->name : chosen->via;
-    if (!chosen->via.empty()) inc.physical_device = chosen->name;
+    inc.device = chosen->direct() ? chosen->name : chosen->via;
+    if (!chosen->direct()) inc.physical_device = chosen->name;
     for (const Slow& sl : slow) {
       if (sl.device->via == inc.device && inc.physical_device.empty()) inc.physical_device = sl.device->name;
     }

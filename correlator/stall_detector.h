@@ -31,6 +31,9 @@ struct DeviceSeries {
   std::string via;  // the job's files were on VIA, a device stacked on this one
   bool job_reads = false;  // false: on the host, but the job was never seen using it
   Series r_await_ms, w_await_ms, aqu_sz;
+  bool also_direct = false;  // with VIA set: files were also seen on this device itself
+
+  bool direct() const { return via.empty() || also_direct; }
 };
 
 struct JobSeries {

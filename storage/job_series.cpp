@@ -186,10 +186,26 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
   SQLite::Statement devices(db, "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
                                 "USING (device_id) WHERE jd.job_id = ? ORDER BY jd.via <> '', b.name");
   devices.bind(1, job.job_id);
+  // A device can be both where some of the job's files are and under a device holding
+  // others (vda under loop0, with the job's scripts on vda): one series, both relations.
+  std::vector<std::pair<int64_t, correlator::DeviceSeries>> loaded;
   while (devices.executeStep()) {
-    auto d = emptyDevice(devices.getColumn(1).getString(), devices.getColumn(2).getString(), true, n);
+    const std::string name = devices.getColumn(1).getString();
+    const std::string via = devices.getColumn(2).getString();
+    auto same = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.second.name == name; });
+    if (same != loaded.end()) {
+      correlator::DeviceSeries& d = same->second;
+      if (d.via.empty()) {
+        d.via = via;
+        d.also_direct = true;
+      }
+      continue;
+    }
+    loaded.emplace_back(devices.getColumn(0).getInt64(), emptyDevice(name, via, true, n));
+  }
+  for (auto& [id, d] : loaded) {
     bool any = false;
-    loadDevice(db, devices.getColumn(0).getInt64(), s.ts_ms, from, to, d, any);
+    loadDevice(db, id, s.ts_ms, from, to, d, any);
     if (any) s.devices.push_back(std::move(d));
   }
   return s;

@@ -18,8 +18,9 @@ IMAGE_BYTES = 3 * 112 * 112
 
 
 class FileDataset(torch.utils.data.Dataset):
-    def __init__(self, root):
+    def __init__(self, root, decode_us=0):
         self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
+        self.decode_s = decode_us / 1e6
 
     def __len__(self):
         return len(self.paths)
@@ -32,6 +33,10 @@ class FileDataset(torch.utils.data.Dataset):
         finally:
             os.close(fd)
         x = torch.frombuffer(bytearray(data), dtype=torch.uint8).float().view(3, 112, 112) / 255.0
+        # Stands for image decoding and augmentation: CPU work per sample in the worker.
+        end = time.perf_counter() + self.decode_s
+        while time.perf_counter() < end:
+            pass
         return x, i % 1000
 
 
@@ -41,8 +46,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--decode-us", type=float, default=0, help="CPU work per sample in the workers")
     args = ap.parse_args()
-    loader = torch.utils.data.DataLoader(FileDataset(args.data), batch_size=args.batch,
+    loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                          shuffle=True, num_workers=args.workers,
                                          persistent_workers=True, drop_last=True)
     model = torchvision.models.resnet18(num_classes=1000).cuda()

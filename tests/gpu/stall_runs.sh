@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Issue 7's runs on the GPU host (root): one training job (ResNet-18, DataLoader workers
+# reading files from ext4 on a loop device with direct I/O over an image on the host's disk)
+# recorded by `stallwatch record` with no --pid, three times:
+#   healthy  nothing injected;
+#   disk     from T_IN to T_OUT the job's cgroup gets io.max on the disk holding the image
+#            (MAJ:MIN rbps=...), so the loop device really slows down under the job;
+#   cpu      from T_IN to T_OUT the DataLoader workers are confined to one CPU (taskset).
+# Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
+# agent's and job's logs. Usage: tests/gpu/stall_runs.sh STALLWATCH_BINARY OUT_DIR [RUNS...]
+set -uo pipefail
+bin=${1:?}; out=${2:?}; shift 2
+runs=${*:-healthy disk cpu}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+# The job is found once its CUDA context exists (~15 s after start on an H200): inject late
+# enough that the detector has its 10 healthy intervals of baseline first.
+RUN_S=${RUN_S:-75}; T_IN=${T_IN:-30}; T_OUT=${T_OUT:-50}
+WORKERS=${WORKERS:-8}; DECODE_US=${DECODE_US:-600}; THROTTLE_BPS=${THROTTLE_BPS:-4194304}
+mkdir -p "$out"
+echo "kernel $(uname -r); cgroup fs: $(stat -fc %T /sys/fs/cgroup)"
+work=$(mktemp -d /var/tmp/stallwatch-runs-XXXXXX)
+loop=$("$here/tests/gpu/make_dataset.sh" "$work/data.img" "$work/mnt" 16000) || { echo "dataset setup failed"; exit 1; }
+backing=$(df --output=source "$work" | tail -1)
+disk_dev=$(findmnt -no MAJ:MIN -T "$work" | head -1)
+echo "dataset on $loop; image on $backing ($disk_dev)"
+cg=/sys/fs/cgroup/stallwatch-job
+mkdir -p "$cg"
+echo "+io +cpu" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+cat /sys/fs/cgroup/cgroup.subtree_control
+
+for run in $runs; do
+  echo "== run $run"
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s 2> "$out/$run.agent.log" &
+  agent=$!
+  sleep 2
+  # The job starts inside its own cgroup.
+  ( echo $BASHPID > "$cg/cgroup.procs"; exec env PYTHONPATH="$here/python" python3 "$here/tests/gpu/train_job.py" \
+      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" ) > "$out/$run.job.log" 2>&1 &
+  job=$!
+  sleep "$T_IN"
+  t_in=$(date +%s%3N)
+  case $run in
+    disk) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
+    cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
+          echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
+  esac
+  sleep $((T_OUT - T_IN))
+  t_out=$(date +%s%3N)
+  case $run in
+    disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
+    cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
+  esac
+  echo "$t_in $t_out" > "$out/$run.window"
+  wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
+  sleep 2
+  kill -TERM $agent; wait $agent
+  grep -E "collector (jobs|gpu)|recorded" "$out/$run.agent.log"
+  "$bin" incidents --db "$out/$run.db" --recompute 2>&1 | head -20
+  echo "injected window (epoch ms): $t_in .. $t_out"
+done
+umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"; rmdir "$cg" 2>/dev/null
+# One file back: the device tool returns at most 8. WAL folded into each DB first.
+for db in "$out"/*.db; do python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$db"; done
+rm -f "$out"/*.db-wal "$out"/*.db-shm
+tar -C "$out" -czf "$out/../runs.tar.gz" . && echo "packed $(du -h "$out/../runs.tar.gz" | cut -f1)"
