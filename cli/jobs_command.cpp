@@ -1,12 +1,12 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/report.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -32,15 +32,6 @@ struct JobRow {
   };
   std::vector<Device> devices;
 };
-
-std::string timeText(int64_t ms) {
-  const time_t t = static_cast<time_t>(ms / 1000);
-  tm utc{};
-  gmtime_r(&t, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &utc);
-  return buffer;
-}
 
 std::optional<double> optionalDouble(const SQLite::Column& c) {
   return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
