@@ -48,12 +48,6 @@ BlockKind kindOf(const fs::path& dir, const std::string& name) {
   return BlockKind::kDisk;
 }
 
-bool pathUnder(const std::string& path, const std::string& mount_point) {
-  if (mount_point == "/") return !path.empty() && path[0] == '/';
-  return path.size() >= mount_point.size() && path.compare(0, mount_point.size(), mount_point) == 0 &&
-         (path.size() == mount_point.size() || path[mount_point.size()] == '/');
-}
-
 }  // namespace
 
 const char* toString(BlockKind kind) {
@@ -109,7 +103,7 @@ std::string DeviceTree::deviceHoldingPath(const std::string& path) const {
   size_t best_length = 0;
   for (const auto& d : devices) {
     for (const auto& m : d.mounts) {
-      if (pathUnder(path, m.mount_point) && (!best || m.mount_point.size() > best_length)) {
+      if (pathIsUnder(path, m.mount_point) && (!best || m.mount_point.size() > best_length)) {
         best = &d;
         best_length = m.mount_point.size();
       }

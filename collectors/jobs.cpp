@@ -198,10 +198,10 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
       // The longest mount point that is a prefix of the path, in the job's mount namespace.
       const MountInfo* best = nullptr;
       for (const auto& mount : *mounts) {
-        const auto& mp = mount.mount_point;
-        const bool under = mp == "/" || (path.compare(0, mp.size(), mp) == 0 &&
-                                         (path.size() == mp.size() || path[mp.size()] == '/'));
-        if (under && (!best || mp.size() > best->mount_point.size())) best = &mount;
+        if (pathIsUnder(path, mount.mount_point) &&
+            (!best || mount.mount_point.size() > best->mount_point.size())) {
+          best = &mount;
+        }
       }
       if (!best) continue;
       if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor)) ++files_per_device[d->name];

@@ -25,6 +25,12 @@ bool isOctal(char c) { return c >= '0' && c <= '7'; }
 
 }  // namespace
 
+bool pathIsUnder(const std::string& path, const std::string& mount_point) {
+  if (mount_point == "/") return !path.empty() && path[0] == '/';
+  return path.size() >= mount_point.size() && path.compare(0, mount_point.size(), mount_point) == 0 &&
+         (path.size() == mount_point.size() || path[mount_point.size()] == '/');
+}
+
 std::string unescapeMountPath(std::string_view path) {
   std::string out;
   out.reserve(path.size());

@@ -39,6 +39,10 @@ struct MountinfoParse {
 // Pure: parses mountinfo text.
 MountinfoParse parseMountinfo(std::string_view text);
 
+// True when PATH lies on the filesystem mounted at MOUNT_POINT (as a path component prefix:
+// /data/x is under /data, /datax is not). The longest such mount point holds the file.
+bool pathIsUnder(const std::string& path, const std::string& mount_point);
+
 // Undoes the kernel's octal escapes in a mountinfo path.
 std::string unescapeMountPath(std::string_view path);
 

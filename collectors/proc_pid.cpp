@@ -113,18 +113,6 @@ std::optional<ProcIo> parseProcIo(std::string_view text, std::string* why) {
   return io;
 }
 
-std::optional<uint32_t> parseFdinfoMountId(std::string_view text) {
-  std::optional<uint32_t> id;
-  forEachLine(text, [&](std::string_view line, size_t) {
-    constexpr std::string_view kKey = "mnt_id:";
-    if (line.substr(0, kKey.size()) != kKey) return;
-    std::string_view value = line.substr(kKey.size());
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    if (auto v = parseUnsigned(value); v && *v <= UINT32_MAX) id = static_cast<uint32_t>(*v);
-  });
-  return id;
-}
-
 std::vector<std::string> splitNul(std::string_view text) {
   std::vector<std::string> out;
   while (!text.empty()) {

@@ -1,7 +1,6 @@
 // Parsers for the per-process files of /proc (Documentation/filesystems/proc.rst):
 //   /proc/<pid>/stat      state, parent, CPU ticks (table 1-4 of proc.rst)
 //   /proc/<pid>/io        bytes and syscalls read/written (section 3.3)
-//   /proc/<pid>/fdinfo/N  mnt_id of an open file: which mount it lives on (section 3.8)
 //   /proc/<pid>/environ, cmdline   NUL-separated strings
 //   /proc/<pid>/task/<tid>/children   space-separated child pids (CONFIG_PROC_CHILDREN)
 // Pure functions over text; the job tracker does the reading.
@@ -41,9 +40,6 @@ struct ProcIo {
 };
 
 std::optional<ProcIo> parseProcIo(std::string_view text, std::string* why = nullptr);
-
-// The mnt_id line of an fdinfo file; nullopt where absent (kernels before 3.15).
-std::optional<uint32_t> parseFdinfoMountId(std::string_view text);
 
 // NUL-separated lists (environ, cmdline); a missing final NUL is accepted.
 std::vector<std::string> splitNul(std::string_view text);

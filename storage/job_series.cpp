@@ -27,6 +27,15 @@ void bindRange(SQLite::Statement& st, int first_index, const TimeRange& r) {
   st.bind(first_index + 1, r.until_ms.value_or(INT64_MAX));
 }
 
+// Binds ?1 of a "WHERE ?1 IS NULL OR job_id = ?1" filter.
+void bindJobFilter(SQLite::Statement& st, std::optional<int64_t> job_id) {
+  if (job_id) {
+    st.bind(1, *job_id);
+  } else {
+    st.bind(1);
+  }
+}
+
 correlator::StallClass classFromString(const std::string& s) {
   for (int c = 0; c < correlator::kStallClassCount; ++c) {
     if (s == correlator::toString(static_cast<correlator::StallClass>(c))) {
@@ -43,11 +52,7 @@ std::vector<JobRecord> listJobs(SQLite::Database& db, std::optional<int64_t> job
   SQLite::Statement q(db,
                       "SELECT job_id, job_key, coalesce(label, ''), coalesce(gpus, ''), started_ms, "
                       "ended_ms FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY started_ms");
-  if (job_id) {
-    q.bind(1, *job_id);
-  } else {
-    q.bind(1);
-  }
+  bindJobFilter(q, job_id);
   while (q.executeStep()) {
     JobRecord j;
     j.job_id = q.getColumn(0).getInt64();
@@ -298,11 +303,7 @@ std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<in
                       "i.idle_share, i.gpu_seconds_lost, i.confidence, i.evidence, i.source, "
                       "i.detected_ms FROM incidents i JOIN jobs j USING (job_id) "
                       "WHERE ?1 IS NULL OR i.job_id = ?1 ORDER BY i.start_ms");
-  if (job_id) {
-    q.bind(1, *job_id);
-  } else {
-    q.bind(1);
-  }
+  bindJobFilter(q, job_id);
   while (q.executeStep()) {
     StoredIncident s;
     s.incident_id = q.getColumn(0).getInt64();

@@ -62,11 +62,6 @@ TEST(ProcIo, MissingOrMalformedLinesAreErrors) {
   EXPECT_FALSE(parseProcIo("rchar: x\nwchar: 1\n", &why));
 }
 
-TEST(Fdinfo, MountId) {
-  EXPECT_EQ(parseFdinfoMountId("pos:\t0\nflags:\t0100000\nmnt_id:\t27\nino:\t123\n"), 27u);
-  EXPECT_FALSE(parseFdinfoMountId("pos:\t0\nflags:\t0100000\n"));
-}
-
 TEST(Environ, SplitsOnNulAndKeepsEqualsInValues) {
   const std::string text("SLURM_JOB_ID=77\0EMPTY=\0X=a=b\0junk\0", 33);
   const auto env = parseEnviron(text);
