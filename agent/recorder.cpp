@@ -70,30 +70,6 @@ struct ActiveCollector {
   std::string last_message;
 };
 
-// Each job's progress signal for this tick: the mean utilisation of its GPUs, from the GPU
-// collector's samples of the same batch.
-void attachJobGpuUtilization(collectors::SampleBatch& batch) {
-  if (batch.gpus.empty()) return;
-  for (auto& job : batch.jobs) {
-    double sum = 0;
-    int count = 0;
-    size_t start = 0;
-    while (start < job.gpus.size()) {
-      const size_t end = job.gpus.find(',', start);
-      const std::string uuid = job.gpus.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      for (const auto& g : batch.gpus) {
-        if (g.uuid == uuid && g.utilization_percent) {
-          sum += *g.utilization_percent;
-          ++count;
-        }
-      }
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-    if (count) job.gpu_util_percent = sum / count;
-  }
-}
-
 }  // namespace
 
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
@@ -113,6 +89,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     enabled_names += (enabled_names.empty() ? "" : ",") + entry.name;
   }
 
+  LiveOptions live_options = options.live;
+  live_options.host = hostName();
+  LivePipeline live(live_options);
   auto store = storage::Store::open(options.db_path);
   const int64_t started_ms = wallTimeMs();
   const int64_t interval_ms =
@@ -145,7 +124,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     for (auto& a : active) {
       const auto t0 = Clock::now();
       collectors::CollectResult r = a.collector->collect(tick, batch);
-      a.stats.total_time += Clock::now() - t0;
+      a.stats.last_time = Clock::now() - t0;
+      a.stats.total_time += a.stats.last_time;
+      a.stats.last_ok = r.outcome != collectors::Outcome::kError;
       a.stats.skipped += r.skipped;
       switch (r.outcome) {
         case collectors::Outcome::kData: ++a.stats.data; break;
@@ -217,8 +198,14 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     batch.interval_seconds = static_cast<double>(tick.monotonic_ns - previous.monotonic_ns) / 1e9;
     collectAll(tick, batch);
     previous = tick;
-    attachJobGpuUtilization(batch);
+    collectors::attachJobGpuUtilization(batch);
     ++summary.intervals;
+    {
+      std::vector<CollectorStats> stats;
+      stats.reserve(active.size());
+      for (const auto& a : active) stats.push_back(a.stats);
+      live.onBatch(batch, &writer, {summary.intervals, summary.late_ticks, &stats, writer.stats()});
+    }
     if (gpu && !gpus_described && !batch.gpus.empty()) {
       writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);
       gpus_described = true;
@@ -254,7 +241,13 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
                  s.datagrams, s.metrics, s.malformed_lines, s.unknown_metrics,
                  s.oversized_datagrams, s.dropped_senders);
   }
+  // Hooks and posts of the last events get their timeouts; then the run is closed.
+  live.drain(std::chrono::seconds(10));
   summary.store_ok = writer.finish(wallTimeMs());
+  summary.incident_events = live.eventCounts();
+  summary.hooks = live.hookStats();
+  summary.webhook = live.webhookStats();
+  summary.notifier = live.notifierStats();
   const auto stats = writer.stats();
   summary.written_batches = stats.written_batches;
   summary.dropped_batches = stats.dropped_batches;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/live_pipeline.h"
+#include "agent/metrics.h"
 #include "collectors/registry.h"
 
 namespace stallwatch::agent {
@@ -27,15 +29,7 @@ struct RecorderOptions {
   // The device tree is rescanned when diskstats' device set or the mount table changes, and
   // at least this often (identity, loop backing files). A rescan costs ~4.5 ms.
   std::chrono::seconds device_rescan = std::chrono::seconds(600);
-};
-
-struct CollectorStats {
-  std::string name;
-  uint64_t data = 0;
-  uint64_t no_data = 0;
-  uint64_t errors = 0;
-  uint64_t skipped = 0;  // malformed lines or out-of-range values dropped
-  std::chrono::nanoseconds total_time{0};
+  LiveOptions live;  // its host is filled in by record()
 };
 
 struct RecorderSummary {
@@ -44,13 +38,17 @@ struct RecorderSummary {
   uint64_t written_batches = 0;
   uint64_t dropped_batches = 0;
   std::vector<CollectorStats> collectors;
+  std::array<uint64_t, 3> incident_events{};
+  std::optional<HookStats> hooks;
+  std::optional<WebhookStats> webhook;
+  NotifierStats notifier;
   bool store_ok = true;
 };
 
 // Records until the duration passes or one of STOP_SIGNALS arrives. The caller must have
 // blocked STOP_SIGNALS in every thread (sigprocmask before starting any), so that they are
 // taken here with sigtimedwait and the last interval is flushed. Throws storage::StoreError
-// when the DB cannot be opened.
+// when the DB cannot be opened, std::runtime_error when --listen cannot be bound.
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals);
 
 }  // namespace stallwatch::agent

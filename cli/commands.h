@@ -15,5 +15,6 @@ CommandRunner addDevicesCommand(CLI::App& app);
 CommandRunner addJobsCommand(CLI::App& app);
 CommandRunner addIncidentsCommand(CLI::App& app);
 CommandRunner addReportCommand(CLI::App& app);
+CommandRunner addReplayCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli

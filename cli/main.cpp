@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(stallwatch::cli::addJobsCommand);
   add(stallwatch::cli::addIncidentsCommand);
   add(stallwatch::cli::addReportCommand);
+  add(stallwatch::cli::addReplayCommand);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).

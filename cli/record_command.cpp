@@ -8,6 +8,7 @@
 #include "agent/recorder.h"
 #include "cli/commands.h"
 #include "cli/duration.h"
+#include "cli/live_options.h"
 #include "cli/root_options.h"
 #include "storage/store.h"
 
@@ -29,6 +30,7 @@ struct RecordArgs {
   std::vector<std::string> cgroups;
   std::string socket;
   std::string socket_mode = "0660";
+  LiveArgs live;
 };
 
 int runRecord(const RecordArgs& args) {
@@ -80,6 +82,11 @@ int runRecord(const RecordArgs& args) {
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
   }
+  if (auto live = toLiveOptions(args.live, "record")) {
+    options.live = std::move(*live);
+  } else {
+    return 2;
+  }
 
   // Block the stop signals in this thread before any other starts, so that every thread
   // inherits the mask and the recorder alone takes them with sigtimedwait.
@@ -96,6 +103,9 @@ int runRecord(const RecordArgs& args) {
   } catch (const storage::StoreError& e) {
     spdlog::error("{}", e.what());
     return 1;
+  } catch (const std::runtime_error& e) {  // --listen could not be bound
+    spdlog::error("{}", e.what());
+    return 1;
   }
   spdlog::info("recorded {} intervals to {}: {} written, {} dropped, {} late ticks",
                summary.intervals, options.db_path.string(), summary.written_batches,
@@ -108,6 +118,7 @@ int runRecord(const RecordArgs& args) {
                  runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs)
                       : 0.0);
   }
+  logLiveSummary(summary.incident_events, summary.notifier, summary.hooks, summary.webhook);
   return summary.store_ok ? 0 : 1;
 }
 
@@ -165,6 +176,7 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Permissions of the dataloader socket; 0666 lets every user's jobs report")
       ->capture_default_str()
       ->group("Jobs");
+  addLiveOptions(*cmd, args->live);
   return [args] { return runRecord(*args); };
 }
 

@@ -125,4 +125,8 @@ struct SampleBatch {
   std::vector<JobProcessFact> job_processes;
 };
 
+// Each job's progress signal for the tick: the mean utilisation of its GPUs, from the GPU
+// samples of the same batch.
+void attachJobGpuUtilization(SampleBatch& batch);
+
 }  // namespace stallwatch::collectors

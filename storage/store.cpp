@@ -9,6 +9,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "storage/job_series.h"
 #include "storage/schema_sql.h"
 
 namespace fs = std::filesystem;
@@ -26,6 +27,7 @@ const Migration kMigrations[] = {
     {1, kSchemaV1Sql},
     {2, kSchemaV2Sql},
     {3, kSchemaV3Sql},
+    {4, kSchemaV4Sql},
 };
 
 template <typename T>
@@ -448,6 +450,68 @@ void Store::writeEvent(int64_t run_id, const AgentEvent& event) {
   st.bind(4, event.level);
   st.bind(5, event.message);
   st.exec();
+}
+
+void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
+  const auto& e = live.event;
+  const auto& i = e.incident;
+  const int64_t job = jobId(e.job_key);
+  if (!job) return;  // a job the DB has not seen described: nothing to hang it on
+  SQLite::Transaction tx(db_);
+  int64_t incident_id = 0;
+  if (auto it = live_incident_ids_.find(e.live_id); it != live_incident_ids_.end()) {
+    incident_id = it->second;
+    SQLite::Statement st(db_,
+                         "UPDATE incidents SET start_ms=?, end_ms=?, class=?, device=?, physical_device=?, "
+                         "idle_share=?, gpu_seconds_lost=?, confidence=?, evidence=? WHERE incident_id=?");
+    st.bind(1, i.start_ms);
+    st.bind(2, i.end_ms);
+    st.bind(3, correlator::toString(i.cls));
+    bindText(st, 4, i.device);
+    bindText(st, 5, i.physical_device);
+    st.bind(6, i.idle_share);
+    st.bind(7, i.gpu_seconds_lost);
+    st.bind(8, i.confidence);
+    st.bind(9, evidenceJson(i.evidence));
+    st.bind(10, incident_id);
+    st.exec();
+  } else {
+    SQLite::Statement st(db_,
+                         "INSERT INTO incidents (job_id, start_ms, end_ms, class, device, physical_device, "
+                         "idle_share, gpu_seconds_lost, confidence, evidence, source, detected_ms) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,'live',?) RETURNING incident_id");
+    st.bind(1, job);
+    st.bind(2, i.start_ms);
+    st.bind(3, i.end_ms);
+    st.bind(4, correlator::toString(i.cls));
+    bindText(st, 5, i.device);
+    bindText(st, 6, i.physical_device);
+    st.bind(7, i.idle_share);
+    st.bind(8, i.gpu_seconds_lost);
+    st.bind(9, i.confidence);
+    st.bind(10, evidenceJson(i.evidence));
+    st.bind(11, e.ts_ms);
+    st.executeStep();
+    incident_id = st.getColumn(0).getInt64();
+    live_incident_ids_[e.live_id] = incident_id;
+  }
+  if (e.kind == correlator::IncidentEventKind::kClose) live_incident_ids_.erase(e.live_id);
+  SQLite::Statement ev(db_,
+                       "INSERT INTO incident_events (ts_ms, incident_id, run_id, event, class, device, notified) "
+                       "VALUES (?,?,?,?,?,?,?)");
+  ev.bind(1, e.ts_ms);
+  ev.bind(2, incident_id);
+  if (run_id > 0) {
+    ev.bind(3, run_id);
+  } else {
+    ev.bind(3);
+  }
+  ev.bind(4, correlator::toString(e.kind));
+  ev.bind(5, correlator::toString(i.cls));
+  bindText(ev, 6, i.device);
+  ev.bind(7, live.notified ? 1 : 0);
+  ev.exec();
+  tx.commit();
 }
 
 const char* migrationSql(int version) {

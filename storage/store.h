@@ -17,10 +17,11 @@
 #include "collectors/block_devices.h"
 #include "collectors/gpu_driver.h"
 #include "collectors/samples.h"
+#include "correlator/live_correlator.h"
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 class StoreError : public std::runtime_error {
  public:
@@ -42,6 +43,12 @@ struct AgentEvent {
   std::string message;
 };
 
+// One event of an incident the live correlator found, and whether it was sent out.
+struct LiveIncidentEvent {
+  correlator::IncidentEvent event;
+  bool notified = false;
+};
+
 class Store {
  public:
   // Opens or creates the DB (mode 0600 when created, parent directory created 0750), sets
@@ -60,6 +67,8 @@ class Store {
   // Writes all batches in one transaction.
   void writeBatches(const std::vector<collectors::SampleBatch>& batches);
   void writeEvent(int64_t run_id, const AgentEvent& event);
+  // Open inserts the incident (source 'live'); change and close update it. Then the event.
+  void writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& event);
 
  private:
   Store(const std::filesystem::path& path, int busy_timeout_ms);
@@ -78,6 +87,7 @@ class Store {
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int64_t> device_ids_;
   std::map<std::string, int64_t> gpu_ids_;
   std::map<std::string, int64_t> job_ids_;
+  std::map<uint64_t, int64_t> live_incident_ids_;  // live_id -> incident_id
   std::unique_ptr<SQLite::Statement> insert_job_sample_;
 };
 

@@ -73,6 +73,15 @@ void SampleWriter::submitEvent(AgentEvent event) {
   wake_.notify_one();
 }
 
+void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (incident_events_.size() >= kMaxQueuedEvents) incident_events_.pop_front();
+    incident_events_.push_back(std::move(event));
+  }
+  wake_.notify_one();
+}
+
 WriterStats SampleWriter::stats() const {
   std::lock_guard lock(mutex_);
   WriterStats s = stats_;
@@ -88,6 +97,8 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   batches_.clear();
   std::deque<AgentEvent> events;
   events.swap(events_);
+  std::deque<LiveIncidentEvent> incident_events;
+  incident_events.swap(incident_events_);
   auto devices = std::move(devices_);
   devices_.reset();
   auto gpus = std::move(gpus_);
@@ -95,27 +106,38 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
 
   bool ok = true;
+  bool batches_written = false;
   try {
     if (devices) store_->upsertDevices(devices->first, devices->second);
     if (gpus) store_->upsertGpus(gpus->gpus, gpus->hint, gpus->seen_ms);
     if (!batches.empty()) store_->writeBatches(batches);
+    batches_written = true;
     for (const auto& e : events) store_->writeEvent(run_id_, e);
+    // After the batches: an incident's job is described in them. Each event is its own
+    // transaction; those not written are put back below.
+    while (!incident_events.empty()) {
+      store_->writeIncidentEvent(run_id_, incident_events.front());
+      incident_events.pop_front();
+    }
   } catch (const std::exception& e) {
     ok = false;
     spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
   }
 
   lock.lock();
-  if (ok) {
-    stats_.written_batches += batches.size();
-    return true;
-  }
+  if (batches_written) stats_.written_batches += batches.size();
+  if (ok) return true;
   ++stats_.failed_writes;
   // Put back what failed, older than anything queued meanwhile, within the capacity.
-  for (auto it = batches.rbegin(); it != batches.rend(); ++it) batches_.push_front(std::move(*it));
+  if (!batches_written) {
+    for (auto it = batches.rbegin(); it != batches.rend(); ++it) batches_.push_front(std::move(*it));
+  }
   while (batches_.size() > capacity_) {
     batches_.pop_front();
     ++stats_.dropped_batches;
+  }
+  for (auto it = incident_events.rbegin(); it != incident_events.rend(); ++it) {
+    incident_events_.push_front(std::move(*it));
   }
   if (!devices_ && devices) devices_ = std::move(devices);
   if (!gpus_ && gpus) gpus_ = std::move(gpus);
@@ -126,7 +148,7 @@ void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
     wake_.wait(lock, [this] {
-      return stopping_ || !batches_.empty() || !events_.empty() || devices_ || gpus_;
+      return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() || devices_ || gpus_;
     });
     if (stopping_) break;
     if (!writePending(lock)) {

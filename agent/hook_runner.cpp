@@ -1,0 +1,196 @@
+#include "agent/hook_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+namespace stallwatch::agent {
+namespace {
+
+constexpr auto kReapPoll = std::chrono::milliseconds(20);
+constexpr const char* kHookPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Hooks run with the default disposition and an empty mask for every signal: the agent
+// blocks its stop signals, and a hook must not inherit that.
+struct SpawnAttributes {
+  posix_spawnattr_t attr{};
+  SpawnAttributes() {
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  }
+  ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
+};
+
+}  // namespace
+
+HookRunner::HookRunner(HookConfig config) : config_(std::move(config)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+HookRunner::~HookRunner() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void HookRunner::submit(std::string stdin_json, std::vector<std::pair<std::string, std::string>> environment) {
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() >= config_.queue_capacity) {
+      queue_.pop_front();
+      ++stats_.dropped;
+      spdlog::warn("hook: {} events waiting; dropped the oldest", config_.queue_capacity);
+    }
+    queue_.push_back({std::move(stdin_json), std::move(environment)});
+  }
+  wake_.notify_all();
+}
+
+HookStats HookRunner::stats() const {
+  std::lock_guard lock(mutex_);
+  HookStats s = stats_;
+  s.running = running_.size();
+  s.queued = queue_.size();
+  return s;
+}
+
+bool HookRunner::waitIdle(std::chrono::milliseconds max) {
+  std::unique_lock lock(mutex_);
+  return idle_.wait_for(lock, max, [&] { return queue_.empty() && running_.empty(); });
+}
+
+// Called with mutex_ held; spawning takes well under a millisecond.
+void HookRunner::start(Pending p) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    ++stats_.spawn_errors;
+    spdlog::warn("hook: pipe: {}", std::strerror(errno));
+    return;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  static const SpawnAttributes attributes;
+
+  std::vector<std::string> env_strings{kHookPath};
+  for (const auto& [name, value] : p.environment) {
+    // A NUL would cut the variable short; a label is not worth an exec failure.
+    std::string v = value;
+    v.erase(std::remove(v.begin(), v.end(), '\0'), v.end());
+    env_strings.push_back(name + "=" + v);
+  }
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = config_.argv;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attributes.attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[0]);
+  if (rc != 0) {
+    ::close(pipe_fds[1]);
+    ++stats_.spawn_errors;
+    spdlog::warn("hook: cannot run {}: {}", config_.argv[0], std::strerror(rc));
+    return;
+  }
+  // The payload is a few KB, below the pipe's buffer: written at once, never waiting on a
+  // hook that does not read. What does not fit is cut, and said.
+  ::fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK);
+  const ssize_t n = ::write(pipe_fds[1], p.input.data(), p.input.size());
+  if (n != static_cast<ssize_t>(p.input.size())) {
+    spdlog::warn("hook: only {} of {} bytes of the event went to the hook's standard input",
+                 n < 0 ? 0 : n, p.input.size());
+  }
+  ::close(pipe_fds[1]);
+  ++stats_.started;
+  running_.push_back({pid, std::chrono::steady_clock::now() + config_.timeout});
+}
+
+// Called with mutex_ held.
+void HookRunner::reap() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = running_.begin(); it != running_.end();) {
+    int status = 0;
+    const pid_t r = ::waitpid(it->pid, &status, WNOHANG);
+    if (r == it->pid || (r < 0 && errno == ECHILD)) {
+      if (it->killed) {
+        ++stats_.timed_out;
+      } else if (r == it->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        ++stats_.succeeded;
+      } else {
+        ++stats_.failed;
+        spdlog::warn("hook {} (pid {}) {} {}", config_.argv[0], it->pid,
+                     WIFEXITED(status) ? "exited with status" : "was killed by signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      }
+      it = running_.erase(it);
+      continue;
+    }
+    if (!it->killed && now >= it->deadline) {
+      spdlog::warn("hook {} (pid {}) still running after {} ms: killed", config_.argv[0], it->pid,
+                   config_.timeout.count());
+      ::kill(-it->pid, SIGKILL);  // its whole process group: what it started goes too
+      ::kill(it->pid, SIGKILL);
+      it->killed = true;
+    }
+    ++it;
+  }
+}
+
+void HookRunner::run() {
+  std::unique_lock lock(mutex_);
+  std::optional<std::chrono::steady_clock::time_point> give_up;
+  while (true) {
+    while (!queue_.empty() && running_.size() < config_.max_concurrent) {
+      Pending p = std::move(queue_.front());
+      queue_.pop_front();
+      start(std::move(p));
+    }
+    reap();
+    if (queue_.empty() && running_.empty()) idle_.notify_all();
+    if (stopping_) {
+      if (queue_.empty() && running_.empty()) break;
+      // Stopping: what runs gets its timeout; what waits still starts within it.
+      if (!give_up) give_up = std::chrono::steady_clock::now() + config_.timeout;
+      if (std::chrono::steady_clock::now() >= *give_up) {
+        for (auto& r : running_) {
+          ::kill(-r.pid, SIGKILL);
+          ::kill(r.pid, SIGKILL);
+          r.killed = true;
+        }
+        stats_.dropped += queue_.size();
+        queue_.clear();
+      }
+    }
+    if (running_.empty() && queue_.empty() && !stopping_) {
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    } else {
+      wake_.wait_for(lock, kReapPoll);
+    }
+  }
+}
+
+}  // namespace stallwatch::agent

@@ -1,0 +1,83 @@
+#include "agent/live_pipeline.h"
+
+#include <spdlog/spdlog.h>
+
+#include "agent/incident_payload.h"
+
+namespace stallwatch::agent {
+
+LivePipeline::LivePipeline(const LiveOptions& options)
+    : options_(options),
+      correlator_(options.correlator),
+      hooks_(options.hook ? std::make_unique<HookRunner>(*options.hook) : nullptr),
+      webhook_(options.webhook ? std::make_unique<WebhookSender>(*options.webhook) : nullptr),
+      notifier_(options.host, options.repeat_window, hooks_.get(), webhook_.get()) {
+  if (options.listen) server_ = std::make_unique<MetricsServer>(*options.listen, board_);
+}
+
+LivePipeline::~LivePipeline() = default;
+
+void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer,
+                           const AgentCounters& counters) {
+  if (options_.correlate) {
+    for (auto& e : correlator_.onBatch(batch)) {
+      ++events_[static_cast<size_t>(e.kind)];
+      if (e.kind == correlator::IncidentEventKind::kOpen) ++opened_[static_cast<size_t>(e.incident.cls)];
+      const std::string summary = incidentSummary(e, options_.host);
+      if (e.kind == correlator::IncidentEventKind::kClose) {
+        spdlog::info("{}", summary);
+      } else {
+        spdlog::warn("{}", summary);
+      }
+      if (on_event_) on_event_(e);
+      const bool notified = (hooks_ || webhook_) && notifier_.notify(e);
+      if (writer) writer->submitIncidentEvent({std::move(e), notified});
+    }
+  }
+  if (!server_) return;
+  auto s = std::make_shared<MetricsSnapshot>();
+  s->version = STALLWATCH_VERSION;
+  s->last_sample_ms = batch.wall_time_ms;
+  s->interval_seconds = batch.interval_seconds;
+  s->intervals = counters.intervals;
+  s->late_ticks = counters.late_ticks;
+  s->disks = batch.disks;
+  s->pressure = batch.pressure;
+  s->gpus = batch.gpus;
+  s->jobs = batch.jobs;
+  s->stalls = correlator_.active();
+  s->incidents_opened = opened_;
+  s->incident_events = events_;
+  if (counters.collectors) s->collectors = *counters.collectors;
+  s->writer = counters.writer;
+  s->hooks = hookStats();
+  s->webhook = webhookStats();
+  s->notifier = notifier_.stats();
+  s->health = health_;
+  board_.publish(std::move(s));
+}
+
+void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) { health_ = std::move(health); }
+
+void LivePipeline::drain(std::chrono::milliseconds max) {
+  const auto deadline = std::chrono::steady_clock::now() + max;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  };
+  if (hooks_) hooks_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));
+  if (webhook_) webhook_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));
+}
+
+std::optional<HookStats> LivePipeline::hookStats() const {
+  return hooks_ ? std::optional<HookStats>(hooks_->stats()) : std::nullopt;
+}
+
+std::optional<WebhookStats> LivePipeline::webhookStats() const {
+  return webhook_ ? std::optional<WebhookStats>(webhook_->stats()) : std::nullopt;
+}
+
+std::optional<int> LivePipeline::metricsPort() const {
+  return server_ ? std::optional<int>(server_->port()) : std::nullopt;
+}
+
+}  // namespace stallwatch::agent

@@ -1,0 +1,77 @@
+// The agent's live half, shared by `record` and `replay`: each interval's batch goes through
+// the live correlator; its events are stored, handed to the notifier (hook, webhook), and
+// the metrics board gets a fresh snapshot for the Prometheus endpoint. Nothing here waits on
+// a hook, a webhook, a scrape or the database.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/hook_runner.h"
+#include "agent/metrics.h"
+#include "agent/metrics_server.h"
+#include "agent/notifier.h"
+#include "agent/webhook_sender.h"
+#include "correlator/live_correlator.h"
+#include "storage/writer.h"
+
+namespace stallwatch::agent {
+
+struct LiveOptions {
+  bool correlate = true;
+  correlator::LiveConfig correlator;
+  std::optional<HookConfig> hook;        // --on-incident
+  std::optional<WebhookConfig> webhook;  // --webhook
+  std::chrono::milliseconds repeat_window = std::chrono::minutes(10);
+  std::optional<ListenAddress> listen;   // --listen
+  std::string host;
+};
+
+// What the recorder knows about itself, for the endpoint.
+struct AgentCounters {
+  uint64_t intervals = 0;
+  uint64_t late_ticks = 0;
+  const std::vector<CollectorStats>* collectors = nullptr;
+  storage::WriterStats writer;
+};
+
+class LivePipeline {
+ public:
+  // Throws std::runtime_error if --listen cannot be bound.
+  explicit LivePipeline(const LiveOptions& options);
+  ~LivePipeline();
+
+  // WRITER may be null (replay without a DB).
+  void onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer, const AgentCounters& counters);
+  void setHealth(std::vector<DriveHealthMetric> health);
+  // Also tell FN about each event (replay prints them).
+  void onEvent(std::function<void(const correlator::IncidentEvent&)> fn) { on_event_ = std::move(fn); }
+
+  // Lets hooks and webhook posts still queued finish (bounded by their timeouts).
+  void drain(std::chrono::milliseconds max);
+
+  std::optional<HookStats> hookStats() const;
+  std::optional<WebhookStats> webhookStats() const;
+  NotifierStats notifierStats() const { return notifier_.stats(); }
+  const std::array<uint64_t, 3>& eventCounts() const { return events_; }
+  std::optional<int> metricsPort() const;
+
+ private:
+  LiveOptions options_;
+  correlator::LiveCorrelator correlator_;
+  std::unique_ptr<HookRunner> hooks_;
+  std::unique_ptr<WebhookSender> webhook_;
+  Notifier notifier_;
+  MetricsBoard board_;
+  std::unique_ptr<MetricsServer> server_;
+  std::array<uint64_t, correlator::kStallClassCount> opened_{};
+  std::array<uint64_t, 3> events_{};
+  std::vector<DriveHealthMetric> health_;
+  std::function<void(const correlator::IncidentEvent&)> on_event_;
+};
+
+}  // namespace stallwatch::agent

@@ -1,0 +1,75 @@
+// What the Prometheus endpoint shows: the sampling thread publishes a snapshot each interval
+// (the latest batch's figures, the active stalls, its own counters); a scrape renders the
+// newest snapshot in the text exposition format. Scrapes never touch the collectors.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/hook_runner.h"
+#include "agent/notifier.h"
+#include "agent/webhook_sender.h"
+#include "collectors/samples.h"
+#include "correlator/live_correlator.h"
+#include "storage/writer.h"
+
+namespace stallwatch::agent {
+
+struct CollectorStats {
+  std::string name;
+  uint64_t data = 0;
+  uint64_t no_data = 0;
+  uint64_t errors = 0;
+  uint64_t skipped = 0;  // malformed lines or out-of-range values dropped
+  std::chrono::nanoseconds total_time{0};
+  std::chrono::nanoseconds last_time{0};
+  bool last_ok = true;  // the last collection was not an error
+};
+
+// A drive's health verdict, as the health thread last read it.
+struct DriveHealthMetric {
+  std::string device;
+  std::string verdict;  // ok, warning, failing, worn-out, unknown, unsupported
+};
+
+struct MetricsSnapshot {
+  std::string version;
+  int64_t last_sample_ms = 0;
+  double interval_seconds = 0;  // of the latest interval
+  uint64_t intervals = 0;
+  uint64_t late_ticks = 0;
+  std::vector<collectors::DiskSample> disks;
+  std::vector<collectors::PressureSample> pressure;
+  std::vector<collectors::GpuSample> gpus;
+  std::vector<collectors::JobSample> jobs;
+  std::vector<correlator::ActiveStall> stalls;
+  std::array<uint64_t, correlator::kStallClassCount> incidents_opened{};
+  std::array<uint64_t, 3> incident_events{};  // by IncidentEventKind
+  std::vector<CollectorStats> collectors;
+  storage::WriterStats writer;
+  std::optional<HookStats> hooks;
+  std::optional<WebhookStats> webhook;
+  NotifierStats notifier;
+  std::vector<DriveHealthMetric> health;
+};
+
+std::string renderMetrics(const MetricsSnapshot& snapshot);
+
+// The hand-over point between the sampling thread and the HTTP server's threads.
+class MetricsBoard {
+ public:
+  void publish(std::shared_ptr<const MetricsSnapshot> snapshot);
+  std::shared_ptr<const MetricsSnapshot> latest() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const MetricsSnapshot> latest_;
+};
+
+}  // namespace stallwatch::agent

@@ -1,0 +1,122 @@
+#include "cli/live_options.h"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/duration.h"
+
+namespace stallwatch::cli {
+
+void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
+  cmd.add_flag("--correlate,!--no-correlate", args.correlate,
+               "Run the stall correlator every interval and report incidents as they happen")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--on-incident", args.hook,
+                 "Run PROGRAM [ARGS...] for each incident event (open, change, close): no shell, "
+                 "the event as JSON on stdin and in STALLWATCH_* variables")
+      ->expected(1, -1)
+      ->allow_extra_args(false)
+      ->group("Live");
+  cmd.add_option("--hook-timeout", args.hook_timeout, "Kill a hook still running after this long")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--hook-concurrency", args.hook_concurrency, "Hooks running at once, at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->group("Live");
+  cmd.add_option("--webhook", args.webhook,
+                 "POST each incident event to this http(s) URL (Alertmanager webhook JSON with a "
+                 "'text' field for chat), with retries and backoff")
+      ->group("Live");
+  cmd.add_option("--webhook-timeout", args.webhook_timeout, "Timeout of one webhook request")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--webhook-attempts", args.webhook_attempts, "Tries per event before giving it up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20))
+      ->group("Live");
+  cmd.add_option("--listen", args.listen,
+                 "Serve Prometheus metrics at ADDR/metrics: PORT or :PORT (loopback), "
+                 "HOST:PORT, [V6]:PORT; 0.0.0.0:PORT for every interface (off by default)")
+      ->group("Live");
+  cmd.add_option("--stall-open-after", args.open_after, "Report a stall once it has lasted this long")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--stall-close-after", args.close_after,
+                 "Close an incident after this long without a stall (shorter gaps keep it open)")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--notify-repeat-window", args.repeat_window,
+                 "A stall of the same job, class and device opening again within this long is "
+                 "not notified again")
+      ->capture_default_str()
+      ->group("Live");
+}
+
+std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command) {
+  agent::LiveOptions o;
+  o.correlate = args.correlate;
+  auto duration = [&](const std::string& text, const char* option) -> std::optional<std::chrono::nanoseconds> {
+    auto d = parseDuration(text);
+    if (!d) std::cerr << "stallwatch " << command << ": " << option << " '" << text << "' is not a duration (examples: 500ms, 10s, 5m)\n";
+    return d;
+  };
+  const auto open_after = duration(args.open_after, "--stall-open-after");
+  const auto close_after = duration(args.close_after, "--stall-close-after");
+  const auto repeat = duration(args.repeat_window, "--notify-repeat-window");
+  const auto hook_timeout = duration(args.hook_timeout, "--hook-timeout");
+  const auto webhook_timeout = duration(args.webhook_timeout, "--webhook-timeout");
+  if (!open_after || !close_after || !repeat || !hook_timeout || !webhook_timeout) return std::nullopt;
+  o.correlator.open_after_s = std::chrono::duration<double>(*open_after).count();
+  o.correlator.close_after_s = std::chrono::duration<double>(*close_after).count();
+  o.repeat_window = std::chrono::duration_cast<std::chrono::milliseconds>(*repeat);
+  if (!args.hook.empty()) {
+    agent::HookConfig h;
+    h.argv = args.hook;
+    h.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*hook_timeout);
+    h.max_concurrent = args.hook_concurrency;
+    o.hook = h;
+  }
+  if (!args.webhook.empty()) {
+    if (args.webhook.rfind("http://", 0) != 0 && args.webhook.rfind("https://", 0) != 0) {
+      std::cerr << "stallwatch " << command << ": --webhook '" << args.webhook << "' is not an http:// or https:// URL\n";
+      return std::nullopt;
+    }
+    agent::WebhookConfig w;
+    w.url = args.webhook;
+    w.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*webhook_timeout);
+    w.max_attempts = args.webhook_attempts;
+    o.webhook = w;
+  }
+  if (!args.listen.empty()) {
+    o.listen = agent::parseListenAddress(args.listen);
+    if (!o.listen) {
+      std::cerr << "stallwatch " << command << ": --listen '" << args.listen
+                << "' is not PORT, :PORT, HOST:PORT or [V6]:PORT (examples: 9877, 0.0.0.0:9877)\n";
+      return std::nullopt;
+    }
+  }
+  if ((o.hook || o.webhook) && !o.correlate) {
+    std::cerr << "stallwatch " << command << ": --on-incident and --webhook need the correlator (drop --no-correlate)\n";
+    return std::nullopt;
+  }
+  return o;
+}
+
+void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
+                    const std::optional<agent::HookStats>& hooks, const std::optional<agent::WebhookStats>& webhook) {
+  spdlog::info("incidents: {} opened, {} changed, {} closed; {} events notified, {} suppressed as flaps",
+               events[0], events[1], events[2], notifier.sent, notifier.suppressed);
+  if (hooks) {
+    spdlog::info("hook: {} started, {} succeeded, {} failed, {} killed at the timeout, {} could not start, {} dropped",
+                 hooks->started, hooks->succeeded, hooks->failed, hooks->timed_out, hooks->spawn_errors, hooks->dropped);
+  }
+  if (webhook) {
+    spdlog::info("webhook: {} delivered, {} failed attempts, {} given up, {} dropped", webhook->delivered,
+                 webhook->failed_attempts, webhook->given_up, webhook->dropped);
+  }
+}
+
+}  // namespace stallwatch::cli

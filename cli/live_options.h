@@ -1,0 +1,35 @@
+// The live options `record` and `replay` share: the correlator's timing, the incident hook,
+// the webhook and the Prometheus endpoint.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/live_pipeline.h"
+
+namespace stallwatch::cli {
+
+struct LiveArgs {
+  bool correlate = true;
+  std::vector<std::string> hook;
+  std::string hook_timeout = "30s";
+  size_t hook_concurrency = 4;
+  std::string webhook;
+  std::string webhook_timeout = "5s";
+  int webhook_attempts = 5;
+  std::string listen;
+  std::string open_after = "3s";
+  std::string close_after = "10s";
+  std::string repeat_window = "10m";
+};
+
+void addLiveOptions(CLI::App& cmd, LiveArgs& args);
+// Nullopt after printing why the arguments are wrong. COMMAND names the subcommand in errors.
+std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command);
+void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
+                    const std::optional<agent::HookStats>& hooks, const std::optional<agent::WebhookStats>& webhook);
+
+}  // namespace stallwatch::cli

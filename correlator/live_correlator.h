@@ -1,0 +1,92 @@
+// The correlator run live: the agent feeds it each interval's batch; it keeps a bounded
+// window of every job's series, runs the same analyzeJob a post-mortem runs, and turns the
+// result into events: an incident opens, changes class or device, closes.
+//
+// Timing, the reason for the two knobs below: an incident is reported once its stall has
+// lasted open_after_s (3 s by default, so that a hook runs within 5 s of the GPUs going
+// idle at one-second sampling), and closed only after close_after_s without a stall, so that
+// a flapping stall stays one incident instead of paging once per flap.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collectors/samples.h"
+#include "correlator/stall_detector.h"
+
+namespace stallwatch::correlator {
+
+struct LiveConfig {
+  DetectorConfig detector;
+  double open_after_s = 3;
+  double close_after_s = 10;
+  // Intervals kept per job: the baseline plus the longest stall that can still be judged
+  // against it. 3600 at one second is one hour, ~1 MB per job.
+  size_t window_intervals = 3600;
+};
+
+enum class IncidentEventKind { kOpen, kChange, kClose };
+const char* toString(IncidentEventKind kind);
+
+struct IncidentEvent {
+  IncidentEventKind kind = IncidentEventKind::kOpen;
+  uint64_t live_id = 0;  // one per incident, shared by its open, change and close events
+  int64_t ts_ms = 0;     // the tick that produced the event
+  std::string job_key;
+  std::string job_label;
+  Incident incident;     // start_ms..end_ms: so far (open, change) or final (close)
+  std::string previous_class;   // change: what it was
+  std::string previous_device;
+};
+
+struct ActiveStall {
+  uint64_t live_id = 0;
+  std::string job_key;
+  std::string job_label;
+  StallClass cls = StallClass::kNotStorage;
+  std::string device;
+  std::string physical_device;
+  int64_t start_ms = 0;
+};
+
+class LiveCorrelator {
+ public:
+  explicit LiveCorrelator(LiveConfig config = {});
+
+  // One interval's samples (rates already computed). Returns the events this tick produced.
+  std::vector<IncidentEvent> onBatch(const collectors::SampleBatch& batch);
+
+  std::vector<ActiveStall> active() const;
+  size_t jobsTracked() const { return jobs_.size(); }
+
+ private:
+  struct DeviceRef {
+    std::string name;
+    std::string via;
+    bool operator<(const DeviceRef& o) const { return std::tie(name, via) < std::tie(o.name, o.via); }
+  };
+  struct Open {
+    uint64_t live_id = 0;
+    Incident incident;
+    int64_t last_stalled_ms = 0;
+  };
+  struct JobState {
+    std::string label;
+    JobSeries series;
+    std::set<DeviceRef> devices;
+    std::optional<Open> open;
+  };
+
+  void append(JobState& job, const collectors::JobSample& sample, const collectors::SampleBatch& batch);
+  void trim(JobSeries& s) const;
+  std::optional<IncidentEvent> closeOf(const std::string& key, JobState& job, int64_t ts_ms, int64_t end_ms);
+
+  LiveConfig config_;
+  std::map<std::string, JobState> jobs_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace stallwatch::correlator
