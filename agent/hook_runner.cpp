@@ -161,6 +161,12 @@ void HookRunner::reap() {
 }
 
 void HookRunner::run() {
+  // A hook that exits before reading its input makes our write fail with EPIPE; the signal
+  // that comes with it must not end the agent. Blocked here, it stays pending on this thread.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
   std::unique_lock lock(mutex_);
   std::optional<std::chrono::steady_clock::time_point> give_up;
   while (true) {

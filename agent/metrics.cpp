@@ -173,7 +173,7 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   for (const auto& j : s.jobs) {
     if (j.read_bytes_per_second) w.sample({{"job", j.key}}, *j.read_bytes_per_second);
   }
-  w.family("stallwatch_job_d_state_threads", "gauge", "The job's threads in uninterruptible sleep at the tick.");
+  w.family("stallwatch_job_uninterruptible_threads", "gauge", "The job's threads in uninterruptible sleep at the tick.");
   for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
 
   w.family("stallwatch_stall_active", "gauge",

@@ -17,7 +17,6 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Run PROGRAM [ARGS...] for each incident event (open, change, close): no shell, "
                  "the event as JSON on stdin and in STALLWATCH_* variables")
       ->expected(1, -1)
-      ->allow_extra_args(false)
       ->group("Live");
   cmd.add_option("--hook-timeout", args.hook_timeout, "Kill a hook still running after this long")
       ->capture_default_str()

@@ -6,12 +6,12 @@ set -euo pipefail
 build_deps=(
   cmake g++ pkg-config make
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
-  libatasmart-dev libnvme-dev nlohmann-json3-dev
+  libatasmart-dev libnvme-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
-# real browser for the HTML report.
-test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core)
+# real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent).
+test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus)
 
 want=("${build_deps[@]}" "${test_deps[@]}")
 if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi

@@ -1,0 +1,97 @@
+#include "agent/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/metrics_server.h"
+
+namespace stallwatch::agent {
+namespace {
+
+MetricsSnapshot sample() {
+  MetricsSnapshot s;
+  s.version = "0.1.0";
+  s.last_sample_ms = 1'795'318'653'717;
+  s.interval_seconds = 1;
+  s.intervals = 42;
+  collectors::DiskSample d;
+  d.device = "loop0";
+  d.rates.reads_per_second = 120;
+  d.rates.r_await_ms = 76.5;
+  d.rates.aqu_sz = 7.9;
+  d.rates.util_percent = 99;
+  s.disks.push_back(d);
+  s.pressure.push_back({"io", 0.97, 0.5});
+  collectors::JobSample j;
+  j.key = "pid:960:38819";
+  j.gpu_util_percent = 3;
+  j.steps = 4;
+  j.data_wait_seconds = 0.9;
+  j.step_seconds = 0.1;
+  s.jobs.push_back(j);
+  s.stalls.push_back({1, "pid:960:38819", "python \"train\".py", correlator::StallClass::kDiskSlow, "loop0", "vda", 1'795'318'653'000});
+  s.incidents_opened[0] = 1;
+  s.collectors.push_back({"diskstats", 41, 1, 0, 0, std::chrono::microseconds(20), std::chrono::microseconds(25), true});
+  s.collectors.push_back({"gpu", 0, 0, 42, 0, {}, std::chrono::microseconds(3), false});
+  s.hooks = HookStats{};
+  s.hooks->timed_out = 2;
+  s.health.push_back({"sda", "warning"});
+  return s;
+}
+
+TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
+  const std::string text = renderMetrics(sample());
+  for (const char* line : {
+           "stallwatch_disk_read_await_seconds{device=\"loop0\"} 0.0765\n",
+           "stallwatch_disk_queue_length{device=\"loop0\"} 7.9\n",
+           "stallwatch_disk_busy_ratio{device=\"loop0\"} 0.99\n",
+           "stallwatch_pressure_some_ratio{resource=\"io\"} 0.97\n",
+           "stallwatch_job_gpu_utilization_ratio{job=\"pid:960:38819\"} 0.03\n",
+           "stallwatch_job_dataloader_wait_ratio{job=\"pid:960:38819\"} 0.9\n",
+           "stallwatch_stall_active{job=\"pid:960:38819\",class=\"disk-slow\",device=\"loop0\"} 1\n",
+           "stallwatch_incidents_total{class=\"disk-slow\"} 1\n",
+           "stallwatch_incidents_total{class=\"not-storage\"} 0\n",
+           "stallwatch_collector_success{collector=\"diskstats\"} 1\n",
+           "stallwatch_collector_success{collector=\"gpu\"} 0\n",
+           "stallwatch_collector_runs_total{collector=\"gpu\",outcome=\"error\"} 42\n",
+           "stallwatch_hook_runs_total{result=\"timed_out\"} 2\n",
+           "stallwatch_drive_health{device=\"sda\",verdict=\"warning\"} 1\n",
+           "# TYPE stallwatch_intervals_total counter\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin:\n" << text;
+  }
+  // A device without reads has no read await (absent, not 0).
+  EXPECT_EQ(text.find("stallwatch_disk_write_await_seconds{"), std::string::npos);
+  // No webhook configured: no webhook family.
+  EXPECT_EQ(text.find("stallwatch_webhook_posts_total"), std::string::npos);
+}
+
+TEST(Metrics, EscapesLabelValues) {
+  MetricsSnapshot s;
+  collectors::DiskSample d;
+  d.device = "we\"ird\\dev\nice";
+  s.disks.push_back(d);
+  const std::string text = renderMetrics(s);
+  EXPECT_NE(text.find("device=\"we\\\"ird\\\\dev\\nice\""), std::string::npos) << text;
+}
+
+TEST(ListenAddress, LoopbackUnlessAnAddressIsGiven) {
+  auto a = parseListenAddress("9877");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 9877);
+  a = parseListenAddress(":9877");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.1");
+  a = parseListenAddress("0.0.0.0:80");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "0.0.0.0");
+  a = parseListenAddress("[::1]:9877");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "::1");
+  for (const char* bad : {"", "x", "1:2:3", "host:99999", "host:", "[::1]", "127.0.0.1:-1"}) {
+    EXPECT_FALSE(parseListenAddress(bad)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace stallwatch::agent

@@ -1,0 +1,223 @@
+"""End-to-end tests of the live half: the real binary replaying real stalled runs through the
+correlator into a real hook program, a webhook receiver, and the Prometheus endpoint checked
+by promtool; and a real Prometheus server (Debian's) scraping a recording agent."""
+
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORDINGS = os.path.join(HERE, "fixtures", "recordings")
+HOOKS = os.path.join(HERE, "fixtures", "hooks")
+DEPLOY = os.path.join(os.path.dirname(HERE), "deploy")
+DISK_RUN = os.path.join(RECORDINGS, "h200-stall-disk.db")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+class LiveE2E(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stallwatch-live-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, args, **kw):
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def window(self):
+        with open(os.path.join(RECORDINGS, "h200-stall-disk.window")) as f:
+            return [int(x) for x in f.read().split()]
+
+    def test_replayed_stall_runs_the_hook_once_per_event(self):
+        calls = os.path.join(self.tmp, "calls")
+        os.mkdir(calls)
+        r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--on-incident",
+                            os.path.join(HOOKS, "record-call.sh"), calls],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        events = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual([e["event"] for e in events], ["open", "close"], r.stdout)
+        stdins = sorted(f for f in os.listdir(calls) if f.endswith(".stdin"))
+        self.assertEqual(len(stdins), 2, os.listdir(calls))
+        got = sorted((json.load(open(os.path.join(calls, f))) for f in stdins), key=lambda g: g["ts_ms"])
+        self.assertEqual([g["event"] for g in got], ["open", "close"])
+        start, end = self.window()
+        for g in got:
+            self.assertEqual(g["class"], "disk-slow")
+            self.assertEqual(g["device"], "loop0")
+            self.assertEqual(g["physical_device"], "vda")
+            self.assertEqual(g["incident_id"], got[0]["incident_id"])
+        close = got[1]
+        self.assertLessEqual(abs(close["start_ms"] - start), 2000)
+        self.assertLessEqual(abs(close["end_ms"] - end), 2000)
+        opener = next(f for f in stdins if json.load(open(os.path.join(calls, f)))["event"] == "open")
+        env = open(os.path.join(calls, opener.replace(".stdin", ".env"))).read()
+        self.assertIn("STALLWATCH_EVENT=open\n", env)
+        self.assertIn("STALLWATCH_CLASS=disk-slow\n", env)
+        self.assertIn("STALLWATCH_DEVICE=loop0\n", env)
+        self.assertNotIn("HOME=", env)
+        self.assertIn("hook: 2 started, 2 succeeded, 0 failed", r.stderr)
+
+    def test_hung_hook_is_killed_while_the_replay_keeps_its_pace(self):
+        # 94 intervals at 20x: 4.7 s of replay; each hook would hang for 10 minutes.
+        t0 = time.monotonic()
+        r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--speed", "20", "--hook-timeout", "1s",
+                            "--on-incident", os.path.join(HOOKS, "hang.sh"), self.tmp],
+                           capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2 killed at the timeout", r.stderr)
+        # The replay ran at its pace (4.7 s) plus at most one hook timeout for the last event.
+        self.assertLess(took, 4.7 + 1.0 + 2.0, r.stderr)
+        pids = [int(p) for p in open(os.path.join(self.tmp, "hung-pids")).read().split()]
+        self.assertEqual(len(pids), 2)
+        for pid in pids:
+            self.assertFalse(os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2])
+
+    def test_webhook_retries_and_delivers_alertmanager_json(self):
+        received, failures = [], [1]  # the first request fails with 500
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if failures[0] > 0:
+                    failures[0] -= 1
+                    self.send_response(500)
+                else:
+                    received.append(json.loads(body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--webhook",
+                                f"http://127.0.0.1:{server.server_port}/hook"],
+                               capture_output=True, text=True, timeout=60)
+        finally:
+            server.shutdown()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("webhook: 2 delivered, 1 failed attempts, 0 given up", r.stderr)
+        self.assertEqual([b["status"] for b in received], ["firing", "resolved"])
+        alert = received[0]["alerts"][0]
+        self.assertEqual(alert["labels"]["alertname"], "StallwatchStall")
+        self.assertEqual(alert["labels"]["device"], "loop0")
+        self.assertEqual(alert["endsAt"], "0001-01-01T00:00:00Z")
+        self.assertIn("disk-slow on loop0 (on vda)", received[0]["text"])
+        self.assertNotEqual(received[1]["alerts"][0]["endsAt"], "0001-01-01T00:00:00Z")
+
+    def test_unreachable_webhook_is_counted_not_fatal(self):
+        port = free_port()  # nothing listens there
+        r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--webhook", f"http://127.0.0.1:{port}/",
+                            "--webhook-attempts", "2"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("webhook: 0 delivered, 4 failed attempts, 2 given up", r.stderr)
+
+    def test_endpoint_shows_the_stall_and_passes_promtool(self):
+        p = self.start([BIN, "replay", "--db", DISK_RUN, "--speed", "10", "--listen", "127.0.0.1:0"])
+        port = None
+        for line in p.stderr:
+            m = re.search(r"metrics on port (\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        self.assertIsNotNone(port)
+        seen = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and p.poll() is None:
+            text = get(f"http://127.0.0.1:{port}/metrics")
+            if 'stallwatch_stall_active{' in text:
+                seen = text
+                break
+            time.sleep(0.1)
+        self.assertIsNotNone(seen, "the stall never showed on the endpoint")
+        self.assertRegex(seen, r'stallwatch_stall_active\{job="pid:960:38819",class="disk-slow",device="loop0"\} 1\n')
+        self.assertIn('stallwatch_disk_read_await_seconds{device="loop0"}', seen)
+        self.assertIn('stallwatch_incidents_total{class="disk-slow"} 1\n', seen)
+        lint = subprocess.run(["promtool", "check", "metrics"], input=seen, capture_output=True, text=True)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
+        self.assertEqual(lint.stdout + lint.stderr, "")
+
+    def test_prometheus_scrapes_a_recording_agent(self):
+        if not shutil.which("prometheus"):
+            self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
+        agent_port, prom_port = free_port(), free_port()
+        db = os.path.join(self.tmp, "sw.db")
+        self.start([BIN, "record", "--db", db, "--interval", "500ms", "--no-collector.gpu",
+                    "--socket", os.path.join(self.tmp, "dl.sock"), "--listen", f"127.0.0.1:{agent_port}"])
+        config = os.path.join(self.tmp, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ["{DEPLOY}/prometheus/stallwatch.rules.yml"]
+scrape_configs:
+  - job_name: stallwatch
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:{agent_port}"]
+""")
+        self.start(["prometheus", f"--config.file={config}", f"--web.listen-address=127.0.0.1:{prom_port}",
+                    f"--storage.tsdb.path={self.tmp}/tsdb"])
+        api = f"http://127.0.0.1:{prom_port}/api/v1"
+
+        def query(expr):
+            out = json.loads(get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
+            self.assertEqual(out["status"], "success", out)
+            return out["data"]["result"]
+
+        result = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not result:
+            try:
+                result = query('stallwatch_intervals_total{job="stallwatch"}')
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        self.assertTrue(result, "Prometheus never had a stallwatch series")
+        self.assertGreater(float(result[0]["value"][1]), 0)
+        self.assertTrue(query('stallwatch_collector_success{collector="diskstats"} == 1'))
+        self.assertTrue(query("stallwatch_disk_busy_ratio"))
+        # The rules file loaded, and the dashboard's queries are valid PromQL on this server.
+        rules = json.loads(get(f"{api}/rules"))["data"]["groups"]
+        self.assertEqual(rules[0]["name"], "stallwatch")
+        dashboard = json.load(open(os.path.join(DEPLOY, "grafana", "stallwatch-dashboard.json")))
+        for panel in dashboard["panels"]:
+            expr = panel["targets"][0]["expr"].replace("$instance", ".*").replace("$device", ".*")
+            query(expr)
+
+
+if __name__ == "__main__":
+    unittest.main()
