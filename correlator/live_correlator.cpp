@@ -19,6 +19,37 @@ void dropFront(std::vector<T>& v, size_t n) {
   v.erase(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
 }
 
+template <typename T>
+std::vector<T> from(const std::vector<T>& v, size_t first) {
+  return first < v.size() ? std::vector<T>(v.begin() + static_cast<long>(first), v.end()) : std::vector<T>{};
+}
+
+// The series from interval FIRST on.
+JobSeries tailOf(const JobSeries& s, size_t first) {
+  JobSeries t;
+  t.ts_ms = from(s.ts_ms, first);
+  t.interval_s = from(s.interval_s, first);
+  t.gpu_count = s.gpu_count;
+  t.gpu_util_percent = from(s.gpu_util_percent, first);
+  t.steps = from(s.steps, first);
+  t.data_wait_s = from(s.data_wait_s, first);
+  t.step_s = from(s.step_s, first);
+  t.read_bytes_per_s = from(s.read_bytes_per_s, first);
+  t.write_bytes_per_s = from(s.write_bytes_per_s, first);
+  t.workers_cpu = from(s.workers_cpu, first);
+  t.d_state_threads = from(s.d_state_threads, first);
+  t.io_some = from(s.io_some, first);
+  t.cpu_some = from(s.cpu_some, first);
+  for (const auto& d : s.devices) {
+    DeviceSeries c = d;
+    c.r_await_ms = from(d.r_await_ms, first);
+    c.w_await_ms = from(d.w_await_ms, first);
+    c.aqu_sz = from(d.aqu_sz, first);
+    t.devices.push_back(std::move(c));
+  }
+  return t;
+}
+
 }  // namespace
 
 const char* toString(IncidentEventKind kind) {
@@ -72,7 +103,9 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
 }
 
 void LiveCorrelator::trim(JobSeries& s) const {
-  if (s.size() <= config_.window_intervals) return;
+  // In steps of an eighth of the window: dropping one interval from the front of every
+  // series each tick would move the whole window each time.
+  if (s.size() <= config_.window_intervals + config_.window_intervals / 8) return;
   const size_t n = s.size() - config_.window_intervals;
   dropFront(s.ts_ms, n);
   dropFront(s.interval_s, n);
@@ -105,7 +138,7 @@ std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, Job
 std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch& batch) {
   std::vector<IncidentEvent> events;
   for (const auto& u : batch.job_updates) {
-    auto& job = jobs_[u.key];
+    auto& job = this->job(u.key);
     job.label = u.label;
     if (u.ended_ms) {
       if (auto e = closeOf(u.key, job, batch.wall_time_ms,
@@ -137,11 +170,23 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
   }
 
   for (const auto& sample : batch.jobs) {
-    auto it = jobs_.find(sample.key);
-    if (it == jobs_.end()) it = jobs_.emplace(sample.key, JobState{}).first;
-    JobState& job = it->second;
+    JobState& job = this->job(sample.key);
     append(job, sample, batch);
-    const JobSeries& s = job.series;
+    judgeNewest(job);
+    // Healthy and nothing open: no analysis needed (the common case, ~1 us).
+    if (!job.open && job.since_stalled > 1) continue;
+    // Only the tail decides what is going on now: the open stall (if any) and, before it,
+    // twice the baseline window, so that the baseline and the attribution see the same
+    // healthy intervals a whole-window analysis would. ~10x cheaper than the whole hour.
+    const JobSeries& whole = job.series;
+    size_t stall_start = whole.size();
+    if (job.open) {
+      stall_start = static_cast<size_t>(
+          std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), job.open->incident.start_ms) - whole.ts_ms.begin());
+    }
+    const size_t margin = 2 * config_.detector.baseline_intervals + config_.detector.warmup_intervals +
+                          static_cast<size_t>(config_.open_after_s + config_.close_after_s) + 2;
+    const JobSeries s = tailOf(whole, stall_start > margin ? stall_start - margin : 0);
     const Analysis a = analyzeJob(s, config_.detector);
     // The incident still going on: its last stalled interval is this one or the one before
     // (the detector bridges a single healthy interval).
@@ -192,6 +237,29 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     }
   }
   return events;
+}
+
+LiveCorrelator::JobState& LiveCorrelator::job(const std::string& key) {
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) it = jobs_.emplace(key, JobState(config_.detector)).first;
+  return it->second;
+}
+
+// The same progress signal analyzeJob uses: the GPUs' utilisation where the job has GPUs
+// that report, else steps per second once the job has reported steps.
+void LiveCorrelator::judgeNewest(JobState& job) {
+  const JobSeries& s = job.series;
+  const size_t i = s.size() - 1;
+  job.gpu_seen = job.gpu_seen || (s.gpu_count > 0 && s.gpu_util_percent[i].has_value());
+  job.steps_seen = job.steps_seen || s.steps[i].has_value();
+  std::optional<double> progress;
+  if (job.gpu_seen) {
+    progress = s.gpu_util_percent[i];
+  } else if (job.steps_seen && s.interval_s[i] > 0) {
+    progress = s.steps[i].value_or(0.0) / s.interval_s[i];
+  }
+  const bool stalled = job.baseline.judge(progress, job.gpu_seen);
+  job.since_stalled = stalled ? 0 : (job.since_stalled == SIZE_MAX ? SIZE_MAX : job.since_stalled + 1);
 }
 
 std::vector<ActiveStall> LiveCorrelator::active() const {

@@ -74,11 +74,20 @@ class LiveCorrelator {
     int64_t last_stalled_ms = 0;
   };
   struct JobState {
+    explicit JobState(const DetectorConfig& config) : baseline(config) {}
     std::string label;
     JobSeries series;
     std::set<DeviceRef> devices;
     std::optional<Open> open;
+    // The cheap path: judging each new interval against the running baseline decides whether
+    // the full analysis (attribution) needs to run at all this tick.
+    ProgressBaseline baseline;
+    bool gpu_seen = false;
+    bool steps_seen = false;
+    size_t since_stalled = SIZE_MAX;  // intervals since the last stalled one
   };
+  JobState& job(const std::string& key);
+  void judgeNewest(JobState& job);
 
   void append(JobState& job, const collectors::JobSample& sample, const collectors::SampleBatch& batch);
   void trim(JobSeries& s) const;

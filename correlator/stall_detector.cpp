@@ -235,6 +235,30 @@ std::optional<double> percentile(const Series& values, double p) {
   return low + (high - low) * (rank - static_cast<double>(lo));
 }
 
+std::optional<double> ProgressBaseline::current() const {
+  if (sorted_.empty() || sorted_.size() < config_.warmup_intervals) return std::nullopt;
+  const size_t mid = sorted_.size() / 2;
+  return sorted_.size() % 2 ? sorted_[mid] : (sorted_[mid - 1] + sorted_[mid]) / 2.0;
+}
+
+bool ProgressBaseline::judge(std::optional<double> p, bool gpu) {
+  if (!p) return false;
+  bool stalled = false;
+  if (const auto b = current(); b && *b > 0) {
+    const bool low = *p < config_.stall_ratio * *b;
+    const bool far = !gpu || *b - *p >= config_.min_gpu_drop_points;
+    stalled = low && far;
+  }
+  if (stalled) return true;
+  arrivals_.push_back(*p);
+  sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), *p), *p);
+  if (arrivals_.size() > config_.baseline_intervals) {
+    sorted_.erase(std::lower_bound(sorted_.begin(), sorted_.end(), arrivals_.front()));
+    arrivals_.pop_front();
+  }
+  return false;
+}
+
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   Analysis a;
   const size_t n = s.size();
@@ -245,30 +269,11 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   if (a.progress_signal.empty()) return a;
   const bool gpu = a.progress_signal == "gpu_util";
 
-  // The last baseline_intervals healthy progress values, however old: a stall longer than
-  // the window must keep being judged against the job's behaviour before it. Kept both in
-  // arrival order and sorted, so that each interval's median costs O(1).
-  std::deque<double> arrivals;
-  std::vector<double> sorted;
+  // A stall longer than the window keeps being judged against the job's behaviour before it.
+  ProgressBaseline baseline(cfg);
   for (size_t i = 0; i < n; ++i) {
-    if (sorted.size() >= cfg.warmup_intervals && !sorted.empty()) {
-      const size_t mid = sorted.size() / 2;
-      a.baseline[i] = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2.0;
-    }
-    const auto p = progress[i];
-    if (!p) continue;
-    if (const auto b = a.baseline[i]; b && *b > 0) {
-      const bool low = *p < cfg.stall_ratio * *b;
-      const bool far = !gpu || *b - *p >= cfg.min_gpu_drop_points;
-      a.stalled[i] = low && far;
-    }
-    if (a.stalled[i]) continue;
-    arrivals.push_back(*p);
-    sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), *p), *p);
-    if (arrivals.size() > cfg.baseline_intervals) {
-      sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), arrivals.front()));
-      arrivals.pop_front();
-    }
+    a.baseline[i] = baseline.current();
+    a.stalled[i] = baseline.judge(progress[i], gpu);
   }
 
   // Runs of stalled intervals, bridging single-interval gaps.

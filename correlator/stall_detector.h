@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,6 +99,25 @@ struct Analysis {
 };
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
+
+// The progress baseline and the stall rule, one interval at a time: the median of the last
+// baseline_intervals healthy progress values (however old), kept both in arrival order and
+// sorted so that each interval costs O(baseline_intervals) at worst. analyzeJob runs it over
+// a whole series; the live correlator keeps one per job and feeds it as samples arrive.
+class ProgressBaseline {
+ public:
+  explicit ProgressBaseline(const DetectorConfig& config) : config_(config) {}
+  // The baseline for the next interval; none until warmup_intervals healthy values.
+  std::optional<double> current() const;
+  // Judges one interval (GPU: progress is utilisation in percent) and, unless it is a stall,
+  // adds it to the baseline. True: stalled.
+  bool judge(std::optional<double> progress, bool gpu);
+
+ private:
+  DetectorConfig config_;
+  std::deque<double> arrivals_;
+  std::vector<double> sorted_;
+};
 
 // Percentile P (0..100) of the present values; nullopt if none.
 std::optional<double> percentile(const Series& values, double p);

@@ -7,7 +7,10 @@
 #            (MAJ:MIN rbps=...), so the loop device really slows down under the job;
 #   cpu      from T_IN to T_OUT the DataLoader workers are confined to one CPU (taskset).
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
-# agent's and job's logs. Usage: tests/gpu/stall_runs.sh STALLWATCH_BINARY OUT_DIR [RUNS...]
+# agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
+# OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
+# disk3, ... repeats the disk case (detection latency over repeated runs).
+# Usage: tests/gpu/stall_runs.sh STALLWATCH_BINARY OUT_DIR [RUNS...]
 set -uo pipefail
 bin=${1:?}; out=${2:?}; shift 2
 runs=${*:-healthy disk cpu}
@@ -31,7 +34,8 @@ cat /sys/fs/cgroup/cgroup.subtree_control
 for run in $runs; do
   echo "== run $run"
   sync; echo 3 > /proc/sys/vm/drop_caches
-  "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s 2> "$out/$run.agent.log" &
+  "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
+      --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
   agent=$!
   sleep 2
   # The job starts inside its own cgroup.
@@ -40,24 +44,40 @@ for run in $runs; do
   job=$!
   sleep "$T_IN"
   t_in=$(date +%s%3N)
-  case $run in
+  case ${run%%[0-9]*} in
     disk) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
   esac
   sleep $((T_OUT - T_IN))
   t_out=$(date +%s%3N)
-  case $run in
+  case ${run%%[0-9]*} in
     disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
   esac
   echo "$t_in $t_out" > "$out/$run.window"
   wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
-  sleep 2
+  sleep 12  # the live incident closes after 10 s without a stall
+  # The agent's own cost over the run: CPU seconds (utime+stime) and peak RSS.
+  echo "cpu_s $(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14+$15)/hz}' /proc/$agent/stat)" \
+       "wall_s $(( $(date +%s) - $(stat -c %Y /proc/$agent) ))" \
+       "$(grep VmHWM /proc/$agent/status | tr -s ' ')" > "$out/$run.usage"
+  cat "$out/$run.usage"
   kill -TERM $agent; wait $agent
   grep -E "collector (jobs|gpu)|recorded" "$out/$run.agent.log"
   "$bin" incidents --db "$out/$run.db" --recompute 2>&1 | head -20
   echo "injected window (epoch ms): $t_in .. $t_out"
+  # Live detection latency: when the hook ran for each event, against the injected start and
+  # the stall's start as the recording saw it (the first interval of idle GPU).
+  [ -f "$out/$run.hook" ] && python3 - "$out/$run.hook" "$t_in" <<'PY'
+import json, sys
+t_in = int(sys.argv[2])
+for line in open(sys.argv[1]):
+    at, body = line.split(" ", 1)
+    e = json.loads(body)
+    print(f"hook {e['event']:6s} {e['class']} {e['device'] or '-'}: ran {(int(at) - t_in) / 1000:+.2f} s after "
+          f"injection, {(int(at) - e['start_ms']) / 1000:+.2f} s after the recorded stall start")
+PY
 done
 umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"; rmdir "$cg" 2>/dev/null
 # One file back: the device tool returns at most 8. WAL folded into each DB first.
