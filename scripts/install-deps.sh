@@ -7,6 +7,7 @@ build_deps=(
   cmake g++ pkg-config make
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
   libatasmart-dev libnvme-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev
+  libjson-c-dev  # libnvme.pc requires it
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
