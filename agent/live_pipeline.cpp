@@ -53,11 +53,17 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->hooks = hookStats();
   s->webhook = webhookStats();
   s->notifier = notifier_.stats();
-  s->health = health_;
+  {
+    std::lock_guard lock(health_mutex_);
+    s->health = health_;
+  }
   board_.publish(std::move(s));
 }
 
-void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) { health_ = std::move(health); }
+void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) {
+  std::lock_guard lock(health_mutex_);
+  health_ = std::move(health);
+}
 
 void LivePipeline::drain(std::chrono::milliseconds max) {
   const auto deadline = std::chrono::steady_clock::now() + max;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,7 @@ class LivePipeline {
   std::unique_ptr<MetricsServer> server_;
   std::array<uint64_t, correlator::kStallClassCount> opened_{};
   std::array<uint64_t, 3> events_{};
+  std::mutex health_mutex_;  // set by the health thread, read by the sampling thread
   std::vector<DriveHealthMetric> health_;
   std::function<void(const correlator::IncidentEvent&)> on_event_;
 };

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <algorithm>
 #include <ctime>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "collectors/block_devices.h"
 #include "collectors/gpu.h"
@@ -103,12 +105,45 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
 
-  const bool want_devices = options.enabled_collectors.count("diskstats") > 0 || jobs;
+  // Drive health on a thread of its own; each verdict goes to the DB and the endpoint.
+  std::unique_ptr<HealthMonitor> health;
+  std::mutex verdicts_mutex;
+  std::map<std::string, std::string> verdicts;
+  // A captured tree (--root) has no drives to ask: only the host's are read.
+  if (options.health && !options.drive_reader && !options.collector_config.root.isHost()) {
+    spdlog::info("health: off (--root is not the live host)");
+  } else if (options.health) {
+    auto reader = options.drive_reader ? options.drive_reader : std::make_shared<health::NativeDriveReader>();
+    health = std::make_unique<HealthMonitor>(*options.health, reader, [&](const HealthResult& r) {
+      writer.submitHealth({r.ts_ms, r.reading, r.verdict});
+      const std::string verdict = health::toString(r.verdict.verdict);
+      if (r.changed) {
+        const std::string text = "drive " + r.target.device + ": " + r.previous_verdict + " -> " + verdict;
+        spdlog::warn("health: {}", text);
+        writer.submitEvent({r.ts_ms, "health", "warning", text});
+      }
+      std::vector<DriveHealthMetric> all;
+      {
+        std::lock_guard lock(verdicts_mutex);
+        verdicts[r.target.device] = verdict;
+        for (const auto& [device, v] : verdicts) all.push_back({device, v});
+      }
+      live.setHealth(std::move(all));
+    });
+    // A disk blamed for a stall is read at once, whatever the cadence.
+    live.onEvent([&](const correlator::IncidentEvent& e) {
+      if (e.kind == correlator::IncidentEventKind::kClose || e.incident.cls != correlator::StallClass::kDiskSlow) return;
+      health->requestNow(e.incident.physical_device.empty() ? e.incident.device : e.incident.physical_device);
+    });
+  }
+
+  const bool want_devices = options.enabled_collectors.count("diskstats") > 0 || jobs || health;
   auto udev = collectors::makeUdevSourceFor(options.collector_config.root);
   auto rescanDevices = [&] {
     auto tree = std::make_shared<const collectors::DeviceTree>(
         collectors::scanBlockDevices(options.collector_config.root, *udev));
     if (jobs) jobs->setDeviceTree(tree);
+    if (health) health->setTargets(health::driveTargets(*tree, options.collector_config.root.dev.string()));
     writer.submitDevices(*tree, wallTimeMs());
   };
   if (want_devices) rescanDevices();
@@ -243,6 +278,10 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   }
   // Hooks and posts of the last events get their timeouts; then the run is closed.
   live.drain(std::chrono::seconds(10));
+  if (health) {
+    summary.health = health->stats();
+    health.reset();  // before the writer closes: its callback writes
+  }
   summary.store_ok = writer.finish(wallTimeMs());
   summary.incident_events = live.eventCounts();
   summary.hooks = live.hookStats();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/health_monitor.h"
 #include "agent/live_pipeline.h"
 #include "agent/metrics.h"
 #include "collectors/registry.h"
@@ -30,6 +31,8 @@ struct RecorderOptions {
   // at least this often (identity, loop backing files). A rescan costs ~4.5 ms.
   std::chrono::seconds device_rescan = std::chrono::seconds(600);
   LiveOptions live;  // its host is filled in by record()
+  std::optional<HealthConfig> health = HealthConfig{};  // none: no drive health thread
+  std::shared_ptr<health::DriveReader> drive_reader;    // null: the native readers
 };
 
 struct RecorderSummary {
@@ -42,6 +45,7 @@ struct RecorderSummary {
   std::optional<HookStats> hooks;
   std::optional<WebhookStats> webhook;
   NotifierStats notifier;
+  std::optional<HealthStats> health;
   bool store_ok = true;
 };
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(stallwatch::cli::addIncidentsCommand);
   add(stallwatch::cli::addReportCommand);
   add(stallwatch::cli::addReplayCommand);
+  add(stallwatch::cli::addHealthCommand);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).

@@ -31,6 +31,8 @@ struct RecordArgs {
   std::string socket;
   std::string socket_mode = "0660";
   LiveArgs live;
+  std::string health_interval = "10m";
+  std::string health_timeout = "10s";
 };
 
 int runRecord(const RecordArgs& args) {
@@ -82,6 +84,21 @@ int runRecord(const RecordArgs& args) {
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
   }
+  {
+    const auto every = parseDuration(args.health_interval);
+    const auto timeout = parseDuration(args.health_timeout);
+    if (!every || !timeout || timeout->count() <= 0) {
+      std::cerr << "stallwatch record: --health-interval and --health-timeout take durations (10m, 10s; "
+                   "--health-interval 0s turns drive health off)\n";
+      return 2;
+    }
+    if (every->count() == 0) {
+      options.health.reset();
+    } else {
+      options.health = agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
+    }
+  }
   if (auto live = toLiveOptions(args.live, "record")) {
     options.live = std::move(*live);
   } else {
@@ -117,6 +134,10 @@ int runRecord(const RecordArgs& args) {
                  c.name, c.data, c.no_data, c.errors, c.skipped,
                  runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs)
                       : 0.0);
+  }
+  if (summary.health) {
+    spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung", summary.health->reads,
+                 summary.health->errors, summary.health->timeouts, summary.health->skipped_hung);
   }
   logLiveSummary(summary.incident_events, summary.notifier, summary.hooks, summary.webhook);
   return summary.store_ok ? 0 : 1;
@@ -176,6 +197,15 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Permissions of the dataloader socket; 0666 lets every user's jobs report")
       ->capture_default_str()
       ->group("Jobs");
+  cmd->add_option("--health-interval", args->health_interval,
+                  "Read every drive's SMART / NVMe health this often (0s: off); a drive blamed for a stall "
+                  "is read at once")
+      ->capture_default_str()
+      ->group("Drive health");
+  cmd->add_option("--health-timeout", args->health_timeout,
+                  "Abandon a health read after this long (a hung drive is not asked again until it answers)")
+      ->capture_default_str()
+      ->group("Drive health");
   addLiveOptions(*cmd, args->live);
   return [args] { return runRecord(*args); };
 }

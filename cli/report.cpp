@@ -38,9 +38,28 @@ std::string timeText(int64_t t_ms) {
   return buffer;
 }
 
+namespace {
+
+// The drive's last health verdict at or before UNTIL_MS (schema 5 recordings).
+void attachHealth(SQLite::Database& db, DeviceLatency& d, int64_t until_ms) {
+  SQLite::Statement q(db, "SELECT verdict, evidence FROM drive_health WHERE device = ? AND ts_ms <= ? "
+                          "ORDER BY ts_ms DESC LIMIT 1");
+  q.bind(1, d.name);
+  q.bind(2, until_ms);
+  if (!q.executeStep()) return;
+  d.health = q.getColumn(0).getString();
+  const auto evidence = nlohmann::json::parse(q.getColumn(1).getString(), nullptr, false);
+  if (evidence.is_array() && !evidence.empty() && evidence[0].is_object()) {
+    d.health_evidence = evidence[0].value("counter", "") + " " + evidence[0].value("value", "");
+  }
+}
+
+}  // namespace
+
 std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,
                                     const storage::TimeRange& range) {
   std::vector<JobReport> reports;
+  const bool has_health = db.execAndGet("PRAGMA user_version").getInt() >= 5;
   for (auto& job : storage::listJobs(db, job_id)) {
     JobReport r;
     r.job = std::move(job);
@@ -53,7 +72,8 @@ std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t>
       r.devices.push_back({d.name, d.via, true, d.also_direct, correlator::percentile(d.r_await_ms, 50),
                            correlator::percentile(d.r_await_ms, 99),
                            correlator::percentile(d.w_await_ms, 50),
-                           correlator::percentile(d.w_await_ms, 99)});
+                           correlator::percentile(d.w_await_ms, 99), "", ""});
+      if (has_health) attachHealth(db, r.devices.back(), r.series.ts_ms.back());
     }
     reports.push_back(std::move(r));
   }
@@ -123,15 +143,18 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            e.supports ? "*" : " ", e.signal, e.baseline, e.during);
       }
     }
-    out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99\n";
+    out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
+    bool any_health = false;
     for (const auto& d : r.devices) {
-      out += fmt::format("    {:<36} {:>8} {:>8} {:>8} {:>8}\n",
+      any_health = any_health || !d.health.empty();
+      out += fmt::format("    {:<36} {:>8} {:>8} {:>8} {:>8}  {}\n",
                          d.name + (d.via.empty() ? "" : " (under " + d.via + (d.also_direct ? ", and direct" : "") + ")"),
-                         ms(d.r_await_p50),
-                         ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
+                         ms(d.r_await_p50), ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99),
+                         d.health.empty() ? "-" : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
-    out += "  health      not recorded (no drive health collector in this build)\n\n";
+    if (!any_health) out += "  health      not recorded (stallwatch record reads it every --health-interval)\n";
+    out += "\n";
   }
   return out;
 }
@@ -149,7 +172,9 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
     for (const auto& d : r.devices) {
       devices.push_back({{"device", d.name}, {"via", d.via}, {"r_await_p50_ms", orNull(d.r_await_p50)},
                          {"r_await_p99_ms", orNull(d.r_await_p99)}, {"w_await_p50_ms", orNull(d.w_await_p50)},
-                         {"w_await_p99_ms", orNull(d.w_await_p99)}, {"health", nullptr}});
+                         {"w_await_p99_ms", orNull(d.w_await_p99)},
+                         {"health", d.health.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.health)},
+                         {"health_evidence", d.health_evidence}});
     }
     out.push_back({{"job_id", r.job.job_id},
                    {"key", r.job.key},

@@ -20,6 +20,8 @@ struct DeviceLatency {
   bool job_reads = false;
   bool also_direct = false;
   std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;
+  std::string health;  // the drive's verdict at the end of the job's span; "" if never read
+  std::string health_evidence;  // its first counter, "ata 5 Reallocated_Sector_Ct raw 304"
 };
 
 struct JobReport {

@@ -199,9 +199,10 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
             "<th>w_await p50</th><th>w_await p99</th><th>health</th></tr>\n";
     auto cell = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f} ms", *v) : std::string("-"); };
     for (const auto& d : r.devices) {
-      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>not recorded</td></tr>\n",
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                           escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), cell(d.r_await_p50),
-                          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99));
+                          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99),
+                          escape(d.health.empty() ? "not recorded" : d.health + (d.health_evidence.empty() ? "" : ": " + d.health_evidence)));
     }
     html += "</table></section>\n";
   }

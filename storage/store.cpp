@@ -9,6 +9,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "health/reading_json.h"
 #include "storage/job_series.h"
 #include "storage/schema_sql.h"
 
@@ -28,6 +29,7 @@ const Migration kMigrations[] = {
     {2, kSchemaV2Sql},
     {3, kSchemaV3Sql},
     {4, kSchemaV4Sql},
+    {5, kSchemaV5Sql},
 };
 
 template <typename T>
@@ -512,6 +514,36 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
   ev.bind(7, live.notified ? 1 : 0);
   ev.exec();
   tx.commit();
+}
+
+void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
+  const auto& r = h.reading;
+  SQLite::Statement st(db_,
+                       "INSERT INTO drive_health (ts_ms, run_id, device, kind, source, verdict, model, serial, passed, "
+                       "temperature_c, power_on_hours, reading, evidence, note) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  st.bind(1, h.ts_ms);
+  if (run_id > 0) {
+    st.bind(2, run_id);
+  } else {
+    st.bind(2);
+  }
+  st.bind(3, r.device);
+  st.bind(4, health::toString(r.kind));
+  st.bind(5, r.source);
+  st.bind(6, health::toString(h.verdict.verdict));
+  bindText(st, 7, r.model);
+  bindText(st, 8, r.serial);
+  if (r.passed) {
+    st.bind(9, *r.passed ? 1 : 0);
+  } else {
+    st.bind(9);
+  }
+  bindOptional(st, 10, r.temperature_c);
+  bindOptional(st, 11, r.power_on_hours);
+  st.bind(12, health::toJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  bindText(st, 14, r.note);
+  st.exec();
 }
 
 const char* migrationSql(int version) {

@@ -18,10 +18,12 @@
 #include "collectors/gpu_driver.h"
 #include "collectors/samples.h"
 #include "correlator/live_correlator.h"
+#include "health/drive_reading.h"
+#include "health/verdict.h"
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 class StoreError : public std::runtime_error {
  public:
@@ -41,6 +43,12 @@ struct AgentEvent {
   std::string source;
   std::string level;  // info, warning, error
   std::string message;
+};
+
+struct HealthRecord {
+  int64_t ts_ms = 0;
+  health::DriveReading reading;
+  health::HealthVerdict verdict;
 };
 
 // One event of an incident the live correlator found, and whether it was sent out.
@@ -69,6 +77,7 @@ class Store {
   void writeEvent(int64_t run_id, const AgentEvent& event);
   // Open inserts the incident (source 'live'); change and close update it. Then the event.
   void writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& event);
+  void writeHealth(int64_t run_id, const HealthRecord& record);
 
  private:
   Store(const std::filesystem::path& path, int busy_timeout_ms);

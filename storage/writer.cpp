@@ -82,6 +82,15 @@ void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
   wake_.notify_one();
 }
 
+void SampleWriter::submitHealth(HealthRecord record) {
+  {
+    std::lock_guard lock(mutex_);
+    if (health_.size() >= kMaxQueuedEvents) health_.pop_front();
+    health_.push_back(std::move(record));
+  }
+  wake_.notify_one();
+}
+
 WriterStats SampleWriter::stats() const {
   std::lock_guard lock(mutex_);
   WriterStats s = stats_;
@@ -99,6 +108,8 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   events.swap(events_);
   std::deque<LiveIncidentEvent> incident_events;
   incident_events.swap(incident_events_);
+  std::deque<HealthRecord> health;
+  health.swap(health_);
   auto devices = std::move(devices_);
   devices_.reset();
   auto gpus = std::move(gpus_);
@@ -113,6 +124,7 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
     if (!batches.empty()) store_->writeBatches(batches);
     batches_written = true;
     for (const auto& e : events) store_->writeEvent(run_id_, e);
+    for (const auto& h : health) store_->writeHealth(run_id_, h);
     // After the batches: an incident's job is described in them. Each event is its own
     // transaction; those not written are put back below.
     while (!incident_events.empty()) {
@@ -148,7 +160,8 @@ void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
     wake_.wait(lock, [this] {
-      return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() || devices_ || gpus_;
+      return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() || !health_.empty() ||
+             devices_ || gpus_;
     });
     if (stopping_) break;
     if (!writePending(lock)) {

@@ -42,6 +42,7 @@ class SampleWriter {
                   std::vector<collectors::GpuSample> memory_hint, int64_t seen_ms);
   void submitEvent(AgentEvent event);
   void submitIncidentEvent(LiveIncidentEvent event);
+  void submitHealth(HealthRecord record);
 
   // Writes everything still queued, closes the run and stops the thread. Returns false if
   // the final writes failed (the data that could not be written is counted as dropped).
@@ -63,6 +64,7 @@ class SampleWriter {
   std::deque<collectors::SampleBatch> batches_;
   std::deque<AgentEvent> events_;
   std::deque<LiveIncidentEvent> incident_events_;
+  std::deque<HealthRecord> health_;
   std::optional<std::pair<collectors::DeviceTree, int64_t>> devices_;
   struct GpuSnapshot {
     std::vector<collectors::GpuInfo> gpus;

@@ -1,0 +1,231 @@
+// `stallwatch health`: each drive's verdict and the counters behind it, read now from this
+// host's drives, from what the agent recorded (--db), or from smartctl JSON dumps.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/duration.h"
+#include "collectors/block_devices.h"
+#include "health/drive_source.h"
+#include "health/reading_json.h"
+#include "health/smartctl_json.h"
+#include "health/verdict.h"
+#include "storage/store.h"
+
+namespace stallwatch::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct HealthArgs {
+  std::string db;
+  bool json = false;
+  std::vector<std::string> smartctl_json;
+  std::string timeout = "10s";
+};
+
+struct Row {
+  std::string label;  // device, or the file it came from
+  health::DriveReading reading;
+  health::HealthVerdict verdict;
+  std::optional<int64_t> ts_ms;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void print(const std::vector<Row>& rows, bool as_json) {
+  if (as_json) {
+    json out = json::array();
+    for (const auto& r : rows) {
+      json j = health::toJson(r.verdict);
+      j["device"] = r.label;
+      j["reading"] = health::toJson(r.reading);
+      if (!r.reading.note.empty()) j["note"] = r.reading.note;
+      if (r.ts_ms) j["ts_ms"] = *r.ts_ms;
+      out.push_back(std::move(j));
+    }
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", "DEVICE", "KIND", "MODEL", "VERDICT", "TEMP",
+                           "POWER-ON");
+  for (const auto& r : rows) {
+    const auto& d = r.reading;
+    std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", r.label, health::toString(d.kind),
+                             d.model.substr(0, 28), health::toString(r.verdict.verdict),
+                             d.temperature_c ? fmt::format("{:.0f}°C", *d.temperature_c) : "-",
+                             d.power_on_hours ? fmt::format("{} h", *d.power_on_hours) : "-");
+    for (const auto& e : r.verdict.evidence) {
+      if (e.counter == "note") continue;
+      std::cout << "    * " << e.counter << ": " << e.value << (e.previous.empty() ? "" : " (was " + e.previous + ")")
+                << "  -> " << health::toString(e.implies) << ": " << e.rule << "\n";
+    }
+    if (!d.note.empty()) std::cout << "    " << d.note << "\n";
+  }
+}
+
+int fromSmartctl(const HealthArgs& args) {
+  std::vector<fs::path> files;
+  for (const auto& p : args.smartctl_json) {
+    if (fs::is_directory(p)) {
+      std::vector<fs::path> in_dir;
+      for (const auto& e : fs::directory_iterator(p)) {
+        if (e.is_regular_file() && e.path().extension() == ".json") in_dir.push_back(e.path());
+      }
+      std::sort(in_dir.begin(), in_dir.end());
+      files.insert(files.end(), in_dir.begin(), in_dir.end());
+    } else {
+      files.emplace_back(p);
+    }
+  }
+  std::vector<Row> rows;
+  int rc = 0;
+  for (const auto& f : files) {
+    Row row;
+    row.label = f.filename().string();
+    try {
+      const auto parsed = health::parseSmartctlJson(slurp(f));
+      row.reading = parsed.reading;
+      if (parsed.kind == health::SmartctlOutput::kScan) {
+        std::string names;
+        for (const auto& n : parsed.scanned) names += (names.empty() ? "" : " ") + n;
+        row.reading.note = fmt::format("a device list (smartctl --scan), {} devices: {}", parsed.scanned.size(), names);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "stallwatch health: " << f.string() << ": " << e.what() << "\n";
+      rc = 1;
+      continue;
+    }
+    row.verdict = health::judge(row.reading);
+    rows.push_back(std::move(row));
+  }
+  print(rows, args.json);
+  return rc;
+}
+
+int fromDatabase(const HealthArgs& args) {
+  SQLite::Database db(args.db, SQLite::OPEN_READONLY);
+  if (db.execAndGet("PRAGMA user_version").getInt() < 5) {
+    std::cerr << "stallwatch health: " << args.db << " has no drive health table (recorded before schema 5)\n";
+    return 1;
+  }
+  // The newest reading of each drive, judged against the one before it.
+  SQLite::Statement q(db, "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
+                          "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 OFFSET 1), 0) "
+                          "ORDER BY device, ts_ms");
+  std::map<std::string, std::vector<std::pair<int64_t, health::DriveReading>>> readings;
+  while (q.executeStep()) {
+    json j = json::parse(q.getColumn(2).getString(), nullptr, false);
+    readings[q.getColumn(0).getString()].emplace_back(q.getColumn(1).getInt64(), health::readingFromJson(j));
+  }
+  std::vector<Row> rows;
+  for (auto& [device, list] : readings) {
+    Row row;
+    row.label = device;
+    row.ts_ms = list.back().first;
+    row.reading = list.back().second;
+    const health::DriveReading* previous = list.size() > 1 ? &list[list.size() - 2].second : nullptr;
+    row.verdict = health::judge(row.reading, previous);
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty() && !args.json) {
+    std::cout << "no drive health readings in " << args.db << "\n";
+    return 0;
+  }
+  print(rows, args.json);
+  return 0;
+}
+
+int fromHost(const HealthArgs& args) {
+  const auto timeout = parseDuration(args.timeout);
+  if (!timeout || timeout->count() <= 0) {
+    std::cerr << "stallwatch health: --timeout '" << args.timeout << "' is not a duration (examples: 5s, 30s)\n";
+    return 2;
+  }
+  collectors::SystemRoot root;
+  auto udev = collectors::makeUdevSourceFor(root);
+  const auto tree = collectors::scanBlockDevices(root, *udev);
+  const auto targets = health::driveTargets(tree);
+  auto reader = std::make_shared<health::NativeDriveReader>();
+  std::vector<Row> rows;
+  size_t capable = 0;
+  for (const auto& t : targets) {
+    Row row;
+    row.label = t.device;
+    row.reading.device = t.device;
+    row.reading.model = t.model;
+    if (!t.no_smart.empty()) {
+      row.reading.note = t.no_smart;
+    } else {
+      ++capable;
+      const auto result =
+          health::waitFor(health::startRead(reader, t), std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
+      row.reading.kind = t.kind;
+      if (!result.finished) {
+        row.reading.note = "no answer within " + args.timeout + " (the drive may be hung)";
+      } else if (!result.ok) {
+        row.reading.note = result.error;
+        if (health::isPermissionError(result.error)) {
+          row.reading.note += " (reading SMART needs root, or CAP_SYS_RAWIO for ATA and CAP_SYS_ADMIN for NVMe)";
+        }
+      } else {
+        row.reading = result.reading;
+      }
+    }
+    row.verdict = health::judge(row.reading);
+    rows.push_back(std::move(row));
+  }
+  if (capable == 0 && !args.json) {
+    std::cout << "no SMART-capable drives on this host";
+    if (!rows.empty()) {
+      std::cout << ":";
+      for (const auto& r : rows) std::cout << "\n  " << r.label << ": " << r.reading.note;
+    }
+    std::cout << "\n";
+    return 0;
+  }
+  print(rows, args.json);
+  return 0;
+}
+
+int runHealth(const HealthArgs& args) {
+  try {
+    if (!args.smartctl_json.empty()) return fromSmartctl(args);
+    if (!args.db.empty()) return fromDatabase(args);
+    return fromHost(args);
+  } catch (const std::exception& e) {
+    std::cerr << "stallwatch health: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+CommandRunner addHealthCommand(CLI::App& app) {
+  auto args = std::make_shared<HealthArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "health", "Each drive's health verdict (ok, warning, failing, worn-out) and the counters behind it");
+  cmd->add_option("--db", args->db, "Show what `stallwatch record` recorded in this database instead of reading now")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--smartctl-json", args->smartctl_json,
+                  "Judge smartctl --json output files (or directories of them) instead of this host's drives")
+      ->check(CLI::ExistingPath);
+  cmd->add_flag("--json", args->json, "JSON output");
+  cmd->add_option("--timeout", args->timeout, "Give up on a drive that has not answered after this long")
+      ->capture_default_str();
+  return [args] { return runHealth(*args); };
+}
+
+}  // namespace stallwatch::cli
