@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/live_options.h"
+#include "health/smartctl_reader.h"
 #include "cli/root_options.h"
 #include "storage/store.h"
 
@@ -33,6 +34,8 @@ struct RecordArgs {
   LiveArgs live;
   std::string health_interval = "10m";
   std::string health_timeout = "10s";
+  std::string smartctl;
+  CLI::Option* smartctl_option = nullptr;
 };
 
 int runRecord(const RecordArgs& args) {
@@ -97,6 +100,13 @@ int runRecord(const RecordArgs& args) {
     } else {
       options.health = agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
                                            std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
+    }
+    if (args.smartctl_option->count() > 0) {
+      // smartctl gets a little less than the health read's timeout, so that it is killed,
+      // not abandoned.
+      const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout) * 9 / 10;
+      options.drive_reader = std::make_shared<health::SmartctlFallbackReader>(
+          std::make_shared<health::NativeDriveReader>(), args.smartctl.empty() ? "smartctl" : args.smartctl, limit);
     }
   }
   if (auto live = toLiveOptions(args.live, "record")) {
@@ -206,6 +216,12 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Abandon a health read after this long (a hung drive is not asked again until it answers)")
       ->capture_default_str()
       ->group("Drive health");
+  args->smartctl_option =
+      cmd->add_option("--collector.smartctl", args->smartctl,
+                      "Also read drives the native readers cannot reach (SAS/SCSI, USB bridges) with smartctl "
+                      "--json -x [=PATH to smartctl] on the health cadence (off by default)")
+          ->expected(0, 1)
+          ->group("Drive health");
   addLiveOptions(*cmd, args->live);
   return [args] { return runRecord(*args); };
 }

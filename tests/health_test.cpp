@@ -9,6 +9,7 @@
 
 #include "health/ata_smart.h"
 #include "health/nvme_smart_log.h"
+#include "health/smartctl_reader.h"
 #include "health/smartctl_json.h"
 #include "health/verdict.h"
 
@@ -346,6 +347,81 @@ TEST(AtaSmart, MalformedBlobsAreRejected) {
   const std::vector<uint8_t> garbage = {1, 2, 3};
   EXPECT_FALSE(parseAtaSmartBlob(garbage, r, error));
   EXPECT_FALSE(error.empty());
+}
+
+}  // namespace
+}  // namespace stallwatch::health
+
+namespace stallwatch::health {
+namespace {
+
+class SmartctlCollector : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("stallwatch-smartctl-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // A stand-in smartctl: prints BODY's output and exits with STATUS.
+  std::string fake(const std::string& body, int status) {
+    const fs::path p = dir_ / "smartctl";
+    std::ofstream(p) << "#!/bin/sh\n" << body << "\nexit " << status << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p.string();
+  }
+  fs::path dir_;
+};
+
+DriveTarget sas(const std::string& name) {
+  DriveTarget t;
+  t.device = name;
+  t.kind = DriveKind::kAta;  // as driveTargets classes sd*: the native reader tries first
+  t.path = "/dev/" + name;
+  return t;
+}
+
+TEST_F(SmartctlCollector, ReadsWhatTheNativeReadersCannot) {
+  const fs::path dump = fixtures() / "scsi-seagate-st4000nm0043-grown-defects56.json";
+  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 0), std::chrono::seconds(10));
+  DriveReading r;
+  std::string error;
+  ASSERT_TRUE(reader.read(sas("sdg"), r, error)) << error;
+  EXPECT_EQ(r.device, "sdg");
+  EXPECT_EQ(r.kind, DriveKind::kScsi);
+  ASSERT_TRUE(r.scsi);
+  EXPECT_EQ(r.scsi->grown_defects, 56u);
+  EXPECT_EQ(judge(r).verdict, Verdict::kWarning);
+}
+
+TEST_F(SmartctlCollector, ItsFailingExitStatusIsFailing) {
+  const fs::path dump = fixtures() / "ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json";
+  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 216), std::chrono::seconds(10));
+  DriveReading r;
+  std::string error;
+  ASSERT_TRUE(reader.read(sas("sdh"), r, error)) << error;
+  EXPECT_EQ(r.smartctl_exit_status, 216);
+  EXPECT_EQ(judge(r).verdict, Verdict::kFailing);
+}
+
+TEST_F(SmartctlCollector, AHungSmartctlIsKilledAtItsTimeout) {
+  SmartctlFallbackReader reader(nullptr, fake("sleep 30", 0), std::chrono::milliseconds(300));
+  DriveReading r;
+  std::string error;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(reader.read(sas("sdb"), r, error));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_NE(error.find("killed"), std::string::npos) << error;
+}
+
+TEST_F(SmartctlCollector, GarbageAndMissingProgramsAreErrors) {
+  DriveReading r;
+  std::string error;
+  SmartctlFallbackReader garbage(nullptr, fake("echo '<html>'", 0), std::chrono::seconds(5));
+  EXPECT_FALSE(garbage.read(sas("sdb"), r, error));
+  EXPECT_NE(error.find("unreadable"), std::string::npos) << error;
+  SmartctlFallbackReader missing(nullptr, (dir_ / "no-such-smartctl").string(), std::chrono::seconds(5));
+  EXPECT_FALSE(missing.read(sas("sdb"), r, error));
+  EXPECT_NE(error.find("cannot run"), std::string::npos) << error;
 }
 
 }  // namespace
