@@ -1,5 +1,7 @@
 #include "cli/time_arg.h"
 
+#include <charconv>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -41,8 +43,12 @@ std::optional<int64_t> parseTimeArg(std::string_view text, int64_t now_ms) {
     return static_cast<int64_t>(timegm(&tm)) * 1000;
   }
   // Bare digits of epoch-millisecond size: a timestamp; anything else that parses: "ago".
+  // (Found by fuzz/fuzz_config: std::stoll threw on 37 digits and ended the process.)
   if (s.size() >= 12 && s.find_first_not_of("0123456789") == std::string::npos) {
-    return std::stoll(s);
+    int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return ms;
   }
   if (auto ago = parseDuration(s)) {
     return now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(*ago).count();

@@ -30,3 +30,19 @@ TEST(Duration, Formats) {
 
 }  // namespace
 }  // namespace stallwatch::cli
+
+#include "cli/time_arg.h"
+
+namespace stallwatch::cli {
+namespace {
+
+TEST(TimeArg, EpochMillisecondsAndOverflow) {
+  EXPECT_EQ(parseTimeArg("1795318653717", 0), 1795318653717);
+  // Found by fuzz_config: 37 digits threw out of std::stoll and ended the process.
+  EXPECT_FALSE(parseTimeArg("1444444444444444444444444444444444444", 0));
+  EXPECT_EQ(parseTimeArg("2h", 10'000'000), 10'000'000 - 7'200'000);
+  EXPECT_FALSE(parseTimeArg("yesterday", 0));
+}
+
+}  // namespace
+}  // namespace stallwatch::cli
