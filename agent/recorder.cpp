@@ -94,7 +94,12 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   LiveOptions live_options = options.live;
   live_options.host = hostName();
   LivePipeline live(live_options);
-  auto store = storage::Store::open(options.db_path);
+  std::string moved_to;
+  auto store = storage::Store::openOrMoveAside(options.db_path, &moved_to);
+  if (!moved_to.empty()) {
+    spdlog::error("the database was corrupt and was moved aside to {}; recording into a new {}", moved_to,
+                  options.db_path.string());
+  }
   const int64_t started_ms = wallTimeMs();
   const int64_t interval_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
@@ -102,6 +107,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       {started_ms, hostName(), STALLWATCH_VERSION, interval_ms, enabled_names});
   storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity,
                               options.flush_interval);
+  if (!moved_to.empty()) {
+    writer.submitEvent({started_ms, "writer", "error", "the database found at start was corrupt; moved aside to " + moved_to});
+  }
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
 

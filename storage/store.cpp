@@ -1,12 +1,15 @@
 #include "storage/store.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <system_error>
 
 #include "health/reading_json.h"
@@ -83,6 +86,30 @@ void prepareFile(const fs::path& path) {
   ::close(fd);
 }
 
+// SQLite's header says how many pages the database has (bytes 28..31, valid when the change
+// counter at 24 matches "version-valid-for" at 92); a file shorter than that was truncated.
+void checkNotTruncated(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  unsigned char h[100];
+  const ssize_t n = ::pread(fd, h, sizeof h, 0);
+  struct stat st {};
+  const bool have_size = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof h) || !have_size || std::memcmp(h, "SQLite format 3", 16) != 0) return;
+  auto be32 = [&](int at) {
+    return static_cast<uint32_t>(h[at]) << 24 | static_cast<uint32_t>(h[at + 1]) << 16 |
+           static_cast<uint32_t>(h[at + 2]) << 8 | h[at + 3];
+  };
+  const uint32_t page_size = h[16] << 8 | h[17];
+  const uint64_t pages = be32(28);
+  const uint64_t real_page_size = page_size == 1 ? 65536 : page_size;
+  if (be32(24) == be32(92) && pages > 0 && static_cast<uint64_t>(st.st_size) < pages * real_page_size) {
+    throw CorruptDatabase(path.string() + " is truncated: " + std::to_string(st.st_size) + " bytes, its header says " +
+                          std::to_string(pages * real_page_size));
+  }
+}
+
 }  // namespace
 
 Store::Store(const fs::path& path, int busy_timeout_ms)
@@ -90,6 +117,7 @@ Store::Store(const fs::path& path, int busy_timeout_ms)
 
 std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   prepareFile(path);
+  checkNotTruncated(path);
   std::unique_ptr<Store> store;
   try {
     store.reset(new Store(path, busy_timeout_ms));
@@ -98,6 +126,10 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
     store->db_.exec("PRAGMA synchronous=NORMAL");
     store->migrate();
   } catch (const SQLite::Exception& e) {
+    const int code = e.getErrorCode() & 0xFF;
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
+      throw CorruptDatabase(path.string() + " is not a usable stallwatch database: " + e.what());
+    }
     throw StoreError(path.string() + " is not a usable stallwatch database: " + e.what());
   }
   auto& db = store->db_;
@@ -127,6 +159,28 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
       "data_wait_seconds, step_seconds, gpu_util_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   return store;
+}
+
+std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string* moved_to, int busy_timeout_ms) {
+  try {
+    return open(path, busy_timeout_ms);
+  } catch (const CorruptDatabase& e) {
+    const time_t now = ::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    const fs::path aside = path.string() + ".corrupt-" + stamp;
+    std::error_code ec;
+    fs::rename(path, aside, ec);
+    if (ec) throw StoreError(std::string(e.what()) + "; and it cannot be moved aside: " + ec.message());
+    for (const char* suffix : {"-wal", "-shm"}) {
+      const fs::path side = path.string() + suffix;
+      if (fs::exists(side, ec)) fs::rename(side, aside.string() + suffix, ec);
+    }
+    if (moved_to) *moved_to = aside.string() + " (" + e.what() + ")";
+    return open(path, busy_timeout_ms);
+  }
 }
 
 int Store::schemaVersion() { return db_.execAndGet("PRAGMA user_version").getInt(); }
@@ -283,6 +337,24 @@ void Store::upsertGpus(const std::vector<collectors::GpuInfo>& gpus,
 }
 
 void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
+  try {
+    writeBatchesInTransaction(batches);
+  } catch (...) {
+    // A statement that failed mid-step keeps its read open and every later COMMIT fails
+    // ("SQL statements in progress"); ids cached from the rolled-back transaction do not
+    // exist. Found by tests/test_faults_e2e.py: after a locked DB, nothing was written again.
+    for (auto* st : {insert_disk_.get(), insert_pressure_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
+                     touch_device_.get(), insert_job_sample_.get()}) {
+      if (st) st->tryReset();
+    }
+    device_ids_.clear();
+    gpu_ids_.clear();
+    job_ids_.clear();
+    throw;
+  }
+}
+
+void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches) {
   SQLite::Transaction tx(db_);
   for (const auto& b : batches) {
     const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);

@@ -30,6 +30,12 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The file is not an SQLite database, is corrupt, or is shorter than its header says.
+class CorruptDatabase : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 struct RunInfo {
   int64_t started_ms = 0;
   std::string hostname;
@@ -63,6 +69,11 @@ class Store {
   // WAL, and migrates it to kSchemaVersion. Throws StoreError with a clear message on a file
   // that is not a stallwatch DB, is corrupt, or was written by a newer schema.
   static std::unique_ptr<Store> open(const std::filesystem::path& path, int busy_timeout_ms = 5000);
+  // For the recorder: a corrupt or truncated DB is renamed to PATH.corrupt-<UTC time> (with
+  // its -wal and -shm) and a new one started; MOVED_TO says where it went. Other errors
+  // (permissions, a newer schema) are thrown as by open().
+  static std::unique_ptr<Store> openOrMoveAside(const std::filesystem::path& path, std::string* moved_to,
+                                                int busy_timeout_ms = 5000);
 
   SQLite::Database& db() { return db_; }
   int schemaVersion();
@@ -86,6 +97,7 @@ class Store {
   int64_t gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms);
   int64_t jobId(const std::string& key);
   void writeJobFacts(const collectors::SampleBatch& batch);
+  void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
 
   SQLite::Database db_;
   std::unique_ptr<SQLite::Statement> insert_disk_;

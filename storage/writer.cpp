@@ -133,15 +133,38 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
     }
   } catch (const std::exception& e) {
     ok = false;
-    spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
+    if (!failing_since_ms_) spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
+    last_error_ = e.what();
   }
 
   lock.lock();
   if (batches_written) stats_.written_batches += batches.size();
-  if (ok) return true;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  if (ok) {
+    if (failing_since_ms_) {
+      const uint64_t dropped = stats_.dropped_batches - dropped_before_failing_;
+      const std::string text = "database writes failed for " +
+                               std::to_string((now_ms - *failing_since_ms_) / 1000) + " s (" +
+                               std::to_string(failed_attempts_) + " attempts, last error: " + last_error_ + "); " +
+                               std::to_string(dropped) + " intervals dropped meanwhile";
+      spdlog::warn("writer: writing again: {}", text);
+      events_.push_back({now_ms, "writer", "warning", text});  // written with the next flush
+      failing_since_ms_.reset();
+      failed_attempts_ = 0;
+    }
+    return true;
+  }
   ++stats_.failed_writes;
+  if (!failing_since_ms_) {
+    failing_since_ms_ = now_ms;
+    dropped_before_failing_ = stats_.dropped_batches;
+  }
+  ++failed_attempts_;
   // Put back what failed, older than anything queued meanwhile, within the capacity.
   if (!batches_written) {
+    for (auto it = events.rbegin(); it != events.rend(); ++it) events_.push_front(std::move(*it));
+    while (events_.size() > kMaxQueuedEvents) events_.pop_front();
     for (auto it = batches.rbegin(); it != batches.rend(); ++it) batches_.push_front(std::move(*it));
   }
   while (batches_.size() > capacity_) {

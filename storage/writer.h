@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "storage/store.h"
@@ -74,6 +75,12 @@ class SampleWriter {
   std::optional<GpuSnapshot> gpus_;
   bool stopping_ = false;
   WriterStats stats_;
+  // A run of failed writes (disk full, DB locked, the DB's disk hung): recorded as one event
+  // when writes succeed again, with how many intervals were dropped meanwhile.
+  std::optional<int64_t> failing_since_ms_;
+  uint64_t failed_attempts_ = 0;
+  uint64_t dropped_before_failing_ = 0;
+  std::string last_error_;
   std::thread thread_;
 };
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The sanitizer pass CI runs after the test suite:
+#   1. ASan+UBSan (clang): every unit test, and the harnesses of scripts/fuzz.sh briefly;
+#   2. TSan: the tests of the threaded parts (writer, hooks, webhook, metrics endpoint,
+#      health thread, the recorder with its threads).
+# Any finding fails the run. Usage: scripts/sanitize.sh [FUZZ_SECONDS (default 10)]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+fuzz_seconds=${1:-10}
+asan=${ASAN_BUILD_DIR:-$root/build-asan}
+tsan=${TSAN_BUILD_DIR:-$root/build-tsan}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+echo "== ASan+UBSan: build"
+CC=clang CXX=clang++ cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_FUZZ=ON \
+  -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
+cmake --build "$asan" -j "$(nproc)" --target stallwatch_unit_tests > "$asan/build.log" 2>&1 || { tail -30 "$asan/build.log"; exit 1; }
+echo "== ASan+UBSan: unit tests"
+"$asan/tests/stallwatch_unit_tests" --gtest_brief=1
+echo "== ASan+UBSan: fuzzing, ${fuzz_seconds}s per harness"
+FUZZ_BUILD_DIR=$asan "$root/scripts/fuzz.sh" "$fuzz_seconds"
+
+echo "== TSan: build"
+CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_TSAN=ON \
+  -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
+cmake --build "$tsan" -j "$(nproc)" --target stallwatch_unit_tests > "$tsan/build.log" 2>&1 || { tail -30 "$tsan/build.log"; exit 1; }
+echo "== TSan: threaded parts"
+"$tsan/tests/stallwatch_unit_tests" --gtest_brief=1 \
+  --gtest_filter='HookRunner*:HealthMonitor*:Store*:Writer*:SampleWriter*:LiveCorrelator*:SmartctlCollector*'
+echo "sanitizers: no findings"

@@ -1,0 +1,179 @@
+"""Fault tests of the recording agent, with the real binary and real SQLite files: a corrupt
+or truncated DB at start, SIGKILL while writing, a writer that blocks (the DB's disk
+stalling, here an exclusive lock held by another process), and a full filesystem."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metric(port, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+class FaultsE2E(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="stallwatch-faults-")
+        self.db = os.path.join(self.tmp, "sw.db")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        subprocess.run(["umount", os.path.join(self.tmp, "small")], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def record(self, *args, duration="2s"):
+        return subprocess.run([BIN, "record", "--db", self.db, "--duration", duration, "--no-collector.gpu",
+                               "--health-interval", "0s", "--socket", os.path.join(self.tmp, "dl.sock"), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def start(self, *args, db=None):
+        p = subprocess.Popen([BIN, "record", "--db", db or self.db, "--no-collector.gpu", "--health-interval", "0s",
+                              "--socket", os.path.join(self.tmp, "dl.sock"), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def intervals(self, db=None):
+        c = sqlite3.connect(db or self.db)
+        try:
+            return c.execute("SELECT count(DISTINCT ts_ms) FROM disk_samples").fetchone()[0]
+        finally:
+            c.close()
+
+    def test_corrupt_db_is_moved_aside(self):
+        with open(self.db, "wb") as f:
+            f.write(b"this is not a database, it is a mistake" * 200)
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("was corrupt and was moved aside", r.stderr)
+        aside = [f for f in os.listdir(self.tmp) if f.startswith("sw.db.corrupt-")]
+        self.assertEqual(len(aside), 1, os.listdir(self.tmp))
+        with open(os.path.join(self.tmp, aside[0]), "rb") as f:
+            self.assertTrue(f.read().startswith(b"this is not a database"))  # kept as it was
+        self.assertGreater(self.intervals(), 0)
+        c = sqlite3.connect(self.db)
+        self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        self.assertEqual(c.execute("SELECT count(*) FROM agent_events WHERE message LIKE '%corrupt%'").fetchone()[0], 1)
+
+    def test_truncated_db_is_moved_aside(self):
+        r = self.record(duration="3s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        size = os.path.getsize(self.db)
+        with open(self.db, "r+b") as f:
+            f.truncate(size // 2)
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("is truncated", r.stderr)
+        self.assertGreater(self.intervals(), 0)
+
+    def test_sigkill_loses_at_most_one_flush_interval(self):
+        p = self.start("--interval", "500ms", "--flush-interval", "1s")
+        time.sleep(1.0)  # startup, priming
+        t0 = time.monotonic()
+        time.sleep(5)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        elapsed = time.monotonic() - t0
+        c = sqlite3.connect(self.db)
+        self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        c.close()
+        # Sampled every 0.5 s for ~6 s; the last flush interval (1 s: 2 intervals) may be lost.
+        got = self.intervals()
+        self.assertGreaterEqual(got, int(elapsed / 0.5) - 2 - 1, f"{got} intervals in {elapsed:.1f} s")
+        # The next agent opens it cleanly and goes on.
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(self.intervals(), got)
+
+    def test_blocked_writer_drops_oldest_while_sampling_goes_on(self):
+        port = free_port()
+        self.record(duration="1s")  # create the DB
+        p = self.start("--interval", "200ms", "--flush-interval", "0s", "--queue-capacity", "10",
+                       "--listen", f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if metric(port, "stallwatch_intervals_total"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        # Another process holds the write lock for 8 s: every write waits (busy timeout) and fails.
+        blocker = sqlite3.connect(self.db, timeout=0, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        before = metric(port, "stallwatch_intervals_total")
+        time.sleep(8)
+        during = metric(port, "stallwatch_intervals_total")
+        dropped = metric(port, "stallwatch_writer_dropped_batches_total")
+        depth = metric(port, "stallwatch_writer_queue_depth")
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        # Sampling kept its pace (5 per second) while nothing could be written.
+        self.assertGreaterEqual(during - before, 35, (before, during))
+        self.assertGreater(dropped, 0)
+        self.assertLessEqual(depth, 10)
+        time.sleep(3)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        c = sqlite3.connect(self.db)
+        gap = c.execute("SELECT message FROM agent_events WHERE source = 'writer' AND message LIKE "
+                        "'database writes failed%'").fetchall()
+        self.assertEqual(len(gap), 1, err)
+        self.assertRegex(gap[0][0], r"\d+ intervals dropped meanwhile")
+        dropped_run = c.execute("SELECT dropped_batches FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()[0]
+        self.assertGreater(dropped_run, 0)
+
+    def test_full_filesystem(self):
+        if os.geteuid() != 0:
+            self.fail("needs root to mount a small tmpfs (CI runs as root)")
+        small = os.path.join(self.tmp, "small")
+        os.mkdir(small)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small], check=True)
+        db = os.path.join(small, "sw.db")
+        port = free_port()
+        p = self.start("--interval", "200ms", "--flush-interval", "0s", "--listen", f"127.0.0.1:{port}", db=db)
+        time.sleep(2)
+        filler = os.path.join(small, "filler")
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k", "count=100"], capture_output=True)
+        time.sleep(6)
+        failed = metric(port, "stallwatch_writer_failed_writes_total")
+        intervals = metric(port, "stallwatch_intervals_total")
+        os.remove(filler)  # space returns
+        time.sleep(3)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertGreater(failed, 0, err)
+        self.assertGreaterEqual(intervals, 35)
+        c = sqlite3.connect(db)
+        self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        gap = c.execute("SELECT message FROM agent_events WHERE message LIKE 'database writes failed%'").fetchall()
+        self.assertEqual(len(gap), 1, err)
+        self.assertIn("full", gap[0][0])
+
+
+if __name__ == "__main__":
+    unittest.main()
