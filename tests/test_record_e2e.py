@@ -161,13 +161,17 @@ class RecordE2E(unittest.TestCase):
             result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(result.returncode, code, (args, result.stderr))
             self.assertIn(needle, result.stderr + result.stdout, args)
-        garbage = os.path.join(self.tmp, "garbage.db")
-        with open(garbage, "wb") as f:
-            f.write(b"x" * 8192)
-        result = subprocess.run([BIN, "record", "--db", garbage, "--duration", "1s"],
+        # A DB from a newer stallwatch is left alone: an error, not moved aside (a corrupt one
+        # is moved aside: tests/test_faults_e2e.py).
+        newer = os.path.join(self.tmp, "newer.db")
+        c = sqlite3.connect(newer)
+        c.execute("PRAGMA user_version = 99")
+        c.close()
+        result = subprocess.run([BIN, "record", "--db", newer, "--duration", "1s"],
                                 capture_output=True, text=True, timeout=10)
         self.assertEqual(result.returncode, 1)
-        self.assertIn("not a usable stallwatch database", result.stderr + result.stdout)
+        self.assertIn("newer than this stallwatch understands", result.stderr + result.stdout)
+        self.assertFalse([f for f in os.listdir(self.tmp) if ".corrupt-" in f])
         for args in (["--help"], ["record", "--help"], ["devices", "--help"], ["--version"]):
             result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
             self.assertEqual(result.returncode, 0, args)
