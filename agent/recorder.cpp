@@ -107,6 +107,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       {started_ms, hostName(), STALLWATCH_VERSION, interval_ms, enabled_names});
   storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity,
                               options.flush_interval);
+  writer.setRetention(options.retain);
   if (!moved_to.empty()) {
     writer.submitEvent({started_ms, "writer", "error", "the database found at start was corrupt; moved aside to " + moved_to});
   }

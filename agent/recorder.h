@@ -26,6 +26,7 @@ struct RecorderOptions {
   collectors::CollectorConfig collector_config;
   std::set<std::string> enabled_collectors;  // names from collectors::collectorTable()
   size_t queue_capacity = 600;
+  std::chrono::milliseconds retain = std::chrono::hours(24 * 14);  // zero: keep everything
   std::chrono::milliseconds flush_interval = std::chrono::seconds(5);
   // The device tree is rescanned when diskstats' device set or the mount table changes, and
   // at least this often (identity, loop backing files). A rescan costs ~4.5 ms.

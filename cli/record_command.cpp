@@ -33,6 +33,7 @@ struct RecordArgs {
   std::string socket_mode = "0660";
   LiveArgs live;
   std::string health_interval = "10m";
+  std::string retain = "14d";
   std::string health_timeout = "10s";
   std::string smartctl;
   CLI::Option* smartctl_option = nullptr;
@@ -86,6 +87,12 @@ int runRecord(const RecordArgs& args) {
   }
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
+  }
+  if (auto retain = parseDuration(args.retain)) {
+    options.retain = std::chrono::duration_cast<std::chrono::milliseconds>(*retain);
+  } else {
+    std::cerr << "stallwatch record: --retain '" << args.retain << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
+    return 2;
   }
   {
     const auto every = parseDuration(args.health_interval);
@@ -169,6 +176,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
   cmd->add_option("--flush-interval", args->flush_interval,
                   "Write to the database at most this often, in one transaction; a crash loses "
                   "at most this much (0s: every interval)")
+      ->capture_default_str();
+  cmd->add_option("--retain", args->retain,
+                  "Keep this much history; older samples, events and incidents are pruned at start and every "
+                  "hour (0s: keep everything)")
       ->capture_default_str();
   cmd->add_option("--queue-capacity", args->queue_capacity,
                   "Intervals held in memory while the database is slow; the oldest are dropped "

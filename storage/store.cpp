@@ -618,6 +618,31 @@ void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   st.exec();
 }
 
+uint64_t Store::pruneBefore(int64_t cutoff_ms) {
+  // Rows are appended in time order, so the oldest are the lowest rowids: each chunk reads
+  // from the front of the table instead of scanning it for old timestamps.
+  static const char* kTables[][2] = {
+      {"disk_samples", "ts_ms"},     {"pressure_samples", "ts_ms"}, {"gpu_samples", "ts_ms"},
+      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},  {"agent_events", "ts_ms"},
+      {"incident_events", "ts_ms"},  {"drive_health", "ts_ms"},    {"incidents", "end_ms"},
+  };
+  constexpr int kChunk = 20000;
+  uint64_t deleted = 0;
+  for (const auto& [table, column] : kTables) {
+    const std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " + table +
+                            " ORDER BY rowid LIMIT " + std::to_string(kChunk) + ") AND " + column + " < ?";
+    SQLite::Statement st(db_, sql);
+    while (true) {
+      st.bind(1, cutoff_ms);
+      const int n = st.exec();
+      st.reset();
+      deleted += static_cast<uint64_t>(n);
+      if (n < kChunk) break;
+    }
+  }
+  return deleted;
+}
+
 const char* migrationSql(int version) {
   for (const Migration& m : kMigrations) {
     if (m.version == version) return m.sql;

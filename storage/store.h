@@ -89,6 +89,9 @@ class Store {
   // Open inserts the incident (source 'live'); change and close update it. Then the event.
   void writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& event);
   void writeHealth(int64_t run_id, const HealthRecord& record);
+  // Deletes samples, events and incidents older than CUTOFF_MS, a chunk per transaction so
+  // that writes are never held up long. Returns the rows deleted.
+  uint64_t pruneBefore(int64_t cutoff_ms);
 
  private:
   Store(const std::filesystem::path& path, int busy_timeout_ms);

@@ -179,6 +179,32 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   return false;
 }
 
+void SampleWriter::setRetention(std::chrono::milliseconds retain) {
+  std::lock_guard lock(mutex_);
+  retain_ = retain;
+  next_prune_ = std::chrono::steady_clock::now();
+}
+
+// Called on the writer thread with the lock released.
+void SampleWriter::pruneIfDue() {
+  if (retain_.count() <= 0 || std::chrono::steady_clock::now() < next_prune_) return;
+  next_prune_ = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  const int64_t cutoff = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch() - retain_).count();
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t n = store_->pruneBefore(cutoff);
+    if (n > 0) {
+      spdlog::info("writer: retention pruned {} rows older than {} h in {} ms", n, retain_.count() / 3'600'000,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::lock_guard lock(mutex_);
+    stats_.pruned_rows += n;
+  } catch (const std::exception& e) {
+    spdlog::warn("writer: retention could not prune: {}", e.what());
+  }
+}
+
 void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
@@ -187,6 +213,11 @@ void SampleWriter::run() {
              devices_ || gpus_;
     });
     if (stopping_) break;
+    if (retain_.count() > 0 && std::chrono::steady_clock::now() >= next_prune_) {
+      lock.unlock();
+      pruneIfDue();
+      lock.lock();
+    }
     if (!writePending(lock)) {
       wake_.wait_for(lock, kRetryDelay, [this] { return stopping_; });
       if (stopping_) break;

@@ -22,6 +22,7 @@ struct WriterStats {
   uint64_t written_batches = 0;
   uint64_t dropped_batches = 0;
   uint64_t failed_writes = 0;  // transactions that failed and were retried
+  uint64_t pruned_rows = 0;    // deleted by retention
   size_t queue_depth = 0;
 };
 
@@ -32,6 +33,8 @@ class SampleWriter {
   // more than its rows, and a crash loses at most this much. Zero writes each batch at once.
   SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t capacity = 600,
                std::chrono::milliseconds flush_interval = std::chrono::milliseconds(0));
+  // Keep RETAIN of history: older rows are pruned at start and every hour (zero: keep all).
+  void setRetention(std::chrono::milliseconds retain);
   ~SampleWriter();
   SampleWriter(const SampleWriter&) = delete;
   SampleWriter& operator=(const SampleWriter&) = delete;
@@ -81,6 +84,9 @@ class SampleWriter {
   uint64_t failed_attempts_ = 0;
   uint64_t dropped_before_failing_ = 0;
   std::string last_error_;
+  std::chrono::milliseconds retain_{0};
+  std::chrono::steady_clock::time_point next_prune_{};
+  void pruneIfDue();
   std::thread thread_;
 };
 

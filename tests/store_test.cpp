@@ -189,6 +189,27 @@ TEST(Store, RefusesAFileThatIsNotADatabase) {
   }
 }
 
+TEST(Store, RetentionPrunesOnlyWhatIsOlderThanTheCutoff) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  std::vector<collectors::SampleBatch> batches;
+  // 50 000 one-second intervals: more than one pruning chunk (20 000 rows) per table.
+  for (int64_t i = 0; i < 50'000; ++i) batches.push_back(batchAt(1'000'000 + i * 1000));
+  store->writeBatches(batches);
+  store->writeEvent(0, {1'000'000, "agent", "info", "old"});
+  store->writeEvent(0, {60'000'000, "agent", "info", "new"});
+  const int64_t cutoff = 1'000'000 + 45'000 * 1000;
+  const uint64_t deleted = store->pruneBefore(cutoff);
+  auto count = [&](const char* sql) { return store->db().execAndGet(sql).getInt64(); };
+  EXPECT_EQ(count("SELECT count(*) FROM disk_samples"), 5'000);
+  EXPECT_EQ(count("SELECT count(*) FROM pressure_samples"), 5'000);
+  EXPECT_EQ(count("SELECT count(*) FROM gpu_samples"), 5'000);
+  EXPECT_EQ(count("SELECT min(ts_ms) FROM disk_samples"), cutoff);
+  EXPECT_EQ(count("SELECT count(*) FROM agent_events"), 1);
+  EXPECT_EQ(deleted, 4u * 45'000u + 1u);  // disk, pressure, GPU and GPU process rows, one event
+  EXPECT_EQ(store->pruneBefore(cutoff), 0u);
+}
+
 TEST(Writer, WritesEverySubmittedBatch) {
   testing::ScratchDir dir;
   const auto path = dir.path() / "sw.db";
