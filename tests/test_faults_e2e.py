@@ -146,6 +146,27 @@ class FaultsE2E(unittest.TestCase):
         dropped_run = c.execute("SELECT dropped_batches FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()[0]
         self.assertGreater(dropped_run, 0)
 
+    def test_stopped_agent_skips_missed_ticks(self):
+        """A cycle that overruns (here: the whole agent stopped for 2 s) skips the ticks it
+        missed and counts them, instead of firing them back to back."""
+        p = self.start("--interval", "200ms", "--duration", "5s", "--flush-interval", "0s")
+        time.sleep(1.5)
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(2)
+        p.send_signal(signal.SIGCONT)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        m = re.search(r"recorded (\d+) intervals .* (\d+) late ticks", err)
+        self.assertTrue(m, err)
+        self.assertGreaterEqual(int(m.group(2)), 8, err)
+        c = sqlite3.connect(self.db)
+        ts = [r[0] for r in c.execute("SELECT DISTINCT ts_ms FROM disk_samples ORDER BY ts_ms")]
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        self.assertGreaterEqual(max(gaps), 1800)  # the stop shows as one long interval
+        # No burst of catch-up ticks after it: at most one short interval, where the next tick
+        # falls back on the interval grid.
+        self.assertLessEqual(sum(1 for g in gaps if g < 150), 1, gaps)
+
     def test_full_filesystem(self):
         if os.geteuid() != 0:
             self.fail("needs root to mount a small tmpfs (CI runs as root)")
