@@ -167,6 +167,32 @@ class FaultsE2E(unittest.TestCase):
         # falls back on the interval grid.
         self.assertLessEqual(sum(1 for g in gaps if g < 150), 1, gaps)
 
+    def test_device_added_and_removed_during_recording(self):
+        if os.geteuid() != 0 or not shutil.which("losetup"):
+            self.fail("needs root and losetup (CI runs as root)")
+        image = os.path.join(self.tmp, "disk.img")
+        subprocess.run(["truncate", "-s", "16M", image], check=True)
+        p = self.start("--interval", "200ms", "--flush-interval", "0s")
+        time.sleep(1)
+        made = subprocess.run(["losetup", "-f", "--show", image], capture_output=True, text=True)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        loop = made.stdout.strip()
+        subprocess.run(["dd", f"if={loop}", "of=/dev/null", "bs=1M", "count=4", "iflag=direct"], capture_output=True)
+        time.sleep(1.5)
+        subprocess.run(["losetup", "-d", loop], check=True)
+        removed_ms = time.time() * 1000
+        time.sleep(1.5)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertNotIn("[error]", err)
+        name = os.path.basename(loop)
+        c = sqlite3.connect(self.db)
+        seen = c.execute("SELECT count(*), max(ts_ms) FROM disk_latency WHERE device = ?", (name,)).fetchone()
+        self.assertGreater(seen[0], 0, "the added device was sampled")
+        after = c.execute("SELECT count(DISTINCT ts_ms) FROM disk_samples WHERE ts_ms > ?", (removed_ms + 400,)).fetchone()[0]
+        self.assertGreaterEqual(after, 4, "sampling went on after the removal")
+
     def test_full_filesystem(self):
         if os.geteuid() != 0:
             self.fail("needs root to mount a small tmpfs (CI runs as root)")
