@@ -11,7 +11,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d /var/tmp/stallwatch-soakday-XXXXXX)
 python3 "$here/tests/synthetic_db.py" "$dir/day.db" --stallwatch "$bin" --seconds 86400 --gpus 8 --devices 16 \
   --stall disk-slow --stall-at 43200 --stall-for 120
-"$bin" replay --db "$dir/day.db" --on-incident /bin/true --listen 127.0.0.1:0 > "$dir/events" 2> "$dir/replay.log" &
+# 1000x: the day in 86 s, so that the curves have points.
+"$bin" replay --db "$dir/day.db" --speed 1000 --on-incident /bin/true --listen 127.0.0.1:0 > "$dir/events" 2> "$dir/replay.log" &
 pid=$!
 echo "second rss_kb rss_anon_kb fds"
 s=0

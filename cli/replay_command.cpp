@@ -37,6 +37,10 @@ int runReplay(const ReplayArgs& args) {
   options->host = hostName();
   try {
     SQLite::Database db = storage::openForReading(args.db);
+    // Replay reads each table once in time order: SQLite sorts them, and its sorter may use
+    // up to the page cache in memory. A small cache keeps a week's replay within a few MB
+    // (the sort spills to a temporary file instead).
+    db.exec("PRAGMA cache_size = -8192");
     if (db.execAndGet("PRAGMA user_version").getInt() < 1) {
       std::cerr << "stallwatch replay: " << args.db << " is not a stallwatch database\n";
       return 1;
