@@ -2,11 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+
+#include "common/spawn.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,25 +18,6 @@ namespace stallwatch::agent {
 namespace {
 
 constexpr auto kReapPoll = std::chrono::milliseconds(20);
-constexpr const char* kHookPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-// Hooks run with the default disposition and an empty mask for every signal: the agent
-// blocks its stop signals, and a hook must not inherit that.
-struct SpawnAttributes {
-  posix_spawnattr_t attr{};
-  SpawnAttributes() {
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  }
-  ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
-};
-
 }  // namespace
 
 HookRunner::HookRunner(HookConfig config) : config_(std::move(config)) {
@@ -85,35 +67,18 @@ void HookRunner::start(Pending p) {
     spdlog::warn("hook: pipe: {}", std::strerror(errno));
     return;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  static const SpawnAttributes attributes;
-
-  std::vector<std::string> env_strings{kHookPath};
-  for (const auto& [name, value] : p.environment) {
-    // A NUL would cut the variable short; a label is not worth an exec failure.
-    std::string v = value;
-    v.erase(std::remove(v.begin(), v.end(), '\0'), v.end());
-    env_strings.push_back(name + "=" + v);
-  }
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = config_.argv;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attributes.attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
+  common::SpawnSpec spec;
+  spec.argv = config_.argv;
+  spec.environment = std::move(p.environment);
+  spec.stdin_fd = pipe_fds[0];
+  spec.inherit_stderr = true;
+  std::string error;
+  const pid_t pid = common::spawnDirect(spec, error);
   ::close(pipe_fds[0]);
-  if (rc != 0) {
+  if (pid < 0) {
     ::close(pipe_fds[1]);
     ++stats_.spawn_errors;
-    spdlog::warn("hook: cannot run {}: {}", config_.argv[0], std::strerror(rc));
+    spdlog::warn("hook: {}", error);
     return;
   }
   // The payload is a few KB, below the pipe's buffer: written at once, never waiting on a
@@ -152,8 +117,7 @@ void HookRunner::reap() {
     if (!it->killed && now >= it->deadline) {
       spdlog::warn("hook {} (pid {}) still running after {} ms: killed", config_.argv[0], it->pid,
                    config_.timeout.count());
-      ::kill(-it->pid, SIGKILL);  // its whole process group: what it started goes too
-      ::kill(it->pid, SIGKILL);
+      common::killGroup(it->pid);  // its whole process group: what it started goes too
       it->killed = true;
     }
     ++it;
@@ -183,8 +147,7 @@ void HookRunner::run() {
       if (!give_up) give_up = std::chrono::steady_clock::now() + config_.timeout;
       if (std::chrono::steady_clock::now() >= *give_up) {
         for (auto& r : running_) {
-          ::kill(-r.pid, SIGKILL);
-          ::kill(r.pid, SIGKILL);
+          common::killGroup(r.pid);
           r.killed = true;
         }
         stats_.dropped += queue_.size();

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/spawn.h"
 #include "health/smartctl_json.h"
 
 namespace stallwatch::health {
@@ -26,34 +26,13 @@ ProgramOutput runProgram(const std::vector<std::string>& argv_in, std::chrono::m
     out.error = std::string("pipe: ") + std::strerror(errno);
     return out;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  std::vector<std::string> args = argv_in;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  char* envp[] = {path.data(), nullptr};
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  common::SpawnSpec spec;
+  spec.argv = argv_in;
+  spec.stdout_fd = fds[1];
+  const pid_t pid = common::spawnDirect(spec, out.error);
   ::close(fds[1]);
-  if (rc != 0) {
+  if (pid < 0) {
     ::close(fds[0]);
-    out.error = "cannot run " + argv_in[0] + ": " + std::strerror(rc);
     return out;
   }
   out.started = true;
@@ -75,10 +54,7 @@ ProgramOutput runProgram(const std::vector<std::string>& argv_in, std::chrono::m
     if (out.out.size() < kMaxOutput) out.out.append(buffer, static_cast<size_t>(got));
   }
   ::close(fds[0]);
-  if (out.timed_out) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-  }
+  if (out.timed_out) common::killGroup(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
