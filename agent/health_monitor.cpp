@@ -122,9 +122,9 @@ void HealthMonitor::run() {
     wake_.wait_until(lock, next_round, [&] { return stopping_ || !requested_.empty() || targets_changed_; });
     if (stopping_) break;
     const bool round = std::chrono::steady_clock::now() >= next_round || targets_changed_;
-    std::vector<health::DriveTarget> todo;
+    std::vector<health::DriveTarget> due;
     for (const auto& t : targets_) {
-      if (round || requested_.count(t.device)) todo.push_back(t);
+      if (round || requested_.count(t.device)) due.push_back(t);
     }
     requested_.clear();
     if (round && !targets_changed_) next_round = std::chrono::steady_clock::now() + config_.interval;
@@ -133,7 +133,7 @@ void HealthMonitor::run() {
     }
     targets_changed_ = false;
     lock.unlock();
-    for (const auto& t : todo) {
+    for (const auto& t : due) {
       readOne(t);
       std::lock_guard check(mutex_);
       if (stopping_) break;

@@ -32,11 +32,6 @@ int64_t monotonicNs() {
       .count();
 }
 
-std::string hostName() {
-  char buffer[256] = {};
-  if (::gethostname(buffer, sizeof buffer - 1) != 0) return "unknown";
-  return buffer;
-}
 
 // Sleeps until DEADLINE unless a stop signal arrives first; true means "stop".
 bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
@@ -73,6 +68,12 @@ struct ActiveCollector {
 };
 
 }  // namespace
+
+std::string hostName() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof buffer - 1) != 0) return "unknown";
+  return buffer;
+}
 
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
   RecorderSummary summary;
@@ -245,10 +246,15 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     collectors::attachJobGpuUtilization(batch);
     ++summary.intervals;
     {
+      // The agent's own figures only matter to the endpoint: not gathered every tick without it.
+      AgentCounters counters{summary.intervals, summary.late_ticks, nullptr, {}};
       std::vector<CollectorStats> stats;
-      stats.reserve(active.size());
-      for (const auto& a : active) stats.push_back(a.stats);
-      live.onBatch(batch, &writer, {summary.intervals, summary.late_ticks, &stats, writer.stats()});
+      if (live.metricsPort()) {
+        for (const auto& a : active) stats.push_back(a.stats);
+        counters.collectors = &stats;
+        counters.writer = writer.stats();
+      }
+      live.onBatch(batch, &writer, counters);
     }
     if (gpu && !gpus_described && !batch.gpus.empty()) {
       writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);

@@ -56,4 +56,7 @@ struct RecorderSummary {
 // when the DB cannot be opened, std::runtime_error when --listen cannot be bound.
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals);
 
+// This host's name as runs, hooks and webhooks give it ("unknown" if it has none).
+std::string hostName();
+
 }  // namespace stallwatch::agent

@@ -11,6 +11,7 @@
 
 #include "agent/incident_payload.h"
 #include "agent/live_pipeline.h"
+#include "agent/recorder.h"
 #include "cli/commands.h"
 #include "cli/live_options.h"
 #include "storage/recording_replay.h"
@@ -26,15 +27,10 @@ struct ReplayArgs {
   LiveArgs live;
 };
 
-std::string hostName() {
-  char buffer[256] = {};
-  return ::gethostname(buffer, sizeof buffer - 1) == 0 ? buffer : "unknown";
-}
-
 int runReplay(const ReplayArgs& args) {
   auto options = toLiveOptions(args.live, "replay");
   if (!options) return 2;
-  options->host = hostName();
+  options->host = agent::hostName();
   try {
     SQLite::Database db = storage::openForReading(args.db);
     // Replay reads each table once in time order: SQLite sorts them, and its sorter may use

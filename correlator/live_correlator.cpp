@@ -120,16 +120,23 @@ void LiveCorrelator::trim(JobSeries& s) const {
   }
 }
 
-std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, JobState& job, int64_t ts_ms,
-                                                     int64_t end_ms) {
-  if (!job.open) return std::nullopt;
+// An event about JOB's open incident as it stands.
+IncidentEvent LiveCorrelator::eventOf(IncidentEventKind kind, const std::string& key, const JobState& job,
+                                      int64_t ts_ms) {
   IncidentEvent e;
-  e.kind = IncidentEventKind::kClose;
+  e.kind = kind;
   e.live_id = job.open->live_id;
   e.ts_ms = ts_ms;
   e.job_key = key;
   e.job_label = job.label;
   e.incident = job.open->incident;
+  return e;
+}
+
+std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, JobState& job, int64_t ts_ms,
+                                                     int64_t end_ms) {
+  if (!job.open) return std::nullopt;
+  IncidentEvent e = eventOf(IncidentEventKind::kClose, key, job, ts_ms);
   e.incident.end_ms = end_ms;
   job.open.reset();
   return e;
@@ -202,13 +209,7 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       open.incident.start_ms = start;
       open.last_stalled_ms = ongoing->end_ms;
       if (was_class != toString(ongoing->cls) || was_device != ongoing->device) {
-        IncidentEvent e;
-        e.kind = IncidentEventKind::kChange;
-        e.live_id = open.live_id;
-        e.ts_ms = batch.wall_time_ms;
-        e.job_key = sample.key;
-        e.job_label = job.label;
-        e.incident = open.incident;
+        IncidentEvent e = eventOf(IncidentEventKind::kChange, sample.key, job, batch.wall_time_ms);
         e.previous_class = was_class;
         e.previous_device = was_device;
         events.push_back(std::move(e));
@@ -225,15 +226,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       open.live_id = next_id_++;
       open.incident = *ongoing;
       open.last_stalled_ms = ongoing->end_ms;
-      IncidentEvent e;
-      e.kind = IncidentEventKind::kOpen;
-      e.live_id = open.live_id;
-      e.ts_ms = batch.wall_time_ms;
-      e.job_key = sample.key;
-      e.job_label = job.label;
-      e.incident = open.incident;
       job.open = std::move(open);
-      events.push_back(std::move(e));
+      events.push_back(eventOf(IncidentEventKind::kOpen, sample.key, job, batch.wall_time_ms));
     }
   }
   return events;

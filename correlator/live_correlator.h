@@ -91,6 +91,7 @@ class LiveCorrelator {
 
   void append(JobState& job, const collectors::JobSample& sample, const collectors::SampleBatch& batch);
   void trim(JobSeries& s) const;
+  static IncidentEvent eventOf(IncidentEventKind kind, const std::string& key, const JobState& job, int64_t ts_ms);
   std::optional<IncidentEvent> closeOf(const std::string& key, JobState& job, int64_t ts_ms, int64_t end_ms);
 
   LiveConfig config_;

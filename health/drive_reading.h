@@ -12,8 +12,6 @@ namespace stallwatch::health {
 
 __extension__ typedef unsigned __int128 uint128;
 std::string toString(uint128 v);
-// Exact below 2^53; counters past that are beyond any drive's life.
-inline double toDouble(uint128 v) { return static_cast<double>(v); }
 
 enum class DriveKind { kAta, kNvme, kScsi, kUnknown };
 const char* toString(DriveKind kind);

@@ -265,6 +265,23 @@ std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text)
   return out;
 }
 
+void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& inc) {
+  st.bind(first, inc.start_ms);
+  st.bind(first + 1, inc.end_ms);
+  st.bind(first + 2, correlator::toString(inc.cls));
+  for (auto [offset, text] : {std::pair{3, &inc.device}, std::pair{4, &inc.physical_device}}) {
+    if (text->empty()) {
+      st.bind(first + offset);
+    } else {
+      st.bind(first + offset, *text);
+    }
+  }
+  st.bind(first + 5, inc.idle_share);
+  st.bind(first + 6, inc.gpu_seconds_lost);
+  st.bind(first + 7, inc.confidence);
+  st.bind(first + 8, evidenceJson(inc.evidence));
+}
+
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
                       const std::vector<correlator::Incident>& incidents, int64_t detected_ms) {
   SQLite::Transaction tx(db);
@@ -278,15 +295,7 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
                         "source, detected_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
   for (const auto& inc : incidents) {
     ins.bind(1, job_id);
-    ins.bind(2, inc.start_ms);
-    ins.bind(3, inc.end_ms);
-    ins.bind(4, correlator::toString(inc.cls));
-    if (inc.device.empty()) ins.bind(5); else ins.bind(5, inc.device);
-    if (inc.physical_device.empty()) ins.bind(6); else ins.bind(6, inc.physical_device);
-    ins.bind(7, inc.idle_share);
-    ins.bind(8, inc.gpu_seconds_lost);
-    ins.bind(9, inc.confidence);
-    ins.bind(10, evidenceJson(inc.evidence));
+    bindIncident(ins, 2, inc);
     ins.bind(11, source);
     ins.bind(12, detected_ms);
     ins.exec();

@@ -59,6 +59,11 @@ struct StoredIncident {
 std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence);
 std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text);
 
+// Binds an incident's nine stored fields (start_ms, end_ms, class, device, physical_device,
+// idle_share, gpu_seconds_lost, confidence, evidence) from parameter FIRST on: the one column
+// order every statement that writes incidents uses.
+void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& incident);
+
 // Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
                       const std::vector<correlator::Incident>& incidents, int64_t detected_ms);

@@ -538,15 +538,7 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
     SQLite::Statement st(db_,
                          "UPDATE incidents SET start_ms=?, end_ms=?, class=?, device=?, physical_device=?, "
                          "idle_share=?, gpu_seconds_lost=?, confidence=?, evidence=? WHERE incident_id=?");
-    st.bind(1, i.start_ms);
-    st.bind(2, i.end_ms);
-    st.bind(3, correlator::toString(i.cls));
-    bindText(st, 4, i.device);
-    bindText(st, 5, i.physical_device);
-    st.bind(6, i.idle_share);
-    st.bind(7, i.gpu_seconds_lost);
-    st.bind(8, i.confidence);
-    st.bind(9, evidenceJson(i.evidence));
+    bindIncident(st, 1, i);
     st.bind(10, incident_id);
     st.exec();
   } else {
@@ -555,15 +547,7 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
                          "idle_share, gpu_seconds_lost, confidence, evidence, source, detected_ms) "
                          "VALUES (?,?,?,?,?,?,?,?,?,?,'live',?) RETURNING incident_id");
     st.bind(1, job);
-    st.bind(2, i.start_ms);
-    st.bind(3, i.end_ms);
-    st.bind(4, correlator::toString(i.cls));
-    bindText(st, 5, i.device);
-    bindText(st, 6, i.physical_device);
-    st.bind(7, i.idle_share);
-    st.bind(8, i.gpu_seconds_lost);
-    st.bind(9, i.confidence);
-    st.bind(10, evidenceJson(i.evidence));
+    bindIncident(st, 2, i);
     st.bind(11, e.ts_ms);
     st.executeStep();
     incident_id = st.getColumn(0).getInt64();
