@@ -60,6 +60,7 @@ std::string incidentSummary(const IncidentEvent& e, const std::string& host) {
     text += " (was " + e.previous_class + (e.previous_device.empty() ? "" : " on " + e.previous_device) + ")";
   }
   if (const std::string ev = evidenceText(i); !ev.empty()) text += ": " + ev;
+  if (const std::string ranks = correlator::rankSummary(i); !ranks.empty()) text += "; " + ranks;
   return text;
 }
 
@@ -90,6 +91,11 @@ nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
       {"gpu_seconds_lost", i.gpu_seconds_lost},
       {"confidence", i.confidence},
       {"evidence", evidence},
+      {"straggler", i.straggler ? nlohmann::json{{"rank", i.straggler->rank}, {"pid", i.straggler->pid},
+                                                 {"gpu", i.straggler->gpu}}
+                                : nlohmann::json(nullptr)},
+      {"waiting_ranks", i.waiting_ranks},
+      {"ranks_starved", i.ranks_starved},
       {"summary", incidentSummary(e, host)},
   };
   if (e.kind == IncidentEventKind::kChange) {
@@ -122,6 +128,9 @@ std::vector<std::pair<std::string, std::string>> incidentEnvironment(const Incid
       {"STALLWATCH_IDLE_SHARE", fmt::format("{:.3f}", i.idle_share)},
       {"STALLWATCH_CONFIDENCE", fmt::format("{:.2f}", i.confidence)},
       {"STALLWATCH_SUMMARY", incidentSummary(e, host)},
+      {"STALLWATCH_STRAGGLER_RANK", i.straggler ? std::to_string(i.straggler->rank) : ""},
+      {"STALLWATCH_STRAGGLER_PID", i.straggler ? std::to_string(i.straggler->pid) : ""},
+      {"STALLWATCH_STRAGGLER_GPU", i.straggler ? i.straggler->gpu : ""},
   };
   if (e.kind == IncidentEventKind::kChange) {
     env.emplace_back("STALLWATCH_PREVIOUS_CLASS", e.previous_class);
@@ -136,7 +145,8 @@ std::string webhookBody(const IncidentEvent& e, const std::string& host) {
   const std::string status = resolved ? "resolved" : "firing";
   const nlohmann::json labels = {{"alertname", "StallwatchStall"}, {"instance", host},
                                  {"job_key", e.job_key},         {"class", correlator::toString(i.cls)},
-                                 {"device", i.device},           {"severity", "warning"}};
+                                 {"device", i.device},           {"severity", "warning"},
+                                 {"rank", stallRankLabel(i)}};
   const std::string summary = incidentSummary(e, host);
   const nlohmann::json annotations = {{"summary", summary}, {"job_label", e.job_label},
                                       {"physical_device", i.physical_device}};

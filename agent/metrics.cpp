@@ -147,6 +147,18 @@ std::string renderMetrics(const MetricsSnapshot& s) {
       w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.utilization_percent / 100.0);
     }
   }
+  w.family("stallwatch_gpu_sm_active_ratio", "gauge",
+           "Share of the GPU's SMs busy over the interval (NVML GPM; a collective that waits for another "
+           "rank reads low here and near 1 in utilisation).");
+  for (const auto& g : s.gpus) {
+    if (g.sm_active_percent) {
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.sm_active_percent / 100.0);
+    }
+  }
+  w.family("stallwatch_gpu_power_watts", "gauge", "GPU power draw.");
+  for (const auto& g : s.gpus) {
+    if (g.power_watts) w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.power_watts);
+  }
   w.family("stallwatch_gpu_memory_used_bytes", "gauge", "GPU memory in use.");
   for (const auto& g : s.gpus) {
     if (g.memory_used_bytes) {
@@ -177,14 +189,18 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
 
   w.family("stallwatch_stall_active", "gauge",
-           "1 while the job is stalled; class and device say why (live correlator).");
-  for (const auto& st : s.stalls) {
-    w.sample({{"job", st.job_key}, {"class", correlator::toString(st.cls)}, {"device", st.device}}, 1);
-  }
+           "1 while the job is stalled; class and device say why, rank which rank held it back "
+           "(\"all\": every rank starved alike; empty: a one-rank job).");
+  // The rank label only where the job has ranks: one-rank jobs keep the series they had.
+  auto stallLabels = [](const correlator::ActiveStall& st) {
+    Writer::Labels labels{{"job", st.job_key}, {"class", correlator::toString(st.cls)}, {"device", st.device}};
+    if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
+    return labels;
+  };
+  for (const auto& st : s.stalls) w.sample(stallLabels(st), 1);
   w.family("stallwatch_stall_start_timestamp_seconds", "gauge", "When the active stall began (Unix time).");
   for (const auto& st : s.stalls) {
-    w.sample({{"job", st.job_key}, {"class", correlator::toString(st.cls)}, {"device", st.device}},
-             static_cast<double>(st.start_ms) / 1000.0);
+    w.sample(stallLabels(st), static_cast<double>(st.start_ms) / 1000.0);
   }
   w.family("stallwatch_incidents_total", "counter", "Incidents opened by the live correlator, by class.");
   for (int c = 0; c < correlator::kStallClassCount; ++c) {

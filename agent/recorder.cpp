@@ -178,6 +178,10 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
         case collectors::Outcome::kNoData: ++a.stats.no_data; break;
         case collectors::Outcome::kError: ++a.stats.errors; break;
       }
+      if (!r.notice.empty()) {
+        spdlog::info("{}: {}", a.stats.name, r.notice);
+        writer.submitEvent({tick.wall_time_ms, a.stats.name, "info", r.notice});
+      }
       // Log and record a change of state, not every repetition of it. A collector's first
       // reading only primes its counters (no data, no reason): that is not news, and neither
       // is its first success.

@@ -59,6 +59,9 @@ int runIncidents(const IncidentsArgs& args) {
     for (const auto& s : incidents) {
       std::cout << "#" << s.incident_id << "  job " << s.job_id << " " << s.job_label << "\n    "
                 << describeIncident(s.incident) << "  [" << s.source << "]\n";
+      if (const std::string ranks = correlator::rankSummary(s.incident); !ranks.empty()) {
+        std::cout << "    " << ranks << "\n";
+      }
       for (const auto& e : s.incident.evidence) {
         if (!e.supports) continue;
         std::cout << "      * " << e.signal << ": " << e.baseline << " -> " << e.during << "\n";

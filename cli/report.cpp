@@ -93,6 +93,10 @@ std::string describeIncident(const correlator::Incident& inc) {
 }
 
 nlohmann::json incidentJson(const correlator::Incident& inc) {
+  nlohmann::json straggler = nullptr;
+  if (inc.straggler) {
+    straggler = {{"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
+  }
   nlohmann::json evidence = nlohmann::json::array();
   for (const auto& e : inc.evidence) {
     evidence.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during},
@@ -107,8 +111,53 @@ nlohmann::json incidentJson(const correlator::Incident& inc) {
           {"idle_share", inc.idle_share},
           {"gpu_seconds_lost", inc.gpu_seconds_lost},
           {"confidence", inc.confidence},
+          {"straggler", straggler},
+          {"waiting_ranks", inc.waiting_ranks},
+          {"ranks_starved", inc.ranks_starved},
           {"evidence", evidence}};
 }
+
+namespace {
+
+std::string progressText(const correlator::Analysis& a, const correlator::JobSeries& s) {
+  const std::string& signal = a.progress_signal;
+  if (signal.empty()) return "nothing (no GPU readings, no dataloader reports)";
+  if (signal == "steps") return "dataloader steps per second";
+  if (signal == "gpu_active") return fmt::format("GPU SM activity (GPM) of {} GPU(s)", s.gpu_count);
+  if (signal == "gpu_util_slowest_rank") {
+    return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)", s.ranks.size());
+  }
+  return fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count);
+}
+
+std::string share(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v * 100) : "-"; }
+std::string percent(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v) : "-"; }
+
+// Per rank: its GPU's median utilisation and activity, its median data wait share and reads.
+nlohmann::json rankFigures(const correlator::JobSeries& s, const correlator::RankSeries& r) {
+  correlator::Series wait(s.size());
+  for (size_t i = 0; i < s.size() && i < r.data_wait_s.size(); ++i) {
+    if (r.data_wait_s[i] && s.interval_s[i] > 0) wait[i] = *r.data_wait_s[i] / s.interval_s[i];
+  }
+  correlator::Series steps_per_s(s.size());
+  for (size_t i = 0; i < s.size() && i < r.steps.size(); ++i) {
+    if (r.steps[i] && s.interval_s[i] > 0) steps_per_s[i] = *r.steps[i] / s.interval_s[i];
+  }
+  return {{"rank", r.rank},
+          {"pid", r.pid},
+          {"gpu", r.gpu},
+          {"gpu_util_p50_percent", orNull(correlator::percentile(r.gpu_util_percent, 50))},
+          {"gpu_active_p50_percent", orNull(correlator::percentile(r.gpu_active_percent, 50))},
+          {"steps_per_second_p50", orNull(correlator::percentile(steps_per_s, 50))},
+          {"data_wait_share_p50", orNull(correlator::percentile(wait, 50))},
+          {"read_bytes_per_second_p50", orNull(correlator::percentile(r.read_bytes_per_s, 50))}};
+}
+
+std::optional<double> number(const nlohmann::json& j, const char* key) {
+  return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
+}
+
+}  // namespace
 
 std::string renderText(const std::vector<JobReport>& reports) {
   std::string out;
@@ -118,11 +167,7 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += fmt::format("job {}  {}  ({})\n", r.job.job_id, r.job.label, r.job.key);
     out += fmt::format("  span        {} .. {}  ({} intervals)\n", timeText(s.ts_ms.front()),
                        timeText(s.ts_ms.back()), s.size());
-    out += fmt::format("  judged by   {}\n", r.analysis.progress_signal.empty()
-                                                 ? "nothing (no GPU readings, no dataloader reports)"
-                                                 : r.analysis.progress_signal == "gpu_util"
-                                                       ? fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count)
-                                                       : std::string("dataloader steps per second"));
+    out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
     out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
     std::string lost;
     for (int c = 0; c < correlator::kStallClassCount; ++c) {
@@ -137,10 +182,23 @@ std::string renderText(const std::vector<JobReport>& reports) {
                        r.analysis.blips);
     for (const auto& inc : r.analysis.incidents) {
       out += "    " + describeIncident(inc) + "\n";
+      if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty()) out += "      " + ranks + "\n";
       for (const auto& e : inc.evidence) {
         if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
         out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
                            e.supports ? "*" : " ", e.signal, e.baseline, e.during);
+      }
+    }
+    if (!s.ranks.empty()) {
+      out += "  ranks       rank  pid      GPU            util p50  active p50  steps/s p50  data wait p50  read MB/s p50\n";
+      for (const auto& rank : s.ranks) {
+        const auto f = rankFigures(s, rank);
+        const auto read = number(f, "read_bytes_per_second_p50");
+        const auto steps = number(f, "steps_per_second_p50");
+        out += fmt::format("              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", rank.rank, rank.pid,
+                           rank.gpu.empty() ? "-" : rank.gpu.substr(0, 12), percent(number(f, "gpu_util_p50_percent")),
+                           percent(number(f, "gpu_active_p50_percent")), steps ? fmt::format("{:.1f}", *steps) : "-",
+                           share(number(f, "data_wait_share_p50")), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
       }
     }
     out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
@@ -168,6 +226,8 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
     for (int c = 0; c < correlator::kStallClassCount; ++c) {
       lost[correlator::toString(static_cast<correlator::StallClass>(c))] = r.analysis.gpu_seconds_lost[c];
     }
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& rank : r.series.ranks) ranks.push_back(rankFigures(r.series, rank));
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : r.devices) {
       devices.push_back({{"device", d.name}, {"via", d.via}, {"r_await_p50_ms", orNull(d.r_await_p50)},
@@ -189,6 +249,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
                    {"gpu_seconds_lost_by_class", lost},
                    {"blips", r.analysis.blips},
                    {"incidents", incidents},
+                   {"ranks", ranks},
                    {"devices", devices}});
   }
   return out;

@@ -17,10 +17,13 @@ struct CollectResult {
   Outcome outcome = Outcome::kData;
   std::string message;  // why there is no data, or what failed
   uint64_t skipped = 0;  // malformed lines or out-of-range values dropped this time
+  // Said once by the collector, whatever the outcome: a reading this host cannot give and the
+  // fallback used instead (logged and stored as an event by the agent).
+  std::string notice;
 
-  static CollectResult data(uint64_t skipped = 0) { return {Outcome::kData, {}, skipped}; }
-  static CollectResult noData(std::string why) { return {Outcome::kNoData, std::move(why), 0}; }
-  static CollectResult error(std::string what) { return {Outcome::kError, std::move(what), 0}; }
+  static CollectResult data(uint64_t skipped = 0) { return {Outcome::kData, {}, skipped, {}}; }
+  static CollectResult noData(std::string why) { return {Outcome::kNoData, std::move(why), 0, {}}; }
+  static CollectResult error(std::string what) { return {Outcome::kError, std::move(what), 0, {}}; }
 };
 
 // A line a parser skipped, with its 1-based number and what was wrong with it.

@@ -72,11 +72,41 @@ std::optional<double> GpuCollector::utilization(uint32_t index, PerGpu& state, G
   return rates.value.gpu_percent;
 }
 
+void GpuCollector::readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sample, uint64_t& skipped,
+                                std::string& notice) {
+  if (auto power = driver_->powerWatts(gpu.index); power.ok() && power.value >= 0) sample.power_watts = power.value;
+  if (!options_.activity || state.activity_unsupported) return;
+  auto activity = driver_->activity(gpu.index);
+  if (activity.code == DriverCode::kNotSupported) {
+    // Said once per GPU: the correlator then judges this GPU by utilisation alone.
+    state.activity_unsupported = true;
+    notice += (notice.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(gpu.index) +
+              ": no GPM activity metrics (" + activity.message +
+              "); judging it by utilisation, which counts a collective waiting for another rank as busy";
+    return;
+  }
+  if (!activity.ok()) return;
+  auto keep = [&](const std::optional<double>& v, std::optional<double>& into) {
+    if (!v) return;
+    if (!inPercentRange(*v)) {
+      ++skipped;
+      ++counters_.out_of_range_values;
+      return;
+    }
+    into = *v;
+  };
+  keep(activity.value.sm_active_percent, sample.sm_active_percent);
+  keep(activity.value.sm_occupancy_percent, sample.sm_occupancy_percent);
+  keep(activity.value.tensor_active_percent, sample.tensor_active_percent);
+  keep(activity.value.dram_active_percent, sample.dram_active_percent);
+}
+
 CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
   if (gpus_.empty()) return CollectResult::noData(unavailable_);
   uint64_t skipped = 0;
   size_t reported = 0;
   std::string problem;
+  std::string notice;
   for (size_t i = 0; i < gpus_.size(); ++i) {
     const GpuInfo& gpu = gpus_[i];
     PerGpu& state = state_[i];
@@ -103,6 +133,7 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
       sample.memory_total_bytes = memory.value.total_bytes;
     }
     if (auto clock = driver_->smClockMhz(gpu.index); clock.ok()) sample.sm_clock_mhz = clock.value;
+    readActivity(gpu, state, sample, skipped, notice);
     if (options_.pcie) {
       if (auto tx = driver_->pcieBytesPerSecond(gpu.index, PcieDirection::kTx); tx.ok()) {
         sample.pcie_tx_bytes_per_second = tx.value;
@@ -146,9 +177,10 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
     out.gpus.push_back(std::move(sample));
     ++reported;
   }
-  if (reported == 0) return CollectResult::error(problem.empty() ? "no GPU answered" : problem);
-  CollectResult result = CollectResult::data(skipped);
-  result.message = problem;
+  CollectResult result = reported == 0 ? CollectResult::error(problem.empty() ? "no GPU answered" : problem)
+                                       : CollectResult::data(skipped);
+  if (reported != 0) result.message = problem;
+  result.notice = notice;
   return result;
 }
 

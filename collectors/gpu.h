@@ -19,6 +19,8 @@ struct GpuCollectorOptions {
   // unless asked for, so that eight GPUs do not hold the sampling thread for 0.4 s a tick.
   bool pcie = false;
   bool per_process = true;
+  // GPM activity metrics (SM activity, occupancy, tensor, DRAM) where the GPU offers them.
+  bool activity = true;
 };
 
 struct GpuCollectorCounters {
@@ -43,9 +45,12 @@ class GpuCollector final : public Collector {
     uint64_t last_sample_us = 0;
     uint64_t last_process_us = 0;
     bool lost = false;
+    bool activity_unsupported = false;
   };
   std::optional<double> utilization(uint32_t index, PerGpu& state, GpuSample& sample,
                                     uint64_t& skipped);
+  void readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sample, uint64_t& skipped,
+                    std::string& notice);
 
   std::unique_ptr<GpuDriver> driver_;
   GpuCollectorOptions options_;

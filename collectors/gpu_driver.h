@@ -60,6 +60,17 @@ struct GpuComputeProcess {
   std::optional<uint64_t> used_memory_bytes;  // none where the driver cannot tell (MIG, containers)
 };
 
+// GPU Performance Monitoring metrics over the span between two samples of the device's
+// counters (Hopper and later): what the SMs really did, where utilisation only says "a kernel
+// ran". A GPU waiting inside a collective runs a spinning kernel: utilisation near 100 %,
+// SM activity near the few SMs that kernel occupies.
+struct GpuActivity {
+  std::optional<double> sm_active_percent;     // NVML_GPM_METRIC_SM_UTIL
+  std::optional<double> sm_occupancy_percent;  // NVML_GPM_METRIC_SM_OCCUPANCY
+  std::optional<double> tensor_active_percent; // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+  std::optional<double> dram_active_percent;   // NVML_GPM_METRIC_DRAM_BW_UTIL
+};
+
 enum class PcieDirection { kTx, kRx };
 
 class GpuDriver {
@@ -74,6 +85,10 @@ class GpuDriver {
   virtual DriverResult<GpuRates> utilizationRates(uint32_t index) = 0;
   virtual DriverResult<GpuMemory> memory(uint32_t index) = 0;
   virtual DriverResult<uint32_t> smClockMhz(uint32_t index) = 0;
+  virtual DriverResult<double> powerWatts(uint32_t index) = 0;
+  // GPM metrics since the previous call for this GPU. The first call only takes the first
+  // sample (kNoNewData); kNotSupported where the GPU or driver has no GPM.
+  virtual DriverResult<GpuActivity> activity(uint32_t index) = 0;
   virtual DriverResult<uint64_t> pcieBytesPerSecond(uint32_t index, PcieDirection direction) = 0;
   virtual DriverResult<std::vector<GpuProcessUtilization>> processUtilization(
       uint32_t index, uint64_t since_us) = 0;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace stallwatch::collectors {
 namespace {
@@ -49,7 +51,26 @@ std::string join(const std::set<std::string>& items) {
   return out;
 }
 
+std::optional<int32_t> parseRank(const std::string& text) {
+  constexpr long kMaxRank = 1 << 24;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > kMaxRank) return std::nullopt;
+  return static_cast<int32_t>(v);
+}
+
 }  // namespace
+
+// Figures summed over a set of processes for one interval.
+struct JobTracker::Totals {
+  double main_cpu = 0, workers_cpu = 0, read_bytes = 0, write_bytes = 0, rchar = 0, syscr = 0;
+  bool io_known = false;
+  uint32_t processes = 0, workers = 0, d_state = 0;
+  std::map<std::string, uint32_t> wchans;
+  DataloaderTotals reported;
+  bool any_reported = false;
+};
 
 std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env) {
   if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty()) {
@@ -58,6 +79,12 @@ std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env)
   }
   if (auto it = env.find("TORCHELASTIC_RUN_ID"); it != env.end() && !it->second.empty()) {
     return "torchelastic:" + it->second;
+  }
+  // torch.distributed started without torchrun (mp.spawn, a hand-written launcher): the
+  // rendezvous address is what the ranks of one run share.
+  auto addr = env.find("MASTER_ADDR"), port = env.find("MASTER_PORT");
+  if (addr != env.end() && port != env.end() && !addr->second.empty() && !port->second.empty()) {
+    return "dist:" + addr->second + ":" + port->second;
   }
   return {};
 }
@@ -88,7 +115,10 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   if (job.members.size() >= options_.max_processes_per_job && !job.members.count(pid)) return;
   auto stat = reader_.stat(pid);
   if (!stat) return;
-  auto [it, inserted] = job.members.try_emplace(pid, Member{*stat, reader_.io(pid), root});
+  std::optional<int32_t> rank;
+  const auto env = reader_.environ(pid);
+  if (auto r = env.find("RANK"); r != env.end()) rank = parseRank(r->second);
+  auto [it, inserted] = job.members.try_emplace(pid, Member{*stat, reader_.io(pid), root, rank});
   if (!inserted) {
     it->second.root = it->second.root || root;
     return;
@@ -147,9 +177,19 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
       auto processes = gpu_->computeProcesses(g.index);
       if (!processes.ok()) continue;
       for (const auto& p : processes.value) {
-        if (Job* job = attach(p.pid, {}, now_ms, out); job && job->gpus.insert(g.uuid).second) {
+        Job* job = attach(p.pid, {}, now_ms, out);
+        if (!job) continue;
+        if (job->gpus.insert(g.uuid).second) {
           job->description.gpus = join(job->gpus);
           job->changed = true;
+        }
+        // A rank may hold a context on another GPU too (a stray cuda:0): its GPU is the one
+        // where it keeps the most memory.
+        const uint64_t used = p.used_memory_bytes.value_or(0);
+        auto [it, inserted] = job->gpu_of_pid.try_emplace(p.pid, g.uuid, used);
+        if (!inserted && used > it->second.second) it->second = {g.uuid, used};
+        if (auto m = job->members.find(p.pid); m != job->members.end() && !m->second.rank) {
+          m->second.rank = static_cast<int32_t>(g.index);
         }
       }
     }
@@ -218,6 +258,44 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
   }
 }
 
+// Ranks: a process without RANK in its environment belongs to the rank of its parent;
+// each rank's main process is its topmost one. Written when a rank appears or changes.
+void JobTracker::assignRanks(Job& job) {
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (auto& [pid, m] : job.members) {
+      if (m.rank) continue;
+      auto parent = job.members.find(m.stat.ppid);
+      if (parent != job.members.end() && parent->second.rank) {
+        m.rank = parent->second.rank;
+        grew = true;
+      }
+    }
+  }
+}
+
+void JobTracker::describeRanks(Job& job, SampleBatch& out) {
+  std::map<int32_t, RankDescription> now;
+  for (const auto& [pid, m] : job.members) {
+    if (!m.rank) continue;
+    auto parent = job.members.find(m.stat.ppid);
+    const bool top = parent == job.members.end() || parent->second.rank != m.rank;
+    RankDescription& r = now[*m.rank];
+    r.key = job.description.key;
+    r.rank = *m.rank;
+    if (top && (r.pid == 0 || pid < r.pid)) r.pid = pid;
+    if (auto g = job.gpu_of_pid.find(pid); g != job.gpu_of_pid.end() && (r.gpu.empty() || top)) r.gpu = g->second.first;
+  }
+  for (auto& [rank, r] : now) {
+    auto was = job.ranks.find(rank);
+    if (was != job.ranks.end() && was->second.pid == r.pid && (was->second.gpu == r.gpu || r.gpu.empty())) continue;
+    if (r.gpu.empty() && was != job.ranks.end()) r.gpu = was->second.gpu;
+    job.ranks[rank] = r;
+    out.rank_updates.push_back(r);
+  }
+}
+
 CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   const bool discovery = ticks_++ % options_.discovery_every_ticks == 0;
   const double elapsed = static_cast<double>(tick.monotonic_ns - last_tick_ns_) / 1e9;
@@ -225,92 +303,125 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   last_tick_ns_ = tick.monotonic_ns;
   if (discovery) discover(tick.wall_time_ms, out);
   // Attribute the dataloader's datagrams now, before exited members are pruned: a process
-  // sends its last datagram as it finishes, and it may be gone by this tick.
+  // sends its last datagram as it finishes, and it may be gone by this tick. Per job, and
+  // per rank of the sending process.
   std::map<std::string, DataloaderTotals> dataloader;
+  std::map<std::pair<std::string, int32_t>, DataloaderTotals> dataloader_by_rank;
   if (socket_) {
     for (const auto& [pid, t] : socket_->drain()) {
       Job* job = pid != 0 ? attach(pid, {}, tick.wall_time_ms, out) : nullptr;
       if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
-      DataloaderTotals& sum = dataloader[job->description.key];
-      sum.steps += t.steps;
-      sum.samples += t.samples;
-      sum.wait_seconds += t.wait_seconds;
-      sum.step_seconds += t.step_seconds;
+      auto add = [&t = t](DataloaderTotals& sum) {
+        sum.steps += t.steps;
+        sum.samples += t.samples;
+        sum.wait_seconds += t.wait_seconds;
+        sum.step_seconds += t.step_seconds;
+      };
+      add(dataloader[job->description.key]);
+      assignRanks(*job);
+      if (auto m = job->members.find(pid); m != job->members.end() && m->second.rank) {
+        add(dataloader_by_rank[{job->description.key, *m->second.rank}]);
+      }
     }
   }
 
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
     followChildren(job, discovery, out);
-    JobSample sample;
-    sample.key = job.description.key;
-    sample.gpus = job.description.gpus;
-    double main_cpu = 0, workers_cpu = 0, read_bytes = 0, write_bytes = 0, rchar = 0, syscr = 0;
-    bool io_known = false;
-    std::map<std::string, uint32_t> wchans;
+    assignRanks(job);
+    Totals total;
+    std::map<int32_t, Totals> by_rank;
     // When a parent reaps a child, the kernel adds the child's I/O counters to the parent's
     // (wait_task_zombie), so the parent's next delta holds everything the child ever read.
-    // What we had already counted for a child reaped by a member is taken back out.
-    ProcIo reaped{};
+    // What we had already counted for a child reaped by a member is taken back out, from the
+    // job and from the rank of the parent that reaped it.
+    std::map<std::optional<int32_t>, ProcIo> reaped;
     for (auto m = job.members.begin(); m != job.members.end();) {
       auto stat = reader_.stat(m->first);
       if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
         const Member& gone = m->second;
-        if (gone.io && job.members.count(gone.stat.ppid)) {
-          reaped.read_bytes += gone.io->read_bytes;
-          reaped.write_bytes += gone.io->write_bytes;
-          reaped.rchar += gone.io->rchar;
-          reaped.syscr += gone.io->syscr;
+        if (auto parent = job.members.find(gone.stat.ppid); gone.io && parent != job.members.end()) {
+          ProcIo& r = reaped[parent->second.rank];
+          r.read_bytes += gone.io->read_bytes;
+          r.write_bytes += gone.io->write_bytes;
+          r.rchar += gone.io->rchar;
+          r.syscr += gone.io->syscr;
         }
         m = job.members.erase(m);  // exited (or its pid was reused)
         continue;
       }
       Member& member = m->second;
+      auto parent = job.members.find(stat->ppid);
+      const bool rank_main = member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
       const double cpu = static_cast<double>((stat->utime_ticks + stat->stime_ticks) -
                                              (member.stat.utime_ticks + member.stat.stime_ticks)) /
                          static_cast<double>(clock_ticks_per_second_);
-      (member.root ? main_cpu : workers_cpu) += cpu;
       auto io = reader_.io(m->first);
-      if (io && member.io) {
-        io_known = true;
-        read_bytes += static_cast<double>(io->read_bytes - std::min(io->read_bytes, member.io->read_bytes));
-        write_bytes += static_cast<double>(io->write_bytes - std::min(io->write_bytes, member.io->write_bytes));
-        rchar += static_cast<double>(io->rchar - std::min(io->rchar, member.io->rchar));
-        syscr += static_cast<double>(io->syscr - std::min(io->syscr, member.io->syscr));
-      }
       const ThreadStates threads = reader_.threadStates(m->first);
-      sample.d_state_threads += threads.d_state;
-      for (const auto& w : threads.wchans) ++wchans[w];
+      std::vector<Totals*> into{&total};
+      if (member.rank) into.push_back(&by_rank[*member.rank]);
+      for (Totals* t : into) {
+        const bool main = t == &total ? member.root : rank_main;
+        (main ? t->main_cpu : t->workers_cpu) += cpu;
+        if (io && member.io) {
+          t->io_known = true;
+          t->read_bytes += static_cast<double>(io->read_bytes - std::min(io->read_bytes, member.io->read_bytes));
+          t->write_bytes += static_cast<double>(io->write_bytes - std::min(io->write_bytes, member.io->write_bytes));
+          t->rchar += static_cast<double>(io->rchar - std::min(io->rchar, member.io->rchar));
+          t->syscr += static_cast<double>(io->syscr - std::min(io->syscr, member.io->syscr));
+        }
+        t->d_state += threads.d_state;
+        for (const auto& w : threads.wchans) ++t->wchans[w];
+        ++t->processes;
+        if (!main) ++t->workers;
+      }
       member.stat = *stat;
       member.io = io;
-      ++sample.processes;
-      if (!member.root) ++sample.workers;
       ++m;
     }
-    if (have_interval) {
-      sample.main_cpu_ratio = main_cpu / elapsed;
-      sample.workers_cpu_ratio = workers_cpu / elapsed;
-      if (io_known) {
-        auto net = [](double total, uint64_t taken_back) {
-          return std::max(0.0, total - static_cast<double>(taken_back));
-        };
-        sample.read_bytes_per_second = net(read_bytes, reaped.read_bytes) / elapsed;
-        sample.write_bytes_per_second = net(write_bytes, reaped.write_bytes) / elapsed;
-        sample.rchar_per_second = net(rchar, reaped.rchar) / elapsed;
-        sample.read_syscalls_per_second = net(syscr, reaped.syscr) / elapsed;
-      }
-    }
-    if (!wchans.empty()) {
-      sample.top_wchan = std::max_element(wchans.begin(), wchans.end(), [](const auto& a, const auto& b) {
-                           return a.second < b.second;
-                         })->first;
-    }
     if (auto reported = dataloader.find(job.description.key); reported != dataloader.end()) {
-      const DataloaderTotals& totals = reported->second;
-      sample.steps = totals.steps;
-      sample.samples = totals.samples;
-      sample.data_wait_seconds = totals.wait_seconds;
-      sample.step_seconds = totals.step_seconds;
+      total.reported = reported->second;
+      total.any_reported = true;
+    }
+    auto net = [](double counted, uint64_t taken_back) { return std::max(0.0, counted - static_cast<double>(taken_back)); };
+    auto fill = [&](auto& sample, const Totals& t, const ProcIo& taken_back) {
+      sample.processes = t.processes;
+      sample.workers = t.workers;
+      sample.d_state_threads = t.d_state;
+      if (have_interval) {
+        sample.main_cpu_ratio = t.main_cpu / elapsed;
+        sample.workers_cpu_ratio = t.workers_cpu / elapsed;
+        if (t.io_known) {
+          sample.read_bytes_per_second = net(t.read_bytes, taken_back.read_bytes) / elapsed;
+          sample.write_bytes_per_second = net(t.write_bytes, taken_back.write_bytes) / elapsed;
+        }
+      }
+      if (!t.wchans.empty()) {
+        sample.top_wchan = std::max_element(t.wchans.begin(), t.wchans.end(), [](const auto& a, const auto& b) {
+                             return a.second < b.second;
+                           })->first;
+      }
+      if (t.any_reported) {
+        sample.steps = t.reported.steps;
+        sample.data_wait_seconds = t.reported.wait_seconds;
+        sample.step_seconds = t.reported.step_seconds;
+      }
+    };
+    ProcIo all_reaped{};
+    for (const auto& [rank, r] : reaped) {
+      all_reaped.read_bytes += r.read_bytes;
+      all_reaped.write_bytes += r.write_bytes;
+      all_reaped.rchar += r.rchar;
+      all_reaped.syscr += r.syscr;
+    }
+    JobSample sample;
+    sample.key = job.description.key;
+    sample.gpus = job.description.gpus;
+    fill(sample, total, all_reaped);
+    if (total.any_reported) sample.samples = total.reported.samples;
+    if (have_interval && total.io_known) {
+      sample.rchar_per_second = net(total.rchar, all_reaped.rchar) / elapsed;
+      sample.read_syscalls_per_second = net(total.syscr, all_reaped.syscr) / elapsed;
     }
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });
@@ -319,6 +430,24 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     if (job.changed || !any_root) {
       out.job_updates.push_back(job.description);
       job.changed = false;
+    }
+    // A job of one rank is its own rank: no per-rank rows that repeat the job's.
+    describeRanks(job, out);
+    if (job.ranks.size() >= 2) {
+      for (const auto& [rank, description] : job.ranks) {
+        RankSample r;
+        r.key = job.description.key;
+        r.rank = rank;
+        r.gpu = description.gpu;
+        Totals& t = by_rank[rank];
+        if (auto reported = dataloader_by_rank.find({job.description.key, rank}); reported != dataloader_by_rank.end()) {
+          t.reported = reported->second;
+          t.any_reported = true;
+        }
+        auto taken = reaped.find(rank);
+        fill(r, t, taken == reaped.end() ? ProcIo{} : taken->second);
+        out.ranks.push_back(std::move(r));
+      }
     }
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);

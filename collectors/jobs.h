@@ -59,13 +59,20 @@ class JobTracker final : public Collector {
     ProcStat stat;
     std::optional<ProcIo> io;
     bool root = false;
+    std::optional<int32_t> rank;  // RANK from its environment, inherited, or its GPU's index
   };
   struct Job {
     JobDescription description;
     std::map<uint32_t, Member> members;
     std::set<std::string> gpus;
+    std::map<uint32_t, std::pair<std::string, uint64_t>> gpu_of_pid;  // GPU, memory used there
+    std::map<int32_t, RankDescription> ranks;  // as last written
     bool changed = true;  // description to be written
   };
+  struct Totals;  // one rank's (or the job's) figures for an interval
+
+  void assignRanks(Job& job);
+  void describeRanks(Job& job, SampleBatch& out);
 
   Job* jobOf(uint32_t pid);
   Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out);

@@ -24,6 +24,9 @@ template <> struct Theirs<Utilization> { using type = nvmlUtilization_t; };
 template <> struct Theirs<Memory> { using type = nvmlMemory_t; };
 template <> struct Theirs<ProcessInfo> { using type = nvmlProcessInfo_t; };
 template <> struct Theirs<ProcessUtilizationSample> { using type = nvmlProcessUtilizationSample_t; };
+template <> struct Theirs<GpmSample> { using type = nvmlGpmSample_t; };
+template <> struct Theirs<GpmSupport> { using type = nvmlGpmSupport_t; };
+template <> struct Theirs<GpmMetricsGet> { using type = nvmlGpmMetricsGet_t; };
 template <typename T> struct Theirs<T*> { using type = typename Theirs<T>::type*; };
 template <typename T> struct Theirs<const T> { using type = const typename Theirs<T>::type; };
 template <typename R, typename... A> struct Theirs<R (*)(A...)> {
@@ -48,6 +51,12 @@ SW_CHECK_FN(DeviceGetClockInfoFn, nvmlDeviceGetClockInfo);
 SW_CHECK_FN(DeviceGetPcieThroughputFn, nvmlDeviceGetPcieThroughput);
 SW_CHECK_FN(DeviceGetProcessUtilizationFn, nvmlDeviceGetProcessUtilization);
 SW_CHECK_FN(DeviceGetComputeRunningProcessesFn, nvmlDeviceGetComputeRunningProcesses_v3);
+SW_CHECK_FN(DeviceGetPowerUsageFn, nvmlDeviceGetPowerUsage);
+SW_CHECK_FN(GpmQueryDeviceSupportFn, nvmlGpmQueryDeviceSupport);
+SW_CHECK_FN(GpmSampleAllocFn, nvmlGpmSampleAlloc);
+SW_CHECK_FN(GpmSampleFreeFn, nvmlGpmSampleFree);
+SW_CHECK_FN(GpmSampleGetFn, nvmlGpmSampleGet);
+SW_CHECK_FN(GpmMetricsGetFn, nvmlGpmMetricsGet);
 #undef SW_CHECK_FN
 
 #define SW_CHECK_LAYOUT(OURS, THEIRS, FIELD)                                    \
@@ -75,6 +84,20 @@ SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, pid);
 SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, usedGpuMemory);
 SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, gpuInstanceId);
 SW_CHECK_LAYOUT(ProcessInfo, nvmlProcessInfo_t, computeInstanceId);
+static_assert(sizeof(GpmMetric) == sizeof(nvmlGpmMetric_t));
+SW_CHECK_LAYOUT(GpmMetric, nvmlGpmMetric_t, metricId);
+SW_CHECK_LAYOUT(GpmMetric, nvmlGpmMetric_t, nvmlReturn);
+SW_CHECK_LAYOUT(GpmMetric, nvmlGpmMetric_t, value);
+SW_CHECK_LAYOUT(GpmMetric, nvmlGpmMetric_t, metricInfo);
+SW_CHECK_LAYOUT(GpmMetricsGet, nvmlGpmMetricsGet_t, version);
+SW_CHECK_LAYOUT(GpmMetricsGet, nvmlGpmMetricsGet_t, numMetrics);
+SW_CHECK_LAYOUT(GpmMetricsGet, nvmlGpmMetricsGet_t, sample1);
+SW_CHECK_LAYOUT(GpmMetricsGet, nvmlGpmMetricsGet_t, sample2);
+static_assert(offsetof(GpmMetricsGet, metrics) == offsetof(nvmlGpmMetricsGet_t, metrics));
+static_assert(kGpmMetricsMax <= NVML_GPM_METRIC_MAX);
+static_assert(sizeof(GpmSupport) == sizeof(nvmlGpmSupport_t));
+SW_CHECK_LAYOUT(GpmSupport, nvmlGpmSupport_t, version);
+SW_CHECK_LAYOUT(GpmSupport, nvmlGpmSupport_t, isSupportedDevice);
 #undef SW_CHECK_LAYOUT
 
 // Enumerators compared as integers: ours and NVIDIA's are distinct enum types by design.
@@ -96,6 +119,10 @@ static_assert(SW_SAME(kValueDouble, NVML_VALUE_TYPE_DOUBLE) &&
 static_assert(SW_SAME(kClockGraphics, NVML_CLOCK_GRAPHICS) && SW_SAME(kClockSm, NVML_CLOCK_SM) &&
               SW_SAME(kClockMem, NVML_CLOCK_MEM));
 static_assert(SW_SAME(kPcieTxBytes, NVML_PCIE_UTIL_TX_BYTES) && SW_SAME(kPcieRxBytes, NVML_PCIE_UTIL_RX_BYTES));
+static_assert(SW_SAME(kGpmSmUtil, NVML_GPM_METRIC_SM_UTIL) && SW_SAME(kGpmSmOccupancy, NVML_GPM_METRIC_SM_OCCUPANCY) &&
+              SW_SAME(kGpmAnyTensorUtil, NVML_GPM_METRIC_ANY_TENSOR_UTIL) &&
+              SW_SAME(kGpmDramBwUtil, NVML_GPM_METRIC_DRAM_BW_UTIL));
+static_assert(kGpmMetricsGetVersion == NVML_GPM_METRICS_GET_VERSION && kGpmSupportVersion == NVML_GPM_SUPPORT_VERSION);
 static_assert(kDeviceNameBufferSize == NVML_DEVICE_NAME_V2_BUFFER_SIZE);
 static_assert(kDeviceUuidBufferSize == NVML_DEVICE_UUID_V2_BUFFER_SIZE);
 #undef SW_SAME

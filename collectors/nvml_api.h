@@ -76,6 +76,43 @@ struct ProcessInfo {  // nvmlProcessInfo_t (the v2 layout that ..._v3 functions 
   unsigned int computeInstanceId;
 };
 
+// GPU Performance Monitoring (Hopper and later): two samples of the device's counters, and
+// metrics computed between them (nvmlGpmMetricId_t, nvmlGpmMetric_t, nvmlGpmMetricsGet_t).
+struct GpmSampleOpaque;
+using GpmSample = GpmSampleOpaque*;  // nvmlGpmSample_t
+enum GpmMetricId : unsigned {
+  kGpmSmUtil = 2,          // NVML_GPM_METRIC_SM_UTIL: share of SMs busy, time-averaged
+  kGpmSmOccupancy = 3,     // NVML_GPM_METRIC_SM_OCCUPANCY: resident warps / the maximum
+  kGpmAnyTensorUtil = 5,   // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+  kGpmDramBwUtil = 10,     // NVML_GPM_METRIC_DRAM_BW_UTIL
+};
+struct GpmMetric {
+  unsigned int metricId;
+  Return nvmlReturn;
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+// The library reads numMetrics entries; nvml.h's array length (NVML_GPM_METRIC_MAX) grew
+// between releases, and only the fields before the array are checked against it.
+inline constexpr unsigned kGpmMetricsMax = 8;
+struct GpmMetricsGet {
+  unsigned int version;
+  unsigned int numMetrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricsMax];
+};
+inline constexpr unsigned kGpmMetricsGetVersion = 1;  // NVML_GPM_METRICS_GET_VERSION
+struct GpmSupport {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+};
+inline constexpr unsigned kGpmSupportVersion = 1;  // NVML_GPM_SUPPORT_VERSION
+
 inline constexpr unsigned kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 inline constexpr unsigned kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
@@ -94,6 +131,12 @@ using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
 using DeviceGetClockInfoFn = Return (*)(Device, ClockType, unsigned int*);
 using DeviceGetPcieThroughputFn = Return (*)(Device, PcieUtilCounter, unsigned int*);
 using DeviceGetComputeRunningProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);  // _v3
+using DeviceGetPowerUsageFn = Return (*)(Device, unsigned int*);    // milliwatts
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
+using GpmSampleAllocFn = Return (*)(GpmSample*);
+using GpmSampleFreeFn = Return (*)(GpmSample);
+using GpmSampleGetFn = Return (*)(Device, GpmSample);
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);
 using DeviceGetProcessUtilizationFn = Return (*)(Device, ProcessUtilizationSample*, unsigned int*,
                                                  unsigned long long);
 

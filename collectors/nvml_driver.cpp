@@ -3,7 +3,9 @@
 // one (an old driver) turns only that reading into "not supported".
 #include <dlfcn.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectors/gpu_driver.h"
@@ -16,6 +18,11 @@ class NvmlDriver final : public GpuDriver {
  public:
   explicit NvmlDriver(std::string library) : library_(std::move(library)) {}
   ~NvmlDriver() override {
+    for (auto& g : gpm_) {
+      for (nvml::GpmSample sample : {g.previous, g.current}) {
+        if (sample && gpm_free_) gpm_free_(sample);
+      }
+    }
     if (initialised_ && shutdown_) shutdown_();
     if (handle_) dlclose(handle_);
   }
@@ -44,6 +51,12 @@ class NvmlDriver final : public GpuDriver {
     resolve(get_pcie_, "nvmlDeviceGetPcieThroughput");
     resolve(get_process_util_, "nvmlDeviceGetProcessUtilization");
     resolve(get_compute_processes_, "nvmlDeviceGetComputeRunningProcesses_v3");
+    resolve(get_power_, "nvmlDeviceGetPowerUsage");
+    resolve(gpm_query_, "nvmlGpmQueryDeviceSupport");
+    resolve(gpm_alloc_, "nvmlGpmSampleAlloc");
+    resolve(gpm_free_, "nvmlGpmSampleFree");
+    resolve(gpm_get_, "nvmlGpmSampleGet");
+    resolve(gpm_metrics_, "nvmlGpmMetricsGet");
     if (!init_ || !get_count_ || !get_handle_) {
       return {DriverCode::kError, false, library_ + " lacks nvmlInit_v2 or device enumeration"};
     }
@@ -61,6 +74,7 @@ class NvmlDriver final : public GpuDriver {
       return fail<std::vector<GpuInfo>>(rc, "nvmlDeviceGetCount_v2");
     }
     handles_.assign(count, nullptr);
+    gpm_.assign(count, {});
     for (unsigned i = 0; i < count; ++i) {
       GpuInfo info;
       info.index = i;
@@ -127,6 +141,57 @@ class NvmlDriver final : public GpuDriver {
       return fail<uint32_t>(rc, "nvmlDeviceGetClockInfo");
     }
     return {DriverCode::kOk, mhz, {}};
+  }
+
+  DriverResult<double> powerWatts(uint32_t index) override {
+    nvml::Device d = device(index);
+    if (!d || !get_power_) return unsupported<double>("nvmlDeviceGetPowerUsage");
+    unsigned milliwatts = 0;
+    if (const auto rc = get_power_(d, &milliwatts); rc != nvml::kSuccess) {
+      return fail<double>(rc, "nvmlDeviceGetPowerUsage");
+    }
+    return {DriverCode::kOk, milliwatts / 1000.0, {}};
+  }
+
+  DriverResult<GpuActivity> activity(uint32_t index) override {
+    nvml::Device d = device(index);
+    if (!d || !gpm_query_ || !gpm_alloc_ || !gpm_free_ || !gpm_get_ || !gpm_metrics_) {
+      return unsupported<GpuActivity>("nvmlGpmMetricsGet");
+    }
+    Gpm& g = gpm_[index];
+    if (!g.checked) {
+      g.checked = true;
+      nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
+      if (const auto rc = gpm_query_(d, &support); rc != nvml::kSuccess) {
+        g.unsupported = fail<GpuActivity>(rc, "nvmlGpmQueryDeviceSupport").message;
+      } else if (!support.isSupportedDevice) {
+        g.unsupported = "nvmlGpmQueryDeviceSupport: this GPU has no GPM (Hopper or later needed)";
+      } else if (gpm_alloc_(&g.previous) != nvml::kSuccess || gpm_alloc_(&g.current) != nvml::kSuccess) {
+        g.unsupported = "nvmlGpmSampleAlloc failed";
+      }
+    }
+    if (!g.unsupported.empty()) return {DriverCode::kNotSupported, {}, g.unsupported};
+    if (const auto rc = gpm_get_(d, g.current); rc != nvml::kSuccess) {
+      g.have_previous = false;
+      return fail<GpuActivity>(rc, "nvmlGpmSampleGet");
+    }
+    const bool first = !g.have_previous;
+    std::swap(g.previous, g.current);  // this sample is the next call's starting point
+    g.have_previous = true;
+    if (first) return {DriverCode::kNoNewData, {}, "first GPM sample"};
+    nvml::GpmMetricsGet get{};
+    get.version = nvml::kGpmMetricsGetVersion;
+    get.sample1 = g.current;  // the older one, after the swap
+    get.sample2 = g.previous;
+    const nvml::GpmMetricId ids[] = {nvml::kGpmSmUtil, nvml::kGpmSmOccupancy, nvml::kGpmAnyTensorUtil,
+                                     nvml::kGpmDramBwUtil};
+    get.numMetrics = sizeof ids / sizeof ids[0];
+    for (unsigned i = 0; i < get.numMetrics; ++i) get.metrics[i].metricId = ids[i];
+    if (const auto rc = gpm_metrics_(&get); rc != nvml::kSuccess) return fail<GpuActivity>(rc, "nvmlGpmMetricsGet");
+    auto value = [&](unsigned i) {
+      return get.metrics[i].nvmlReturn == nvml::kSuccess ? std::optional<double>(get.metrics[i].value) : std::nullopt;
+    };
+    return {DriverCode::kOk, {value(0), value(1), value(2), value(3)}, {}};
   }
 
   DriverResult<uint64_t> pcieBytesPerSecond(uint32_t index, PcieDirection direction) override {
@@ -234,8 +299,18 @@ class NvmlDriver final : public GpuDriver {
     return -1;  // unknown type: the collector's range check drops it
   }
 
+  // Two GPM sample buffers per GPU, swapped each call: metrics need the counters at both ends.
+  struct Gpm {
+    bool checked = false;
+    std::string unsupported;
+    nvml::GpmSample previous = nullptr;
+    nvml::GpmSample current = nullptr;
+    bool have_previous = false;
+  };
+
   std::string library_;
   void* handle_ = nullptr;
+  std::vector<Gpm> gpm_;
   bool initialised_ = false;
   std::vector<nvml::Device> handles_;
   std::vector<nvml::Sample> samples_;
@@ -254,6 +329,12 @@ class NvmlDriver final : public GpuDriver {
   nvml::DeviceGetPcieThroughputFn get_pcie_ = nullptr;
   nvml::DeviceGetProcessUtilizationFn get_process_util_ = nullptr;
   nvml::DeviceGetComputeRunningProcessesFn get_compute_processes_ = nullptr;
+  nvml::DeviceGetPowerUsageFn get_power_ = nullptr;
+  nvml::GpmQueryDeviceSupportFn gpm_query_ = nullptr;
+  nvml::GpmSampleAllocFn gpm_alloc_ = nullptr;
+  nvml::GpmSampleFreeFn gpm_free_ = nullptr;
+  nvml::GpmSampleGetFn gpm_get_ = nullptr;
+  nvml::GpmMetricsGetFn gpm_metrics_ = nullptr;
   std::vector<nvml::ProcessInfo> process_infos_;
 };
 

@@ -1,26 +1,54 @@
 #include "collectors/samples.h"
 
 namespace stallwatch::collectors {
+namespace {
+
+struct GpuMeans {
+  std::optional<double> util;
+  std::optional<double> active;
+};
+
+// The mean of each reading over the GPUs named in UUIDS (comma-separated).
+GpuMeans meansOf(const std::string& uuids, const std::vector<GpuSample>& gpus) {
+  double util = 0, active = 0;
+  int util_n = 0, active_n = 0;
+  size_t start = 0;
+  while (start < uuids.size()) {
+    const size_t end = uuids.find(',', start);
+    const std::string_view uuid(uuids.data() + start, (end == std::string::npos ? uuids.size() : end) - start);
+    for (const auto& g : gpus) {
+      if (g.uuid != uuid) continue;
+      if (g.utilization_percent) {
+        util += *g.utilization_percent;
+        ++util_n;
+      }
+      if (g.sm_active_percent) {
+        active += *g.sm_active_percent;
+        ++active_n;
+      }
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  GpuMeans m;
+  if (util_n) m.util = util / util_n;
+  if (active_n) m.active = active / active_n;
+  return m;
+}
+
+}  // namespace
 
 void attachJobGpuUtilization(SampleBatch& batch) {
   if (batch.gpus.empty()) return;
   for (auto& job : batch.jobs) {
-    double sum = 0;
-    int count = 0;
-    size_t start = 0;
-    while (start < job.gpus.size()) {
-      const size_t end = job.gpus.find(',', start);
-      const std::string uuid = job.gpus.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      for (const auto& g : batch.gpus) {
-        if (g.uuid == uuid && g.utilization_percent) {
-          sum += *g.utilization_percent;
-          ++count;
-        }
-      }
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-    if (count) job.gpu_util_percent = sum / count;
+    const GpuMeans m = meansOf(job.gpus, batch.gpus);
+    job.gpu_util_percent = m.util;
+    job.gpu_active_percent = m.active;
+  }
+  for (auto& rank : batch.ranks) {
+    const GpuMeans m = meansOf(rank.gpu, batch.gpus);
+    rank.gpu_util_percent = m.util;
+    rank.gpu_active_percent = m.active;
   }
 }
 

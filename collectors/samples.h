@@ -49,6 +49,13 @@ struct GpuSample {
   std::optional<uint64_t> memory_used_bytes;
   std::optional<uint64_t> memory_total_bytes;
   std::optional<uint32_t> sm_clock_mhz;
+  std::optional<double> power_watts;
+  // GPM (Hopper and later): what the SMs did, which tells real work from a collective that
+  // spins while it waits for another rank (see GpuActivity).
+  std::optional<double> sm_active_percent;
+  std::optional<double> sm_occupancy_percent;
+  std::optional<double> tensor_active_percent;
+  std::optional<double> dram_active_percent;
   std::optional<uint64_t> pcie_tx_bytes_per_second;
   std::optional<uint64_t> pcie_rx_bytes_per_second;
 };
@@ -92,6 +99,38 @@ struct JobSample {
   std::optional<double> step_seconds;
   std::string gpus;  // the job's GPU UUIDs, comma-separated (for the recorder's mean below)
   std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
+  std::optional<double> gpu_active_percent;  // mean GPM SM activity of the job's GPUs
+};
+
+// One rank of a job that runs several (a synchronous data-parallel run: one process per
+// GPU, each with its own dataloader workers). RANK comes from the process's environment
+// (torchrun, Slurm, DeepSpeed set it); without it, the index of the GPU the process computes
+// on. Workers inherit their rank's environment, so each process belongs to one rank.
+struct RankDescription {
+  std::string key;  // the job
+  int32_t rank = 0;
+  uint32_t pid = 0;  // the rank's main process (the topmost process of the job with that rank)
+  std::string gpu;   // UUID of the GPU it computes on; empty until seen
+};
+
+// Per rank per interval: the JobSample figures of that rank's processes, and its GPU's.
+struct RankSample {
+  std::string key;
+  int32_t rank = 0;
+  uint32_t processes = 0;
+  uint32_t workers = 0;
+  std::optional<double> read_bytes_per_second;
+  std::optional<double> write_bytes_per_second;
+  std::optional<double> main_cpu_ratio;
+  std::optional<double> workers_cpu_ratio;
+  uint32_t d_state_threads = 0;
+  std::string top_wchan;
+  std::optional<uint64_t> steps;
+  std::optional<double> data_wait_seconds;
+  std::optional<double> step_seconds;
+  std::string gpu;  // for the recorder to attach the GPU's readings below
+  std::optional<double> gpu_util_percent;
+  std::optional<double> gpu_active_percent;  // GPM SM activity
 };
 
 // "This job reads from DEVICE": a file the job had open lives on it (VIA: the device the
@@ -123,10 +162,12 @@ struct SampleBatch {
   std::vector<JobSample> jobs;
   std::vector<JobDeviceFact> job_devices;
   std::vector<JobProcessFact> job_processes;
+  std::vector<RankDescription> rank_updates;  // ranks that appeared or changed
+  std::vector<RankSample> ranks;              // jobs of two or more ranks only
 };
 
-// Each job's progress signal for the tick: the mean utilisation of its GPUs, from the GPU
-// samples of the same batch.
+// Each job's and rank's GPU readings for the tick: the mean utilisation and GPM SM activity
+// of its GPUs, from the GPU samples of the same batch.
 void attachJobGpuUtilization(SampleBatch& batch);
 
 }  // namespace stallwatch::collectors

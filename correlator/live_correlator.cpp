@@ -26,27 +26,10 @@ std::vector<T> from(const std::vector<T>& v, size_t first) {
 
 // The series from interval FIRST on.
 JobSeries tailOf(const JobSeries& s, size_t first) {
-  JobSeries t;
+  JobSeries t = s;
   t.ts_ms = from(s.ts_ms, first);
   t.interval_s = from(s.interval_s, first);
-  t.gpu_count = s.gpu_count;
-  t.gpu_util_percent = from(s.gpu_util_percent, first);
-  t.steps = from(s.steps, first);
-  t.data_wait_s = from(s.data_wait_s, first);
-  t.step_s = from(s.step_s, first);
-  t.read_bytes_per_s = from(s.read_bytes_per_s, first);
-  t.write_bytes_per_s = from(s.write_bytes_per_s, first);
-  t.workers_cpu = from(s.workers_cpu, first);
-  t.d_state_threads = from(s.d_state_threads, first);
-  t.io_some = from(s.io_some, first);
-  t.cpu_some = from(s.cpu_some, first);
-  for (const auto& d : s.devices) {
-    DeviceSeries c = d;
-    c.r_await_ms = from(d.r_await_ms, first);
-    c.w_await_ms = from(d.w_await_ms, first);
-    c.aqu_sz = from(d.aqu_sz, first);
-    t.devices.push_back(std::move(c));
-  }
+  t.forEachSeries([&](Series& x) { x = from(x, first); });
   return t;
 }
 
@@ -71,6 +54,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
   s.interval_s.push_back(b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, countGpus(j.gpus));
   s.gpu_util_percent.push_back(j.gpu_util_percent);
+  s.gpu_active_percent.push_back(j.gpu_active_percent);
   s.steps.push_back(toOptional(j.steps));
   s.data_wait_s.push_back(j.data_wait_seconds);
   s.step_s.push_back(j.step_seconds);
@@ -99,6 +83,43 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
     d.w_await_ms.push_back(w);
     d.aqu_sz.push_back(q);
   }
+  // Ranks: this tick's sample of each, a new rank's series starting empty up to now.
+  for (const auto& r : b.ranks) {
+    if (r.key != j.key) continue;
+    auto rank = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& x) { return x.rank == r.rank; });
+    if (rank == s.ranks.end()) {
+      RankSeries fresh;
+      fresh.rank = r.rank;
+      const size_t before = s.size() - 1;
+      for (Series* x : {&fresh.gpu_util_percent, &fresh.gpu_active_percent, &fresh.steps, &fresh.data_wait_s,
+                        &fresh.read_bytes_per_s, &fresh.write_bytes_per_s, &fresh.workers_cpu, &fresh.d_state_threads}) {
+        x->assign(before, std::nullopt);
+      }
+      s.ranks.push_back(std::move(fresh));
+      std::sort(s.ranks.begin(), s.ranks.end(), [](const RankSeries& x, const RankSeries& y) { return x.rank < y.rank; });
+      rank = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& x) { return x.rank == r.rank; });
+    }
+    if (auto d = job.rank_facts.find(r.rank); d != job.rank_facts.end()) {
+      rank->pid = d->second.pid;
+      rank->gpu = d->second.gpu;
+    }
+    rank->gpu_util_percent.push_back(r.gpu_util_percent);
+    rank->gpu_active_percent.push_back(r.gpu_active_percent);
+    rank->steps.push_back(toOptional(r.steps));
+    rank->data_wait_s.push_back(r.data_wait_seconds);
+    rank->read_bytes_per_s.push_back(r.read_bytes_per_second);
+    rank->write_bytes_per_s.push_back(r.write_bytes_per_second);
+    rank->workers_cpu.push_back(r.workers_cpu_ratio);
+    rank->d_state_threads.push_back(static_cast<double>(r.d_state_threads));
+  }
+  // A rank with no sample this tick (exited, or not seen) gets an empty interval.
+  for (auto& rank : s.ranks) {
+    if (rank.gpu_util_percent.size() == s.size()) continue;
+    for (Series* x : {&rank.gpu_util_percent, &rank.gpu_active_percent, &rank.steps, &rank.data_wait_s,
+                      &rank.read_bytes_per_s, &rank.write_bytes_per_s, &rank.workers_cpu, &rank.d_state_threads}) {
+      x->resize(s.size());
+    }
+  }
   trim(s);
 }
 
@@ -109,15 +130,7 @@ void LiveCorrelator::trim(JobSeries& s) const {
   const size_t n = s.size() - config_.window_intervals;
   dropFront(s.ts_ms, n);
   dropFront(s.interval_s, n);
-  for (Series* series : {&s.gpu_util_percent, &s.steps, &s.data_wait_s, &s.step_s, &s.read_bytes_per_s,
-                         &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.io_some, &s.cpu_some}) {
-    dropFront(*series, n);
-  }
-  for (auto& d : s.devices) {
-    dropFront(d.r_await_ms, n);
-    dropFront(d.w_await_ms, n);
-    dropFront(d.aqu_sz, n);
-  }
+  s.forEachSeries([&](Series& x) { dropFront(x, n); });
 }
 
 // An event about JOB's open incident as it stands.
@@ -154,6 +167,9 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       }
       jobs_.erase(u.key);
     }
+  }
+  for (const auto& r : batch.rank_updates) {
+    if (auto it = jobs_.find(r.key); it != jobs_.end()) it->second.rank_facts[r.rank] = r;
   }
   for (const auto& f : batch.job_devices) {
     auto it = jobs_.find(f.key);
@@ -204,14 +220,17 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       Open& open = *job.open;
       const std::string was_class = toString(open.incident.cls);
       const std::string was_device = open.incident.device;
+      const std::string was_rank = stallRankLabel(open.incident);
       const int64_t start = std::min(open.incident.start_ms, ongoing->start_ms);
       open.incident = *ongoing;
       open.incident.start_ms = start;
       open.last_stalled_ms = ongoing->end_ms;
-      if (was_class != toString(ongoing->cls) || was_device != ongoing->device) {
+      if (was_class != toString(ongoing->cls) || was_device != ongoing->device ||
+          was_rank != stallRankLabel(*ongoing)) {
         IncidentEvent e = eventOf(IncidentEventKind::kChange, sample.key, job, batch.wall_time_ms);
         e.previous_class = was_class;
         e.previous_device = was_device;
+        e.previous_rank = was_rank;
         events.push_back(std::move(e));
       }
     } else if (job.open) {
@@ -239,20 +258,30 @@ LiveCorrelator::JobState& LiveCorrelator::job(const std::string& key) {
   return it->second;
 }
 
-// The same progress signal analyzeJob uses: the GPUs' utilisation where the job has GPUs
-// that report, else steps per second once the job has reported steps.
+// The same progress signal analyzeJob chooses, from what the job has shown so far; when a
+// better one appears (the first step report, the first GPM reading) the baseline starts over.
 void LiveCorrelator::judgeNewest(JobState& job) {
   const JobSeries& s = job.series;
   const size_t i = s.size() - 1;
-  job.gpu_seen = job.gpu_seen || (s.gpu_count > 0 && s.gpu_util_percent[i].has_value());
   job.steps_seen = job.steps_seen || s.steps[i].has_value();
-  std::optional<double> progress;
-  if (job.gpu_seen) {
-    progress = s.gpu_util_percent[i];
-  } else if (job.steps_seen && s.interval_s[i] > 0) {
-    progress = s.steps[i].value_or(0.0) / s.interval_s[i];
+  job.active_seen = job.active_seen || (s.gpu_count > 0 && s.gpu_active_percent[i].has_value());
+  job.gpu_seen = job.gpu_seen || (s.gpu_count > 0 && s.gpu_util_percent[i].has_value());
+  ProgressSignal signal = ProgressSignal::kNone;
+  if (job.steps_seen) {
+    signal = ProgressSignal::kSteps;
+  } else if (job.active_seen) {
+    signal = ProgressSignal::kGpuActive;
+  } else if (job.gpu_seen) {
+    const auto ranks_with_gpu = std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) {
+      return std::any_of(r.gpu_util_percent.begin(), r.gpu_util_percent.end(), [](const auto& v) { return v.has_value(); });
+    });
+    signal = ranks_with_gpu >= 2 ? ProgressSignal::kSlowestRankGpuUtil : ProgressSignal::kGpuUtil;
   }
-  const bool stalled = job.baseline.judge(progress, job.gpu_seen);
+  if (signal != job.signal) {
+    job.signal = signal;
+    job.baseline = ProgressBaseline(config_.detector);
+  }
+  const bool stalled = job.baseline.judge(progressAt(s, i, signal, job.steps_seen), minDrop(signal, config_.detector));
   job.since_stalled = stalled ? 0 : (job.since_stalled == SIZE_MAX ? SIZE_MAX : job.since_stalled + 1);
 }
 
@@ -261,7 +290,7 @@ std::vector<ActiveStall> LiveCorrelator::active() const {
   for (const auto& [key, job] : jobs_) {
     if (!job.open) continue;
     const Incident& i = job.open->incident;
-    out.push_back({job.open->live_id, key, job.label, i.cls, i.device, i.physical_device, i.start_ms});
+    out.push_back({job.open->live_id, key, job.label, i.cls, i.device, i.physical_device, i.start_ms, stallRankLabel(i)});
   }
   return out;
 }

@@ -40,6 +40,7 @@ struct IncidentEvent {
   Incident incident;     // start_ms..end_ms: so far (open, change) or final (close)
   std::string previous_class;   // change: what it was
   std::string previous_device;
+  std::string previous_rank;
 };
 
 struct ActiveStall {
@@ -50,6 +51,7 @@ struct ActiveStall {
   std::string device;
   std::string physical_device;
   int64_t start_ms = 0;
+  std::string rank;  // stallRankLabel: the straggler's rank, "all", or "" (one rank)
 };
 
 class LiveCorrelator {
@@ -83,7 +85,10 @@ class LiveCorrelator {
     // the full analysis (attribution) needs to run at all this tick.
     ProgressBaseline baseline;
     bool gpu_seen = false;
+    bool active_seen = false;
     bool steps_seen = false;
+    ProgressSignal signal = ProgressSignal::kNone;
+    std::map<int32_t, collectors::RankDescription> rank_facts;
     size_t since_stalled = SIZE_MAX;  // intervals since the last stalled one
   };
   JobState& job(const std::string& key);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 
 namespace stallwatch::correlator {
@@ -31,28 +32,6 @@ std::optional<double> medianOver(const std::vector<size_t>& indices, Fn value) {
     if (auto x = value(i)) v.push_back(*x);
   }
   return median(std::move(v));
-}
-
-// Per-interval progress: GPU utilisation, or steps per second for jobs without GPU data.
-// A job that reports steps and then goes silent made no steps: that is 0, not unknown.
-std::vector<std::optional<double>> progressOf(const JobSeries& s, std::string& signal) {
-  std::vector<std::optional<double>> p(s.size());
-  const bool gpu = s.gpu_count > 0 &&
-                   std::any_of(s.gpu_util_percent.begin(), s.gpu_util_percent.end(),
-                               [](const auto& v) { return v.has_value(); });
-  if (gpu) {
-    signal = "gpu_util";
-    for (size_t i = 0; i < s.size(); ++i) p[i] = at(s.gpu_util_percent, i);
-    return p;
-  }
-  bool reporting = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto steps = at(s.steps, i);
-    reporting = reporting || steps.has_value();
-    if (reporting && s.interval_s[i] > 0) p[i] = steps.value_or(0.0) / s.interval_s[i];
-  }
-  if (reporting) signal = "steps";
-  return p;
 }
 
 std::optional<double> latencyAt(const DeviceSeries& d, size_t i) {
@@ -99,6 +78,92 @@ Check compare(const std::string& signal, const std::vector<size_t>& base, size_t
   return c;
 }
 
+std::optional<double> waitShareAt(const Series& wait, const std::vector<double>& interval_s, size_t i) {
+  const auto w = at(wait, i);
+  if (!w || i >= interval_s.size() || interval_s[i] <= 0) return std::nullopt;
+  return std::clamp(*w / interval_s[i], 0.0, 1.0);
+}
+
+// Which rank held a synchronous job back during the incident. A starving rank's GPU goes
+// idle while the others spin inside the collective that waits for it (their utilisation stays
+// high), and its data wait rises while theirs does not. One starving rank is the straggler;
+// several (a shared disk got slow for all) are said as such, with no single straggler.
+// Returns the straggler's index in s.ranks.
+std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                                    Incident& inc) {
+  struct Judged {
+    bool idle = false, busy = false, waits = false;
+  };
+  std::vector<Judged> judged(s.ranks.size());
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const RankSeries& rank = s.ranks[r];
+    const std::string name = "rank " + std::to_string(rank.rank);
+    Check util = compare("gpu_util_percent " + name, base, inc.first, inc.last,
+                         [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
+    if (util.item.baseline > 0) {
+      judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
+                       util.item.baseline - util.item.during >= cfg.min_gpu_drop_points;
+      judged[r].busy = util.item.during >= cfg.rank_busy_ratio * util.item.baseline;
+    }
+    util.item.supports = judged[r].idle;
+    add(util);
+    const Check wait = compare("data_wait_share " + name, base, inc.first, inc.last,
+                               [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
+                               cfg.rank_wait_rise, 0, 0);
+    if (wait.share_of_intervals > 0 || wait.item.during > 0) {
+      judged[r].waits = wait.item.supports;
+      add(wait);
+    }
+  }
+  const bool any_wait_reports = std::any_of(s.ranks.begin(), s.ranks.end(), [](const RankSeries& r) {
+    return std::any_of(r.data_wait_s.begin(), r.data_wait_s.end(), [](const auto& v) { return v.has_value(); });
+  });
+  // With the hook, data wait decides; the GPUs' idling is the evidence without it.
+  std::vector<size_t> starved;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const bool others_busy = std::any_of(judged.begin(), judged.end(), [&](const Judged& j) {
+      return &j != &judged[r] && j.busy;
+    });
+    if (any_wait_reports ? judged[r].waits : (judged[r].idle && others_busy)) starved.push_back(r);
+  }
+  if (starved.size() == 1) {
+    const RankSeries& st = s.ranks[starved.front()];
+    inc.straggler = Straggler{st.rank, st.pid, st.gpu};
+    for (const RankSeries& r : s.ranks) {
+      if (r.rank != st.rank) inc.waiting_ranks.push_back(r.rank);
+    }
+    return starved.front();
+  }
+  // Every rank (or several) starved alike, or none stood out: no single straggler.
+  if (starved.size() > 1) {
+    for (size_t r : starved) inc.ranks_starved.push_back(s.ranks[r].rank);
+  } else {
+    for (const RankSeries& r : s.ranks) inc.ranks_starved.push_back(r.rank);
+  }
+  return std::nullopt;
+}
+
+// The job seen through one rank: its processes' writes, reads, D-state threads and workers,
+// with the job's devices and the host's pressure, so that the usual attribution names what
+// starved that rank.
+JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
+  JobSeries v;
+  v.ts_ms = s.ts_ms;
+  v.interval_s = s.interval_s;
+  v.gpu_count = s.gpu_count;
+  v.io_some = s.io_some;
+  v.cpu_some = s.cpu_some;
+  v.devices = s.devices;
+  v.write_bytes_per_s = r.write_bytes_per_s;
+  v.read_bytes_per_s = r.read_bytes_per_s;
+  v.d_state_threads = r.d_state_threads;
+  v.workers_cpu = r.workers_cpu;
+  return v;
+}
+
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base, Incident& inc);
+
 void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<bool>& stalled,
                Incident& inc) {
   std::vector<size_t> base;
@@ -111,6 +176,16 @@ void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<
     inc.confidence = 0.2;
     return;
   }
+  if (s.ranks.size() >= 2) {
+    if (const auto straggler = findStraggler(s, cfg, base, inc)) {
+      attributeCause(throughRank(s, s.ranks[*straggler]), cfg, base, inc);
+      return;
+    }
+  }
+  attributeCause(s, cfg, base, inc);
+}
+
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base, Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
 
   // 1. The job's own write burst (a checkpoint).
@@ -207,6 +282,95 @@ void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<
 
 }  // namespace
 
+const char* toString(ProgressSignal signal) {
+  switch (signal) {
+    case ProgressSignal::kNone: return "";
+    case ProgressSignal::kSteps: return "steps";
+    case ProgressSignal::kGpuActive: return "gpu_active";
+    case ProgressSignal::kSlowestRankGpuUtil: return "gpu_util_slowest_rank";
+    case ProgressSignal::kGpuUtil: return "gpu_util";
+  }
+  return "";
+}
+
+ProgressSignal chooseProgressSignal(const JobSeries& s) {
+  auto any = [](const Series& x) { return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }); };
+  if (any(s.steps)) return ProgressSignal::kSteps;
+  if (s.gpu_count == 0) return ProgressSignal::kNone;
+  if (any(s.gpu_active_percent)) return ProgressSignal::kGpuActive;
+  const size_t ranks_with_gpu = static_cast<size_t>(
+      std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) { return any(r.gpu_util_percent); }));
+  if (ranks_with_gpu >= 2) return ProgressSignal::kSlowestRankGpuUtil;
+  if (any(s.gpu_util_percent)) return ProgressSignal::kGpuUtil;
+  return ProgressSignal::kNone;
+}
+
+std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal signal, bool reporting) {
+  switch (signal) {
+    case ProgressSignal::kNone: return std::nullopt;
+    case ProgressSignal::kSteps:
+      if (!reporting || i >= s.interval_s.size() || s.interval_s[i] <= 0) return std::nullopt;
+      return at(s.steps, i).value_or(0.0) / s.interval_s[i];
+    case ProgressSignal::kGpuActive: return at(s.gpu_active_percent, i);
+    case ProgressSignal::kSlowestRankGpuUtil: {
+      std::optional<double> slowest;
+      for (const RankSeries& r : s.ranks) {
+        if (const auto u = at(r.gpu_util_percent, i); u && (!slowest || *u < *slowest)) slowest = u;
+      }
+      return slowest;
+    }
+    case ProgressSignal::kGpuUtil: return at(s.gpu_util_percent, i);
+  }
+  return std::nullopt;
+}
+
+std::string rankSummary(const Incident& inc) {
+  auto list = [](const std::vector<int32_t>& ranks) {
+    std::string out;
+    for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
+  };
+  if (!inc.straggler) {
+    if (inc.ranks_starved.empty()) return {};
+    return (inc.ranks_starved.size() == 1 ? "rank " : "ranks ") + list(inc.ranks_starved) +
+           " starved alike: no single straggler";
+  }
+  const Straggler& st = *inc.straggler;
+  std::string out = "rank " + std::to_string(st.rank) + " (pid " + std::to_string(st.pid) +
+                    (st.gpu.empty() ? "" : ", " + st.gpu.substr(0, 12)) + ") starved: " + toString(inc.cls);
+  if (!inc.device.empty()) {
+    out += " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  // The first signal that decided the class, not a per-rank one.
+  for (const auto& e : inc.evidence) {
+    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 || e.signal.rfind("data_wait_share rank", 0) == 0) {
+      continue;
+    }
+    char figures[96];
+    std::snprintf(figures, sizeof figures, " %.3g -> %.3g", e.baseline, e.during);
+    out += ", " + e.signal + figures;
+    break;
+  }
+  if (!inc.waiting_ranks.empty()) {
+    out += "; rank" + std::string(inc.waiting_ranks.size() == 1 ? " " : "s ") + list(inc.waiting_ranks) + " waited";
+  }
+  return out;
+}
+
+std::string stallRankLabel(const Incident& inc) {
+  if (inc.straggler) return std::to_string(inc.straggler->rank);
+  return inc.ranks_starved.empty() ? "" : "all";
+}
+
+double minDrop(ProgressSignal signal, const DetectorConfig& cfg) {
+  switch (signal) {
+    case ProgressSignal::kGpuUtil:
+    case ProgressSignal::kSlowestRankGpuUtil: return cfg.min_gpu_drop_points;
+    case ProgressSignal::kGpuActive: return cfg.min_active_drop_points;
+    default: return 0;
+  }
+}
+
 const char* toString(StallClass c) {
   switch (c) {
     case StallClass::kDiskSlow: return "disk-slow";
@@ -241,12 +405,12 @@ std::optional<double> ProgressBaseline::current() const {
   return sorted_.size() % 2 ? sorted_[mid] : (sorted_[mid - 1] + sorted_[mid]) / 2.0;
 }
 
-bool ProgressBaseline::judge(std::optional<double> p, bool gpu) {
+bool ProgressBaseline::judge(std::optional<double> p, double min_drop) {
   if (!p) return false;
   bool stalled = false;
   if (const auto b = current(); b && *b > 0) {
     const bool low = *p < config_.stall_ratio * *b;
-    const bool far = !gpu || *b - *p >= config_.min_gpu_drop_points;
+    const bool far = *b - *p >= min_drop;
     stalled = low && far;
   }
   if (stalled) return true;
@@ -264,16 +428,26 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   const size_t n = s.size();
   a.stalled.assign(n, false);
   a.baseline.assign(n, std::nullopt);
-  const auto progress = progressOf(s, a.progress_signal);
+  const ProgressSignal signal = chooseProgressSignal(s);
+  a.progress_signal = toString(signal);
   for (size_t i = 0; i < n; ++i) a.gpu_seconds_total += s.interval_s[i] * s.gpu_count;
-  if (a.progress_signal.empty()) return a;
-  const bool gpu = a.progress_signal == "gpu_util";
+  if (signal == ProgressSignal::kNone) return a;
+  std::vector<std::optional<double>> progress(n);
+  bool reporting = false;
+  for (size_t i = 0; i < n; ++i) {
+    reporting = reporting || at(s.steps, i).has_value();
+    progress[i] = progressAt(s, i, signal, reporting);
+  }
+  // Utilisation points: the loss in GPU-seconds is the points below the baseline (kept for
+  // the one-GPU verdicts recorded so far); other signals lose their share of the baseline.
+  const bool gpu = signal == ProgressSignal::kGpuUtil || signal == ProgressSignal::kSlowestRankGpuUtil;
+  const double min_drop = minDrop(signal, cfg);
 
   // A stall longer than the window keeps being judged against the job's behaviour before it.
   ProgressBaseline baseline(cfg);
   for (size_t i = 0; i < n; ++i) {
     a.baseline[i] = baseline.current();
-    a.stalled[i] = baseline.judge(progress[i], gpu);
+    a.stalled[i] = baseline.judge(progress[i], min_drop);
   }
 
   // Runs of stalled intervals, bridging single-interval gaps.

@@ -37,21 +37,73 @@ struct DeviceSeries {
   bool direct() const { return via.empty() || also_direct; }
 };
 
+// One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
+struct RankSeries {
+  int32_t rank = 0;
+  uint32_t pid = 0;
+  std::string gpu;  // UUID
+  Series gpu_util_percent, gpu_active_percent;
+  Series steps, data_wait_s;
+  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
+};
+
 struct JobSeries {
   std::vector<int64_t> ts_ms;       // end of each interval
   std::vector<double> interval_s;
   uint32_t gpu_count = 0;
   Series gpu_util_percent;          // mean over the job's GPUs
+  Series gpu_active_percent;        // mean GPM SM activity over the job's GPUs
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;         // host pressure shares, 0..1
   std::vector<DeviceSeries> devices;
+  std::vector<RankSeries> ranks;    // two or more, or none
   size_t size() const { return ts_ms.size(); }
+
+  // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or
+  // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
+  template <typename Fn>
+  void forEachSeries(Fn fn) {
+    for (Series* x : {&gpu_util_percent, &gpu_active_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
+                      &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
+      fn(*x);
+    }
+    for (auto& d : devices) {
+      for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
+    }
+    for (auto& r : ranks) {
+      for (Series* x : {&r.gpu_util_percent, &r.gpu_active_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
+                        &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
+        fn(*x);
+      }
+    }
+  }
 };
+
+// What a job's progress is judged by, best first:
+//   steps                  steps per second from the dataloader hook, summed over ranks;
+//   gpu_active             GPM SM activity of its GPUs: a collective that spins while it
+//                          waits for another rank counts as the little work it is;
+//   gpu_util_slowest_rank  without GPM, for jobs of several ranks: the utilisation of the
+//                          least busy rank's GPU (a synchronous job moves at its pace; the
+//                          others' waiting kernels read as busy);
+//   gpu_util               the mean utilisation of its GPUs (one GPU).
+enum class ProgressSignal { kNone, kSteps, kGpuActive, kSlowestRankGpuUtil, kGpuUtil };
+const char* toString(ProgressSignal signal);  // "steps", "gpu_active", ..., "" for none
+ProgressSignal chooseProgressSignal(const JobSeries& series);
+// Progress in interval I by SIGNAL. Steps: an interval with no report once the job has
+// reported (REPORTING) made no steps, 0; before that, none.
+std::optional<double> progressAt(const JobSeries& series, size_t i, ProgressSignal signal, bool reporting);
 
 struct DetectorConfig {
   double stall_ratio = 0.5;       // progress below this share of the baseline is a stall
   double min_gpu_drop_points = 20;  // ... and at least this many points of GPU utilisation
+  double min_active_drop_points = 5;  // ... or of GPM SM activity (lower: a job's is lower)
+  // A rank starved (held a synchronous job back): its GPU's utilisation fell below this share
+  // of its own baseline while another rank's stayed busy, or its data wait rose by this much.
+  double rank_idle_ratio = 0.5;
+  double rank_busy_ratio = 0.7;
+  double rank_wait_rise = 0.3;  // share of the interval spent waiting for data
   double min_duration_s = 5;      // shorter stalls are blips
   size_t baseline_intervals = 120;  // healthy intervals the progress baseline is taken over
   size_t warmup_intervals = 10;   // no verdicts before this much baseline
@@ -75,6 +127,13 @@ struct EvidenceItem {
   bool supports = false;  // crossed its threshold
 };
 
+// The rank that held a synchronous job back.
+struct Straggler {
+  int32_t rank = 0;
+  uint32_t pid = 0;
+  std::string gpu;
+};
+
 struct Incident {
   size_t first = 0, last = 0;  // interval indices, inclusive
   int64_t start_ms = 0;        // start of the first interval
@@ -86,6 +145,11 @@ struct Incident {
   double gpu_seconds_lost = 0;
   double confidence = 0;
   std::vector<EvidenceItem> evidence;
+  // Jobs of several ranks: the one that starved while the others waited for it, or none
+  // when every rank starved alike (ranks_starved then lists them).
+  std::optional<Straggler> straggler;
+  std::vector<int32_t> waiting_ranks;
+  std::vector<int32_t> ranks_starved;
 };
 
 struct Analysis {
@@ -95,7 +159,7 @@ struct Analysis {
   std::vector<std::optional<double>> baseline;  // progress baseline per interval
   double gpu_seconds_total = 0;
   double gpu_seconds_lost[kStallClassCount] = {};
-  std::string progress_signal;  // "gpu_util" or "steps" or "" (nothing to judge by)
+  std::string progress_signal;  // toString(ProgressSignal): "" when there is nothing to judge by
 };
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
@@ -109,15 +173,26 @@ class ProgressBaseline {
   explicit ProgressBaseline(const DetectorConfig& config) : config_(config) {}
   // The baseline for the next interval; none until warmup_intervals healthy values.
   std::optional<double> current() const;
-  // Judges one interval (GPU: progress is utilisation in percent) and, unless it is a stall,
-  // adds it to the baseline. True: stalled.
-  bool judge(std::optional<double> progress, bool gpu);
+  // Judges one interval (a stall also needs progress MIN_DROP below the baseline, in the
+  // signal's units) and, unless it is a stall, adds it to the baseline. True: stalled.
+  bool judge(std::optional<double> progress, double min_drop);
 
  private:
   DetectorConfig config_;
   std::deque<double> arrivals_;
   std::vector<double> sorted_;
 };
+
+// One line on the ranks of a several-rank job's incident, "" for a one-rank job: "rank 1
+// (pid 1234, GPU-5c1c2662) starved: disk-slow loop0 (on vda), await_ms loop0 0.6 -> 38.1;
+// rank 0 waited", or "ranks 0, 1 starved alike: no single straggler".
+std::string rankSummary(const Incident& incident);
+// The rank as a metric or alert label: the straggler's number, "all" when every rank starved
+// alike, "" for a one-rank job. One value per incident, so the label stays bounded.
+std::string stallRankLabel(const Incident& incident);
+
+// The smallest drop below the baseline that counts as a stall for SIGNAL.
+double minDrop(ProgressSignal signal, const DetectorConfig& config);
 
 // Percentile P (0..100) of the present values; nullopt if none.
 std::optional<double> percentile(const Series& values, double p);

@@ -108,6 +108,72 @@ correlator::DeviceSeries emptyDevice(std::string name, std::string via, bool job
   return d;
 }
 
+// The job's ranks (schema 6), each aligned on the job's ticks.
+void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, correlator::JobSeries& s) {
+  if (db.execAndGet("PRAGMA user_version").getInt() < 6) return;
+  const size_t n = s.size();
+  SQLite::Statement facts(db, "SELECT rank, pid, coalesce(gpu_uuid, '') FROM job_ranks WHERE job_id = ? ORDER BY rank");
+  facts.bind(1, job_id);
+  while (facts.executeStep()) {
+    correlator::RankSeries r;
+    r.rank = facts.getColumn(0).getInt();
+    r.pid = static_cast<uint32_t>(facts.getColumn(1).getInt64());
+    r.gpu = facts.getColumn(2).getString();
+    for (auto* x : {&r.gpu_util_percent, &r.gpu_active_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
+                    &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
+      x->assign(n, std::nullopt);
+    }
+    s.ranks.push_back(std::move(r));
+  }
+  if (s.ranks.size() < 2) {
+    s.ranks.clear();
+    return;
+  }
+  SQLite::Statement q(db,
+                      "SELECT ts_ms, rank, gpu_util_percent, gpu_active_percent, steps, data_wait_seconds, "
+                      "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, d_state_threads "
+                      "FROM rank_samples WHERE job_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms, rank");
+  q.bind(1, job_id);
+  q.bind(2, from_ms);
+  q.bind(3, to_ms);
+  size_t i = 0;
+  while (q.executeStep()) {
+    const int64_t t = q.getColumn(0).getInt64();
+    while (i < n && s.ts_ms[i] < t) ++i;
+    if (i == n) break;
+    if (s.ts_ms[i] != t) continue;
+    const int32_t rank = q.getColumn(1).getInt();
+    auto r = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const auto& x) { return x.rank == rank; });
+    if (r == s.ranks.end()) continue;
+    r->gpu_util_percent[i] = optionalColumn(q.getColumn(2));
+    r->gpu_active_percent[i] = optionalColumn(q.getColumn(3));
+    r->steps[i] = optionalColumn(q.getColumn(4));
+    r->data_wait_s[i] = optionalColumn(q.getColumn(5));
+    r->read_bytes_per_s[i] = optionalColumn(q.getColumn(6));
+    r->write_bytes_per_s[i] = optionalColumn(q.getColumn(7));
+    r->workers_cpu[i] = optionalColumn(q.getColumn(8));
+    r->d_state_threads[i] = optionalColumn(q.getColumn(9));
+  }
+}
+
+std::string joinRanks(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (int32_t r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+std::vector<int32_t> splitRanks(const std::string& text) {
+  std::vector<int32_t> out;
+  for (const auto& part : splitComma(text)) {
+    try {
+      out.push_back(std::stoi(part));
+    } catch (const std::exception&) {
+      // a hand-edited row: skipped, the rest still read
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 SQLite::Database openForReading(const std::string& path) {
@@ -121,13 +187,15 @@ SQLite::Database openForReading(const std::string& path) {
 correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range) {
   correlator::JobSeries s;
   {
-    // Read-only readers (report) do not migrate: a schema-2 recording has no per-job GPU mean.
-    const bool has_job_gpu_util = db.execAndGet("PRAGMA user_version").getInt() >= 3;
+    // Read-only readers (report) do not migrate: a schema-2 recording has no per-job GPU mean,
+    // one before schema 6 no GPU activity.
+    const int version = db.execAndGet("PRAGMA user_version").getInt();
     SQLite::Statement q(db,
                         std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
                                     "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
                                     "d_state_threads, ") +
-                            (has_job_gpu_util ? "gpu_util_percent" : "NULL") +
+                            (version >= 3 ? "gpu_util_percent" : "NULL") + ", " +
+                            (version >= 6 ? "gpu_active_percent" : "NULL") +
                             " FROM job_samples WHERE job_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
     q.bind(1, job.job_id);
     bindRange(q, 2, range);
@@ -135,6 +203,7 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
       const int64_t ts = q.getColumn(0).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
       s.gpu_util_percent.push_back(optionalColumn(q.getColumn(9)));
+      s.gpu_active_percent.push_back(optionalColumn(q.getColumn(10)));
       s.ts_ms.push_back(ts);
       s.interval_s.push_back(q.getColumn(1).getDouble() / 1000.0);
       s.steps.push_back(optionalColumn(q.getColumn(2)));
@@ -213,6 +282,7 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
     loadDevice(db, id, s.ts_ms, from, to, d, any);
     if (any) s.devices.push_back(std::move(d));
   }
+  loadRanks(db, job.job_id, from, to, s);
   return s;
 }
 
@@ -280,6 +350,20 @@ void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& 
   st.bind(first + 6, inc.gpu_seconds_lost);
   st.bind(first + 7, inc.confidence);
   st.bind(first + 8, evidenceJson(inc.evidence));
+  if (inc.straggler) {
+    st.bind(first + 9, inc.straggler->rank);
+    st.bind(first + 10, static_cast<int64_t>(inc.straggler->pid));
+    st.bind(first + 11, inc.straggler->gpu);
+    st.bind(first + 12, joinRanks(inc.waiting_ranks));
+  } else {
+    for (int k = 9; k <= 11; ++k) st.bind(first + k);
+    // No straggler: the ranks that starved alike, marked so.
+    if (inc.ranks_starved.empty()) {
+      st.bind(first + 12);
+    } else {
+      st.bind(first + 12, "all:" + joinRanks(inc.ranks_starved));
+    }
+  }
 }
 
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
@@ -292,12 +376,13 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
   SQLite::Statement ins(db,
                         "INSERT INTO incidents (job_id, start_ms, end_ms, class, device, "
                         "physical_device, idle_share, gpu_seconds_lost, confidence, evidence, "
-                        "source, detected_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+                        "straggler_rank, straggler_pid, straggler_gpu, waiting_ranks, "
+                        "source, detected_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   for (const auto& inc : incidents) {
     ins.bind(1, job_id);
     bindIncident(ins, 2, inc);
-    ins.bind(11, source);
-    ins.bind(12, detected_ms);
+    ins.bind(kIncidentFields + 2, source);
+    ins.bind(kIncidentFields + 3, detected_ms);
     ins.exec();
     ins.reset();
   }
@@ -306,12 +391,16 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
 
 std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<int64_t> job_id) {
   std::vector<StoredIncident> out;
+  const bool has_ranks = db.execAndGet("PRAGMA user_version").getInt() >= 6;
   SQLite::Statement q(db,
-                      "SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key), i.start_ms, "
-                      "i.end_ms, i.class, coalesce(i.device, ''), coalesce(i.physical_device, ''), "
-                      "i.idle_share, i.gpu_seconds_lost, i.confidence, i.evidence, i.source, "
-                      "i.detected_ms FROM incidents i JOIN jobs j USING (job_id) "
-                      "WHERE ?1 IS NULL OR i.job_id = ?1 ORDER BY i.start_ms");
+                      std::string("SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key), i.start_ms, "
+                                  "i.end_ms, i.class, coalesce(i.device, ''), coalesce(i.physical_device, ''), "
+                                  "i.idle_share, i.gpu_seconds_lost, i.confidence, i.evidence, i.source, "
+                                  "i.detected_ms, ") +
+                          (has_ranks ? "i.straggler_rank, i.straggler_pid, i.straggler_gpu, i.waiting_ranks"
+                                     : "NULL, NULL, NULL, NULL") +
+                          " FROM incidents i JOIN jobs j USING (job_id) "
+                          "WHERE ?1 IS NULL OR i.job_id = ?1 ORDER BY i.start_ms");
   bindJobFilter(q, job_id);
   while (q.executeStep()) {
     StoredIncident s;
@@ -329,6 +418,18 @@ std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<in
     s.incident.evidence = parseEvidenceJson(q.getColumn(11).getString());
     s.source = q.getColumn(12).getString();
     s.detected_ms = q.getColumn(13).getInt64();
+    if (!q.getColumn(14).isNull()) {
+      s.incident.straggler = correlator::Straggler{q.getColumn(14).getInt(),
+                                                   static_cast<uint32_t>(q.getColumn(15).getInt64()),
+                                                   q.getColumn(16).isNull() ? "" : q.getColumn(16).getString()};
+    }
+    if (const std::string ranks = q.getColumn(17).isNull() ? "" : q.getColumn(17).getString(); !ranks.empty()) {
+      if (ranks.rfind("all:", 0) == 0) {
+        s.incident.ranks_starved = splitRanks(ranks.substr(4));
+      } else {
+        s.incident.waiting_ranks = splitRanks(ranks);
+      }
+    }
     out.push_back(std::move(s));
   }
   return out;

@@ -59,9 +59,11 @@ struct StoredIncident {
 std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence);
 std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text);
 
-// Binds an incident's nine stored fields (start_ms, end_ms, class, device, physical_device,
-// idle_share, gpu_seconds_lost, confidence, evidence) from parameter FIRST on: the one column
-// order every statement that writes incidents uses.
+// Binds an incident's stored fields (start_ms, end_ms, class, device, physical_device,
+// idle_share, gpu_seconds_lost, confidence, evidence, straggler_rank, straggler_pid,
+// straggler_gpu, waiting_ranks) from parameter FIRST on: the one column order every
+// statement that writes incidents uses.
+inline constexpr int kIncidentFields = 13;
 void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& incident);
 
 // Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.

@@ -41,6 +41,7 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
   const int version = db.execAndGet("PRAGMA user_version").getInt();
   const bool has_jobs = version >= 2;
   const bool has_job_gpu_util = version >= 3;
+  const bool has_ranks = version >= 6;  // ranks, GPU activity and power
 
   Cursor disks(db,
                "SELECT s.ts_ms, s.interval_ms, d.name, d.major, d.minor, s.reads_per_second, "
@@ -51,15 +52,28 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
   Cursor pressure(db, "SELECT ts_ms, interval_ms, resource, some_ratio, full_ratio FROM pressure_samples "
                       "ORDER BY ts_ms");
   Cursor gpus(db,
-              "SELECT s.ts_ms, s.interval_ms, g.gpu_index, g.uuid, s.utilization_percent, "
-              "s.utilization_sample_count, s.memory_utilization_percent, s.memory_used_bytes, "
-              "g.memory_total_bytes, s.sm_clock_mhz FROM gpu_samples s JOIN gpus g USING (gpu_id) "
-              "ORDER BY s.ts_ms");
+              std::string("SELECT s.ts_ms, s.interval_ms, g.gpu_index, g.uuid, s.utilization_percent, "
+                          "s.utilization_sample_count, s.memory_utilization_percent, s.memory_used_bytes, "
+                          "g.memory_total_bytes, s.sm_clock_mhz, ") +
+                  (has_ranks ? "s.power_watts, s.sm_active_percent, s.sm_occupancy_percent, "
+                               "s.tensor_active_percent, s.dram_active_percent"
+                             : "NULL, NULL, NULL, NULL, NULL") +
+                  " FROM gpu_samples s JOIN gpus g USING (gpu_id) ORDER BY s.ts_ms");
+  std::unique_ptr<Cursor> ranks;
+  if (has_ranks) {
+    ranks = std::make_unique<Cursor>(
+        db, "SELECT s.ts_ms, s.interval_ms, j.job_key, s.rank, s.processes, s.workers, s.read_bytes_per_second, "
+            "s.write_bytes_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, s.d_state_threads, "
+            "coalesce(s.top_wchan, ''), s.steps, s.data_wait_seconds, s.step_seconds, s.gpu_util_percent, "
+            "s.gpu_active_percent, coalesce(r.gpu_uuid, '') FROM rank_samples s JOIN jobs j USING (job_id) "
+            "LEFT JOIN job_ranks r ON r.job_id = s.job_id AND r.rank = s.rank ORDER BY s.ts_ms, s.rank");
+  }
   std::unique_ptr<Cursor> jobs;
   struct Fact {
     int64_t ts;
     collectors::JobDescription description;  // job_updates
     std::optional<collectors::JobDeviceFact> device;
+    std::optional<collectors::RankDescription> rank;
   };
   std::vector<Fact> facts;
   if (has_jobs) {
@@ -69,7 +83,8 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
                         "s.read_syscalls_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, "
                         "s.d_state_threads, coalesce(s.top_wchan, ''), s.steps, s.samples, "
                         "s.data_wait_seconds, s.step_seconds, ") +
-                (has_job_gpu_util ? "s.gpu_util_percent" : "NULL") +
+                (has_job_gpu_util ? "s.gpu_util_percent" : "NULL") + ", " +
+                (has_ranks ? "s.gpu_active_percent" : "NULL") +
                 " FROM job_samples s JOIN jobs j USING (job_id) ORDER BY s.ts_ms");
     SQLite::Statement q(db, "SELECT job_key, coalesce(label, ''), root_pid, coalesce(cmdline, ''), "
                             "coalesce(labels, ''), coalesce(gpus, ''), started_ms, ended_ms FROM jobs");
@@ -82,10 +97,10 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       j.labels = q.getColumn(4).getString();
       j.gpus = q.getColumn(5).getString();
       j.started_ms = q.getColumn(6).getInt64();
-      facts.push_back({j.started_ms, j, std::nullopt});
+      facts.push_back({j.started_ms, j, std::nullopt, std::nullopt});
       if (!q.getColumn(7).isNull()) {
         j.ended_ms = q.getColumn(7).getInt64();
-        facts.push_back({*j.ended_ms, j, std::nullopt});
+        facts.push_back({*j.ended_ms, j, std::nullopt, std::nullopt});
       }
     }
     SQLite::Statement d(db, "SELECT jd.first_seen_ms, j.job_key, b.name, b.major, b.minor, jd.via, "
@@ -99,18 +114,31 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       f.minor = static_cast<uint32_t>(d.getColumn(4).getInt64());
       f.via = d.getColumn(5).getString();
       f.open_files = static_cast<uint32_t>(d.getColumn(6).getInt64());
-      facts.push_back({d.getColumn(0).getInt64(), {}, f});
+      facts.push_back({d.getColumn(0).getInt64(), {}, f, std::nullopt});
     }
-    // Descriptions before device facts of the same time: a fact needs its job.
+    if (has_ranks) {
+      SQLite::Statement r(db, "SELECT r.first_seen_ms, j.job_key, r.rank, r.pid, coalesce(r.gpu_uuid, '') "
+                              "FROM job_ranks r JOIN jobs j USING (job_id)");
+      while (r.executeStep()) {
+        collectors::RankDescription rank;
+        rank.key = r.getColumn(1).getString();
+        rank.rank = r.getColumn(2).getInt();
+        rank.pid = static_cast<uint32_t>(r.getColumn(3).getInt64());
+        rank.gpu = r.getColumn(4).getString();
+        facts.push_back({r.getColumn(0).getInt64(), {}, std::nullopt, rank});
+      }
+    }
+    // Descriptions before device and rank facts of the same time: a fact needs its job.
     std::stable_sort(facts.begin(), facts.end(), [](const Fact& a, const Fact& b) {
-      return std::make_pair(a.ts, a.device.has_value()) < std::make_pair(b.ts, b.device.has_value());
+      const bool a_fact = a.device || a.rank, b_fact = b.device || b.rank;
+      return std::make_pair(a.ts, a_fact) < std::make_pair(b.ts, b_fact);
     });
   }
 
   size_t next_fact = 0;
   while (true) {
     std::optional<int64_t> ts;
-    for (Cursor* c : {&disks, &pressure, &gpus, jobs.get()}) {
+    for (Cursor* c : {&disks, &pressure, &gpus, jobs.get(), ranks.get()}) {
       if (!c) continue;
       if (auto t = c->next(); t && (!ts || *t < *ts)) ts = t;
     }
@@ -122,6 +150,8 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       Fact& f = facts[next_fact];
       if (f.device) {
         b.job_devices.push_back(std::move(*f.device));
+      } else if (f.rank) {
+        b.rank_updates.push_back(std::move(*f.rank));
       } else {
         b.job_updates.push_back(std::move(f.description));
       }
@@ -165,6 +195,11 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       g.memory_used_bytes = optionalInt<uint64_t>(r.getColumn(7));
       g.memory_total_bytes = optionalInt<uint64_t>(r.getColumn(8));
       g.sm_clock_mhz = optionalInt<uint32_t>(r.getColumn(9));
+      g.power_watts = optionalDouble(r.getColumn(10));
+      g.sm_active_percent = optionalDouble(r.getColumn(11));
+      g.sm_occupancy_percent = optionalDouble(r.getColumn(12));
+      g.tensor_active_percent = optionalDouble(r.getColumn(13));
+      g.dram_active_percent = optionalDouble(r.getColumn(14));
       b.gpus.push_back(std::move(g));
     }
     for (; jobs && jobs->at(*ts); jobs->step()) {
@@ -188,7 +223,30 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       j.data_wait_seconds = optionalDouble(r.getColumn(16));
       j.step_seconds = optionalDouble(r.getColumn(17));
       j.gpu_util_percent = optionalDouble(r.getColumn(18));
+      j.gpu_active_percent = optionalDouble(r.getColumn(19));
       b.jobs.push_back(std::move(j));
+    }
+    for (; ranks && ranks->at(*ts); ranks->step()) {
+      auto& r = ranks->row();
+      interval_ms = r.getColumn(1).getInt64();
+      collectors::RankSample k;
+      k.key = r.getColumn(2).getString();
+      k.rank = r.getColumn(3).getInt();
+      k.processes = static_cast<uint32_t>(r.getColumn(4).getInt64());
+      k.workers = static_cast<uint32_t>(r.getColumn(5).getInt64());
+      k.read_bytes_per_second = optionalDouble(r.getColumn(6));
+      k.write_bytes_per_second = optionalDouble(r.getColumn(7));
+      k.main_cpu_ratio = optionalDouble(r.getColumn(8));
+      k.workers_cpu_ratio = optionalDouble(r.getColumn(9));
+      k.d_state_threads = static_cast<uint32_t>(r.getColumn(10).getInt64());
+      k.top_wchan = r.getColumn(11).getString();
+      k.steps = optionalInt<uint64_t>(r.getColumn(12));
+      k.data_wait_seconds = optionalDouble(r.getColumn(13));
+      k.step_seconds = optionalDouble(r.getColumn(14));
+      k.gpu_util_percent = optionalDouble(r.getColumn(15));
+      k.gpu_active_percent = optionalDouble(r.getColumn(16));
+      k.gpu = r.getColumn(17).getString();
+      b.ranks.push_back(std::move(k));
     }
     b.interval_seconds = static_cast<double>(interval_ms) / 1000.0;
     // Recordings before schema 3 kept only the GPUs' own utilisation: derive the job's mean.

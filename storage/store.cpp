@@ -33,6 +33,7 @@ const Migration kMigrations[] = {
     {3, kSchemaV3Sql},
     {4, kSchemaV4Sql},
     {5, kSchemaV5Sql},
+    {6, kSchemaV6Sql},
 };
 
 template <typename T>
@@ -147,7 +148,9 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       db,
       "INSERT INTO gpu_samples (ts_ms, gpu_id, interval_ms, utilization_percent, "
       "utilization_sample_count, memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
-      "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second) VALUES (?,?,?,?,?,?,?,?,?,?)");
+      "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
+      "sm_occupancy_percent, tensor_active_percent, dram_active_percent) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
       db,
       "INSERT INTO gpu_process_samples (ts_ms, gpu_id, pid, sm_utilization_percent, "
@@ -157,7 +160,14 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       "INSERT INTO job_samples (ts_ms, job_id, interval_ms, processes, workers, "
       "read_bytes_per_second, write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
       "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
-      "data_wait_seconds, step_seconds, gpu_util_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "data_wait_seconds, step_seconds, gpu_util_percent, gpu_active_percent) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
+      db,
+      "INSERT INTO rank_samples (ts_ms, job_id, rank, interval_ms, processes, workers, "
+      "read_bytes_per_second, write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, "
+      "d_state_threads, top_wchan, steps, data_wait_seconds, step_seconds, gpu_util_percent, "
+      "gpu_active_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   return store;
 }
 
@@ -344,7 +354,7 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     // ("SQL statements in progress"); ids cached from the rolled-back transaction do not
     // exist. Found by tests/test_faults_e2e.py: after a locked DB, nothing was written again.
     for (auto* st : {insert_disk_.get(), insert_pressure_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
-                     touch_device_.get(), insert_job_sample_.get()}) {
+                     touch_device_.get(), insert_job_sample_.get(), insert_rank_sample_.get()}) {
       if (st) st->tryReset();
     }
     device_ids_.clear();
@@ -402,6 +412,11 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       bindOptional(st, 8, g.sm_clock_mhz);
       bindOptional(st, 9, g.pcie_tx_bytes_per_second);
       bindOptional(st, 10, g.pcie_rx_bytes_per_second);
+      bindOptional(st, 11, g.power_watts);
+      bindOptional(st, 12, g.sm_active_percent);
+      bindOptional(st, 13, g.sm_occupancy_percent);
+      bindOptional(st, 14, g.tensor_active_percent);
+      bindOptional(st, 15, g.dram_active_percent);
       st.exec();
       st.reset();
     }
@@ -505,6 +520,46 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, 16, j.data_wait_seconds);
     bindOptional(st, 17, j.step_seconds);
     bindOptional(st, 18, j.gpu_util_percent);
+    bindOptional(st, 19, j.gpu_active_percent);
+    st.exec();
+    st.reset();
+  }
+  for (const auto& r : b.rank_updates) {
+    const int64_t job = jobId(r.key);
+    if (!job) continue;
+    SQLite::Statement st(db_,
+                         "INSERT INTO job_ranks (job_id, rank, pid, gpu_uuid, first_seen_ms, last_seen_ms) "
+                         "VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, rank) DO UPDATE SET pid = excluded.pid, "
+                         "gpu_uuid = coalesce(excluded.gpu_uuid, gpu_uuid), last_seen_ms = excluded.last_seen_ms");
+    st.bind(1, job);
+    st.bind(2, r.rank);
+    st.bind(3, static_cast<int64_t>(r.pid));
+    bindText(st, 4, r.gpu);
+    st.bind(5, b.wall_time_ms);
+    st.bind(6, b.wall_time_ms);
+    st.exec();
+  }
+  for (const auto& r : b.ranks) {
+    const int64_t job = jobId(r.key);
+    if (!job) continue;
+    auto& st = *insert_rank_sample_;
+    st.bind(1, b.wall_time_ms);
+    st.bind(2, job);
+    st.bind(3, r.rank);
+    st.bind(4, interval_ms);
+    st.bind(5, static_cast<int64_t>(r.processes));
+    st.bind(6, static_cast<int64_t>(r.workers));
+    bindOptional(st, 7, r.read_bytes_per_second);
+    bindOptional(st, 8, r.write_bytes_per_second);
+    bindOptional(st, 9, r.main_cpu_ratio);
+    bindOptional(st, 10, r.workers_cpu_ratio);
+    st.bind(11, static_cast<int64_t>(r.d_state_threads));
+    bindText(st, 12, r.top_wchan);
+    bindOptional(st, 13, r.steps);
+    bindOptional(st, 14, r.data_wait_seconds);
+    bindOptional(st, 15, r.step_seconds);
+    bindOptional(st, 16, r.gpu_util_percent);
+    bindOptional(st, 17, r.gpu_active_percent);
     st.exec();
     st.reset();
   }
@@ -537,18 +592,20 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
     incident_id = it->second;
     SQLite::Statement st(db_,
                          "UPDATE incidents SET start_ms=?, end_ms=?, class=?, device=?, physical_device=?, "
-                         "idle_share=?, gpu_seconds_lost=?, confidence=?, evidence=? WHERE incident_id=?");
+                         "idle_share=?, gpu_seconds_lost=?, confidence=?, evidence=?, straggler_rank=?, "
+                         "straggler_pid=?, straggler_gpu=?, waiting_ranks=? WHERE incident_id=?");
     bindIncident(st, 1, i);
-    st.bind(10, incident_id);
+    st.bind(kIncidentFields + 1, incident_id);
     st.exec();
   } else {
     SQLite::Statement st(db_,
                          "INSERT INTO incidents (job_id, start_ms, end_ms, class, device, physical_device, "
-                         "idle_share, gpu_seconds_lost, confidence, evidence, source, detected_ms) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,'live',?) RETURNING incident_id");
+                         "idle_share, gpu_seconds_lost, confidence, evidence, straggler_rank, straggler_pid, "
+                         "straggler_gpu, waiting_ranks, source, detected_ms) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'live',?) RETURNING incident_id");
     st.bind(1, job);
     bindIncident(st, 2, i);
-    st.bind(11, e.ts_ms);
+    st.bind(kIncidentFields + 2, e.ts_ms);
     st.executeStep();
     incident_id = st.getColumn(0).getInt64();
     live_incident_ids_[e.live_id] = incident_id;
@@ -607,7 +664,8 @@ uint64_t Store::pruneBefore(int64_t cutoff_ms) {
   // from the front of the table instead of scanning it for old timestamps.
   static const char* kTables[][2] = {
       {"disk_samples", "ts_ms"},     {"pressure_samples", "ts_ms"}, {"gpu_samples", "ts_ms"},
-      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},  {"agent_events", "ts_ms"},
+      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},  {"rank_samples", "ts_ms"},
+      {"agent_events", "ts_ms"},
       {"incident_events", "ts_ms"},  {"drive_health", "ts_ms"},    {"incidents", "end_ms"},
   };
   constexpr int kChunk = 20000;

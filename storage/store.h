@@ -23,7 +23,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 class StoreError : public std::runtime_error {
  public:
@@ -113,6 +113,7 @@ class Store {
   std::map<std::string, int64_t> job_ids_;
   std::map<uint64_t, int64_t> live_incident_ids_;  // live_id -> incident_id
   std::unique_ptr<SQLite::Statement> insert_job_sample_;
+  std::unique_ptr<SQLite::Statement> insert_rank_sample_;
 };
 
 // The SQL that takes a database from VERSION-1 to VERSION (1-based); null past the last.

@@ -19,11 +19,15 @@ class FakeGpuDriver final : public collectors::GpuDriver {
     uint32_t sm_clock_mhz = 1980;
     std::vector<collectors::GpuProcessUtilization> processes;
     std::vector<collectors::GpuComputeProcess> compute_processes;
+    collectors::DriverCode activity_code = collectors::DriverCode::kNotSupported;
+    collectors::GpuActivity activity;
+    std::optional<double> power_watts;
   };
 
   collectors::DriverCode init_code = collectors::DriverCode::kOk;
   std::vector<Gpu> gpus;
   int pcie_calls = 0;
+  int activity_calls = 0;
 
   collectors::DriverResult<bool> init() override {
     return {init_code, init_code == collectors::DriverCode::kOk, "fake: no driver"};
@@ -54,6 +58,16 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   }
   collectors::DriverResult<uint32_t> smClockMhz(uint32_t index) override {
     return {collectors::DriverCode::kOk, gpus.at(index).sm_clock_mhz, {}};
+  }
+  collectors::DriverResult<double> powerWatts(uint32_t index) override {
+    const Gpu& g = gpus.at(index);
+    if (!g.power_watts) return {collectors::DriverCode::kNotSupported, 0, "fake: no power reading"};
+    return {collectors::DriverCode::kOk, *g.power_watts, {}};
+  }
+  collectors::DriverResult<collectors::GpuActivity> activity(uint32_t index) override {
+    ++activity_calls;
+    const Gpu& g = gpus.at(index);
+    return {g.activity_code, g.activity, g.activity_code == collectors::DriverCode::kOk ? "" : "fake: no GPM"};
   }
   collectors::DriverResult<uint64_t> pcieBytesPerSecond(uint32_t,
                                                         collectors::PcieDirection d) override {

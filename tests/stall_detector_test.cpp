@@ -19,7 +19,9 @@ struct Scenario {
 
   double noise(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); }
 
-  explicit Scenario(unsigned seed = 42) : rng(seed) {
+  // A GPU job that does not report steps unless REPORTS_STEPS: steps, where reported, are
+  // its progress signal.
+  explicit Scenario(unsigned seed = 42, bool reports_steps = false) : rng(seed) {
     s.gpu_count = 1;
     DeviceSeries loop1{"loop1", "", true, {}, {}, {}};
     DeviceSeries vda{"vda", "loop1", true, {}, {}, {}};
@@ -31,7 +33,7 @@ struct Scenario {
       if (i % 37 == 0) util = 97;  // bursts
       if (i % 53 == 0) util = 35;  // a one-second dip now and then
       s.gpu_util_percent.push_back(util);
-      s.steps.push_back(noise(9, 11));
+      s.steps.push_back(reports_steps ? std::optional<double>(noise(9, 11)) : std::nullopt);
       s.read_bytes_per_s.push_back(noise(90e6, 110e6));
       s.write_bytes_per_s.push_back(noise(0.5e6, 2e6));
       s.workers_cpu.push_back(noise(1.0, 1.3));
@@ -210,7 +212,7 @@ TEST(StallDetector, ALongStallDoesNotBecomeTheBaseline) {
 }
 
 TEST(StallDetector, JobsWithoutGpusAreJudgedByTheirSteps) {
-  Scenario sc;
+  Scenario sc(42, true);
   sc.s.gpu_count = 0;
   sc.during([&](size_t i) {
     sc.s.steps[i] = std::nullopt;  // a blocked loop sends nothing
@@ -219,6 +221,116 @@ TEST(StallDetector, JobsWithoutGpusAreJudgedByTheirSteps) {
   const Analysis a = analyzeJob(sc.s);
   EXPECT_EQ(a.progress_signal, "steps");
   expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
+}
+
+// A synchronous two-rank job (DDP): each rank's GPU at 55-75 % when healthy. When rank
+// STARVED waits for its data, its GPU idles while the other rank's spins at ~99 % inside the
+// all-reduce that waits for it; the job's mean utilisation stays near 50 %.
+Scenario twoRanks(std::optional<int32_t> starved, bool with_activity, bool with_waits) {
+  Scenario sc;
+  sc.s.gpu_count = 2;
+  for (int32_t r = 0; r < 2; ++r) {
+    RankSeries rank;
+    rank.rank = r;
+    rank.pid = 1000 + static_cast<uint32_t>(r);
+    rank.gpu = "GPU-" + std::to_string(r);
+    for (size_t i = 0; i < kIntervals; ++i) {
+      const bool stalled = i >= kStallFirst && i <= kStallLast;
+      const bool starving = stalled && (!starved || *starved == r);
+      const double util = starving ? sc.noise(0, 7) : stalled ? sc.noise(97, 100) : sc.noise(55, 75);
+      rank.gpu_util_percent.push_back(util);
+      rank.gpu_active_percent.push_back(with_activity ? std::optional<double>(starving ? sc.noise(0, 1)
+                                                                              : stalled ? sc.noise(2, 4)
+                                                                                        : sc.noise(40, 60))
+                                                      : std::nullopt);
+      rank.data_wait_s.push_back(with_waits ? std::optional<double>(starving ? sc.noise(0.85, 1.0) : sc.noise(0.0, 0.05))
+                                            : std::nullopt);
+      rank.steps.push_back(with_waits ? std::optional<double>(stalled ? 1.0 : sc.noise(14, 16)) : std::nullopt);
+      rank.read_bytes_per_s.push_back(starving ? sc.noise(3e6, 5e6) : sc.noise(40e6, 60e6));
+      rank.write_bytes_per_s.push_back(0.0);
+      rank.workers_cpu.push_back(sc.noise(0.5, 0.6));
+      rank.d_state_threads.push_back(starving ? 6.0 : 0.0);
+    }
+    sc.s.ranks.push_back(std::move(rank));
+  }
+  for (size_t i = 0; i < kIntervals; ++i) {
+    double util = 0, active = 0, steps = 0;
+    for (const auto& r : sc.s.ranks) {
+      util += *r.gpu_util_percent[i] / 2;
+      active += r.gpu_active_percent[i].value_or(0) / 2;
+      steps += r.steps[i].value_or(0);
+    }
+    sc.s.gpu_util_percent[i] = util;
+    sc.s.gpu_active_percent.push_back(with_activity ? std::optional<double>(active) : std::nullopt);
+    sc.s.steps[i] = with_waits ? std::optional<double>(steps) : std::nullopt;
+    // The starved rank's reads queue on loop1.
+    if (i >= kStallFirst && i <= kStallLast) {
+      sc.device("loop1").r_await_ms[i] = sc.noise(30, 60);
+      sc.device("loop1").aqu_sz[i] = sc.noise(4, 8);
+    }
+  }
+  return sc;
+}
+
+TEST(StallDetector, OneStarvedRankStallsTheJobAndIsNamed) {
+  for (bool activity : {false, true}) {
+    for (bool waits : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "GPM " << activity << ", data wait " << waits);
+      Scenario sc = twoRanks(1, activity, waits);
+      // The mean over the job's GPUs alone never looks stalled: ~50 % against ~65 %.
+      const Analysis a = analyzeJob(sc.s);
+      EXPECT_EQ(a.progress_signal, waits ? "steps" : activity ? "gpu_active" : "gpu_util_slowest_rank");
+      expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
+      const Incident& inc = a.incidents[0];
+      ASSERT_TRUE(inc.straggler.has_value());
+      EXPECT_EQ(inc.straggler->rank, 1);
+      EXPECT_EQ(inc.straggler->pid, 1001u);
+      EXPECT_EQ(inc.straggler->gpu, "GPU-1");
+      EXPECT_EQ(inc.waiting_ranks, std::vector<int32_t>{0});
+      EXPECT_TRUE(inc.ranks_starved.empty());
+    }
+  }
+}
+
+TEST(StallDetector, TheOtherRankStarvingIsNamedInstead) {
+  const Analysis a = analyzeJob(twoRanks(0, false, false).s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  ASSERT_TRUE(a.incidents[0].straggler.has_value());
+  EXPECT_EQ(a.incidents[0].straggler->rank, 0);
+  EXPECT_EQ(a.incidents[0].waiting_ranks, std::vector<int32_t>{1});
+}
+
+TEST(StallDetector, EveryRankStarvingAlikeHasNoStraggler) {
+  for (bool waits : {false, true}) {
+    const Analysis a = analyzeJob(twoRanks(std::nullopt, true, waits).s);
+    ASSERT_EQ(a.incidents.size(), 1u) << "waits " << waits;
+    const Incident& inc = a.incidents[0];
+    EXPECT_EQ(toString(inc.cls), std::string("disk-slow"));
+    EXPECT_FALSE(inc.straggler.has_value());
+    EXPECT_EQ(inc.ranks_starved, (std::vector<int32_t>{0, 1}));
+  }
+}
+
+TEST(StallDetector, HealthyTwoRankJobHasNoIncident) {
+  Scenario sc = twoRanks(1, true, true);
+  // Undo the stall: both ranks healthy throughout.
+  const Scenario healthy = twoRanks(1, true, true);
+  for (auto* s : {&sc.s}) {
+    for (auto& r : s->ranks) {
+      for (size_t i = kStallFirst; i <= kStallLast; ++i) {
+        r.gpu_util_percent[i] = r.gpu_util_percent[i - 40];
+        r.gpu_active_percent[i] = r.gpu_active_percent[i - 40];
+        r.data_wait_s[i] = r.data_wait_s[i - 40];
+        r.steps[i] = r.steps[i - 40];
+      }
+    }
+    for (size_t i = kStallFirst; i <= kStallLast; ++i) {
+      s->gpu_active_percent[i] = s->gpu_active_percent[i - 40];
+      s->steps[i] = s->steps[i - 40];
+    }
+  }
+  EXPECT_TRUE(analyzeJob(sc.s).incidents.empty());
+  EXPECT_EQ(analyzeJob(healthy.s).incidents.size(), 1u);
 }
 
 TEST(StallDetector, NothingToJudgeByGivesNoVerdict) {

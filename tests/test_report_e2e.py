@@ -87,7 +87,8 @@ class ReportE2E(unittest.TestCase):
         shutil.copy(fixture, self.db)
         report = json.loads(self.sw("report", "--db", self.db, "--json"))
         self.assertEqual(len(report), 1)
-        self.assertEqual(report[0]["progress_signal"], "gpu_util")
+        # The job reported its steps through stallwatch.watch(): they are its progress.
+        self.assertEqual(report[0]["progress_signal"], "steps")
         self.assertEqual(report[0]["incidents"], [])
         self.assertEqual([(d["device"], d["via"]) for d in report[0]["devices"]],
                          [("loop0", ""), ("vda", "loop0")])
