@@ -1,5 +1,6 @@
 // Cost of each NVML call the GPU collector makes, on the real driver: the median and the
-// maximum of N calls per GPU, in microseconds of wall time (NVML blocks inside some calls).
+// maximum of N calls per GPU, in microseconds of wall time (NVML blocks inside some calls),
+// and the median CPU time of the calling thread (what the agent pays).
 // Run on a GPU host: build/bench/nvml_call_bench [CALLS=20]
 #include <fmt/format.h>
 
@@ -8,7 +9,10 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <time.h>
 
 #include "collectors/gpu_driver.h"
 
@@ -16,17 +20,27 @@ using namespace stallwatch::collectors;
 
 namespace {
 
-void measure(const std::string& name, int calls, const std::function<DriverCode()>& call) {
-  std::vector<double> us;
+double threadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+void measure(const std::string& name, int calls, const std::function<DriverCode()>& call, int pause_ms = 0) {
+  std::vector<double> us, cpu;
   DriverCode last = DriverCode::kOk;
   for (int i = 0; i < calls; ++i) {
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    const double c0 = threadCpuUs();
     const auto t0 = std::chrono::steady_clock::now();
     last = call();
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(threadCpuUs() - c0);
   }
   std::sort(us.begin(), us.end());
-  fmt::print("{:<40} median {:>10.1f} us   max {:>10.1f} us   last code {}\n", name,
-             us[us.size() / 2], us.back(), static_cast<int>(last));
+  std::sort(cpu.begin(), cpu.end());
+  fmt::print("{:<40} median {:>10.1f} us   max {:>10.1f} us   cpu median {:>8.1f} us   last code {}\n", name,
+             us[us.size() / 2], us.back(), cpu[cpu.size() / 2], static_cast<int>(last));
 }
 
 }  // namespace
@@ -54,6 +68,20 @@ int main(int argc, char** argv) {
     measure("nvmlDeviceGetClockInfo (SM)", calls, [&] { return driver->smClockMhz(i).code; });
     measure("nvmlDeviceGetPcieThroughput (TX)", std::min(calls, 10),
             [&] { return driver->pcieBytesPerSecond(i, PcieDirection::kTx).code; });
+    measure("nvmlDeviceGetPowerUsage", calls, [&] { return driver->powerWatts(i).code; });
+    // One GPM sample and the metrics since the previous one, as the collector takes them
+    // each tick; 100 ms apart so that each pair spans real time.
+    driver->activity(i);
+    GpuActivity last{};
+    measure("GPM: nvmlGpmSampleGet + MetricsGet (4)", calls, [&] {
+      auto r = driver->activity(i);
+      if (r.ok()) last = r.value;
+      return r.code;
+    }, 100);
+    auto show = [](const std::optional<double>& v) { return v ? fmt::format("{:.1f}", *v) : std::string("-"); };
+    fmt::print("  last GPM reading: SM active {} %, occupancy {} %, tensor {} %, DRAM {} %\n",
+               show(last.sm_active_percent), show(last.sm_occupancy_percent), show(last.tensor_active_percent),
+               show(last.dram_active_percent));
     uint64_t process_since = 0;
     measure("nvmlDeviceGetProcessUtilization", calls, [&] {
       auto r = driver->processUtilization(i, process_since);

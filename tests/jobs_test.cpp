@@ -82,16 +82,20 @@ TEST(JobKey, FromEnvironment) {
   EXPECT_EQ(jobKeyFromEnvironment({{"TORCHELASTIC_RUN_ID", "abc"}}), "torchelastic:abc");
   EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "5"}, {"TORCHELASTIC_RUN_ID", "abc"}}), "slurm:5");
   EXPECT_EQ(jobKeyFromEnvironment({{"HOME", "/root"}}), "");
+  // torch.distributed without torchrun: the rendezvous the ranks share.
+  EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}}), "dist:10.1.2.3:29500");
+  EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}}), "");
 }
 
 class JobTrackerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string run7("TORCHELASTIC_RUN_ID=run7\0RANK=0\0", 32);
+    const std::string run7_rank1("TORCHELASTIC_RUN_ID=run7\0RANK=1\0", 32);
     tree_.process(1, "init", 'S', 0, 0);
     tree_.process(100, "torchrun", 'S', 1, 10, std::string("TORCHELASTIC_RUN_ID=run7\0", 25));
     tree_.process(101, "python3", 'R', 100, 100, run7);
-    tree_.process(102, "python3", 'R', 100, 100, run7);
+    tree_.process(102, "python3", 'R', 100, 100, run7_rank1);
     tree_.process(103, "pt_data_worker", 'D', 101, 50);
     tree_.wchan(103, "io_schedule");
     tree_.children(101, "103");
@@ -145,6 +149,48 @@ TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   size_t workers = 0;
   for (const auto& p : first.job_processes) workers += p.key == "torchelastic:run7" && p.role == "worker";
   EXPECT_EQ(workers, 1u);
+}
+
+TEST_F(JobTrackerTest, EachRankIsAUnitWithItsWorkersAndItsGpu) {
+  tick(1);
+  tree_.process(103, "pt_data_worker", 'D', 101, 150);  // rank 0's worker: no RANK of its own
+  tree_.wchan(103, "io_schedule");
+  tree_.io(103, 50'000'000);
+  tree_.io(102, 8'000'000);
+  const SampleBatch b = tick(3);
+  std::map<int32_t, const RankSample*> ranks;
+  for (const auto& r : b.ranks) {
+    if (r.key == "torchelastic:run7") ranks[r.rank] = &r;
+  }
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0]->processes, 2u);
+  EXPECT_EQ(ranks[0]->workers, 1u);
+  EXPECT_EQ(ranks[0]->d_state_threads, 1u);
+  EXPECT_EQ(ranks[0]->top_wchan, "io_schedule");
+  EXPECT_EQ(ranks[0]->gpu, "GPU-0");
+  ASSERT_TRUE(ranks[0]->read_bytes_per_second);
+  EXPECT_DOUBLE_EQ(*ranks[0]->read_bytes_per_second, 25'000'000.0);
+  EXPECT_EQ(ranks[1]->processes, 1u);
+  EXPECT_EQ(ranks[1]->workers, 0u);
+  EXPECT_EQ(ranks[1]->gpu, "GPU-1");
+  ASSERT_TRUE(ranks[1]->read_bytes_per_second);
+  EXPECT_DOUBLE_EQ(*ranks[1]->read_bytes_per_second, 4'000'000.0);
+  // The one-process job on GPU 0 has no rank rows of its own.
+  for (const auto& r : b.ranks) EXPECT_EQ(r.key, "torchelastic:run7");
+}
+
+TEST_F(JobTrackerTest, RanksAreDescribedOnceWithTheirMainProcessAndGpu) {
+  const SampleBatch first = tick(1);
+  std::map<int32_t, RankDescription> described;
+  for (const auto& r : first.rank_updates) {
+    if (r.key == "torchelastic:run7") described[r.rank] = r;
+  }
+  ASSERT_EQ(described.size(), 2u);
+  EXPECT_EQ(described[0].pid, 101u);
+  EXPECT_EQ(described[0].gpu, "GPU-0");
+  EXPECT_EQ(described[1].pid, 102u);
+  EXPECT_EQ(described[1].gpu, "GPU-1");
+  EXPECT_TRUE(tick(2).rank_updates.empty());
 }
 
 TEST_F(JobTrackerTest, NamesTheDeviceAFileIsOnAndTheDiskUnderIt) {

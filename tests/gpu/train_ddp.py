@@ -1,0 +1,122 @@
+"""A real synchronous data-parallel training job for the GPU host checks, started by torchrun
+with one process per GPU: ResNet-50 under DistributedDataParallel, each rank reading its own
+share of the dataset's files through its own DataLoader workers (each file dropped from the
+page cache after it is read, so every epoch reads from the device).
+
+Each rank first moves itself into the cgroup named by SW_RANK_CGROUP (with {rank} replaced),
+so that a test can throttle one rank's reads, and writes its pid to SW_PID_DIR/rank{rank}.pid.
+Rank 0 logs the end time of every step (epoch seconds) to --step-log: the job's own account
+of its progress, to hold stallwatch's lost time against.
+
+Usage: torchrun --standalone --nproc-per-node 2 train_ddp.py DATA_DIR [--seconds 60]
+           [--workers 4] [--batch 64] [--decode-us 600] [--hook] [--step-log FILE]"""
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torchvision
+
+IMAGE_BYTES = 3 * 112 * 112
+
+
+class FileDataset(torch.utils.data.Dataset):
+    def __init__(self, root, decode_us=0):
+        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
+        self.decode_s = decode_us / 1e6
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        fd = os.open(self.paths[i], os.O_RDONLY)
+        try:
+            data = os.read(fd, IMAGE_BYTES)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        x = torch.frombuffer(bytearray(data), dtype=torch.uint8).float().view(3, 112, 112) / 255.0
+        end = time.perf_counter() + self.decode_s  # stands for decoding and augmentation
+        while time.perf_counter() < end:
+            pass
+        return x, i % 1000
+
+
+def place_self(rank):
+    cgroup = os.environ.get("SW_RANK_CGROUP")
+    if cgroup:
+        path = cgroup.replace("{rank}", str(rank))
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    pid_dir = os.environ.get("SW_PID_DIR")
+    if pid_dir:
+        with open(os.path.join(pid_dir, f"rank{rank}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--decode-us", type=float, default=0)
+    ap.add_argument("--hook", action="store_true", help="report through stallwatch.watch()")
+    ap.add_argument("--step-log")
+    args = ap.parse_args()
+
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    place_self(rank)
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    dataset = FileDataset(args.data, args.decode_us)
+    sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, drop_last=True)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
+                                         persistent_workers=True, drop_last=True, prefetch_factor=2)
+    model = torchvision.models.resnet50(num_classes=1000).cuda()
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    if args.hook:
+        import stallwatch
+        batches = lambda: stallwatch.watch(loader)  # noqa: E731
+    else:
+        batches = lambda: loader  # noqa: E731
+    step_log = open(args.step_log, "w") if args.step_log and rank == 0 else None
+    start = time.time()
+    print(f"train_ddp: rank {rank} pid {os.getpid()} start {start:.3f}", flush=True)
+    steps, epoch, done = 0, 0, False
+    while not done:
+        sampler.set_epoch(epoch)
+        epoch += 1
+        for x, y in batches():
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+            steps += 1
+            if step_log:
+                step_log.write(f"{time.time():.3f}\n")
+            # Every rank stops at the same step: decided by rank 0's clock, agreed through NCCL.
+            stop = torch.tensor([1 if time.time() - start >= args.seconds else 0], device="cuda")
+            dist.broadcast(stop, 0)
+            if stop.item():
+                done = True
+                break
+    end = time.time()
+    if step_log:
+        step_log.close()
+    print(f"train_ddp: rank {rank} {steps} steps in {end - start:.1f} s = {steps / (end - start):.2f} steps/s, "
+          f"end {end:.3f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
