@@ -155,6 +155,14 @@ std::string renderMetrics(const MetricsSnapshot& s) {
       w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.sm_active_percent / 100.0);
     }
   }
+  w.family("stallwatch_gpu_work_ratio", "gauge",
+           "GPM work: the busier of the GPU's tensor cores and DRAM bandwidth over the interval (0 while "
+           "a collective only waits).");
+  for (const auto& g : s.gpus) {
+    if (const auto work = collectors::gpuWorkPercent(g)) {
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *work / 100.0);
+    }
+  }
   w.family("stallwatch_gpu_power_watts", "gauge", "GPU power draw.");
   for (const auto& g : s.gpus) {
     if (g.power_watts) w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.power_watts);

@@ -123,7 +123,7 @@ std::string progressText(const correlator::Analysis& a, const correlator::JobSer
   const std::string& signal = a.progress_signal;
   if (signal.empty()) return "nothing (no GPU readings, no dataloader reports)";
   if (signal == "steps") return "dataloader steps per second";
-  if (signal == "gpu_active") return fmt::format("GPU SM activity (GPM) of {} GPU(s)", s.gpu_count);
+  if (signal == "gpu_work") return fmt::format("GPU work (GPM tensor/DRAM activity) of {} GPU(s)", s.gpu_count);
   if (signal == "gpu_util_slowest_rank") {
     return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)", s.ranks.size());
   }
@@ -147,7 +147,7 @@ nlohmann::json rankFigures(const correlator::JobSeries& s, const correlator::Ran
           {"pid", r.pid},
           {"gpu", r.gpu},
           {"gpu_util_p50_percent", orNull(correlator::percentile(r.gpu_util_percent, 50))},
-          {"gpu_active_p50_percent", orNull(correlator::percentile(r.gpu_active_percent, 50))},
+          {"gpu_work_p50_percent", orNull(correlator::percentile(r.gpu_work_percent, 50))},
           {"steps_per_second_p50", orNull(correlator::percentile(steps_per_s, 50))},
           {"data_wait_share_p50", orNull(correlator::percentile(wait, 50))},
           {"read_bytes_per_second_p50", orNull(correlator::percentile(r.read_bytes_per_s, 50))}};
@@ -190,14 +190,14 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
     }
     if (!s.ranks.empty()) {
-      out += "  ranks       rank  pid      GPU            util p50  active p50  steps/s p50  data wait p50  read MB/s p50\n";
+      out += "  ranks       rank  pid      GPU            util p50    work p50  steps/s p50  data wait p50  read MB/s p50\n";
       for (const auto& rank : s.ranks) {
         const auto f = rankFigures(s, rank);
         const auto read = number(f, "read_bytes_per_second_p50");
         const auto steps = number(f, "steps_per_second_p50");
         out += fmt::format("              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", rank.rank, rank.pid,
                            rank.gpu.empty() ? "-" : rank.gpu.substr(0, 12), percent(number(f, "gpu_util_p50_percent")),
-                           percent(number(f, "gpu_active_p50_percent")), steps ? fmt::format("{:.1f}", *steps) : "-",
+                           percent(number(f, "gpu_work_p50_percent")), steps ? fmt::format("{:.1f}", *steps) : "-",
                            share(number(f, "data_wait_share_p50")), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
       }
     }

@@ -1,5 +1,7 @@
 #include "collectors/samples.h"
 
+#include <algorithm>
+
 namespace stallwatch::collectors {
 namespace {
 
@@ -22,8 +24,8 @@ GpuMeans meansOf(const std::string& uuids, const std::vector<GpuSample>& gpus) {
         util += *g.utilization_percent;
         ++util_n;
       }
-      if (g.sm_active_percent) {
-        active += *g.sm_active_percent;
+      if (const auto work = gpuWorkPercent(g)) {
+        active += *work;
         ++active_n;
       }
     }
@@ -38,17 +40,22 @@ GpuMeans meansOf(const std::string& uuids, const std::vector<GpuSample>& gpus) {
 
 }  // namespace
 
+std::optional<double> gpuWorkPercent(const GpuSample& g) {
+  if (!g.tensor_active_percent && !g.dram_active_percent) return std::nullopt;
+  return std::max(g.tensor_active_percent.value_or(0.0), g.dram_active_percent.value_or(0.0));
+}
+
 void attachJobGpuUtilization(SampleBatch& batch) {
   if (batch.gpus.empty()) return;
   for (auto& job : batch.jobs) {
     const GpuMeans m = meansOf(job.gpus, batch.gpus);
     job.gpu_util_percent = m.util;
-    job.gpu_active_percent = m.active;
+    job.gpu_work_percent = m.active;
   }
   for (auto& rank : batch.ranks) {
     const GpuMeans m = meansOf(rank.gpu, batch.gpus);
     rank.gpu_util_percent = m.util;
-    rank.gpu_active_percent = m.active;
+    rank.gpu_work_percent = m.active;
   }
 }
 

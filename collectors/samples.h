@@ -99,7 +99,7 @@ struct JobSample {
   std::optional<double> step_seconds;
   std::string gpus;  // the job's GPU UUIDs, comma-separated (for the recorder's mean below)
   std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
-  std::optional<double> gpu_active_percent;  // mean GPM SM activity of the job's GPUs
+  std::optional<double> gpu_work_percent;  // mean GPM work of the job's GPUs (gpuWorkPercent)
 };
 
 // One rank of a job that runs several (a synchronous data-parallel run: one process per
@@ -130,7 +130,7 @@ struct RankSample {
   std::optional<double> step_seconds;
   std::string gpu;  // for the recorder to attach the GPU's readings below
   std::optional<double> gpu_util_percent;
-  std::optional<double> gpu_active_percent;  // GPM SM activity
+  std::optional<double> gpu_work_percent;  // GPM work of its GPU (gpuWorkPercent)
 };
 
 // "This job reads from DEVICE": a file the job had open lives on it (VIA: the device the
@@ -166,8 +166,14 @@ struct SampleBatch {
   std::vector<RankSample> ranks;              // jobs of two or more ranks only
 };
 
-// Each job's and rank's GPU readings for the tick: the mean utilisation and GPM SM activity
-// of its GPUs, from the GPU samples of the same batch.
+// What a GPU did that moves training forward, from GPM: the busier of its tensor cores and its
+// DRAM bandwidth, in percent. A collective that waits for another rank spins on a few SMs
+// and reads near 100 % utilisation, but moves no data and runs no tensor op: 0 here. None
+// without GPM readings.
+std::optional<double> gpuWorkPercent(const GpuSample& gpu);
+
+// Each job's and rank's GPU readings for the tick: the mean utilisation and GPM work of its
+// GPUs, from the GPU samples of the same batch.
 void attachJobGpuUtilization(SampleBatch& batch);
 
 }  // namespace stallwatch::collectors

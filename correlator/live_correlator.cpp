@@ -54,7 +54,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
   s.interval_s.push_back(b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, countGpus(j.gpus));
   s.gpu_util_percent.push_back(j.gpu_util_percent);
-  s.gpu_active_percent.push_back(j.gpu_active_percent);
+  s.gpu_work_percent.push_back(j.gpu_work_percent);
   s.steps.push_back(toOptional(j.steps));
   s.data_wait_s.push_back(j.data_wait_seconds);
   s.step_s.push_back(j.step_seconds);
@@ -91,7 +91,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
       RankSeries fresh;
       fresh.rank = r.rank;
       const size_t before = s.size() - 1;
-      for (Series* x : {&fresh.gpu_util_percent, &fresh.gpu_active_percent, &fresh.steps, &fresh.data_wait_s,
+      for (Series* x : {&fresh.gpu_util_percent, &fresh.gpu_work_percent, &fresh.steps, &fresh.data_wait_s,
                         &fresh.read_bytes_per_s, &fresh.write_bytes_per_s, &fresh.workers_cpu, &fresh.d_state_threads}) {
         x->assign(before, std::nullopt);
       }
@@ -104,7 +104,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
       rank->gpu = d->second.gpu;
     }
     rank->gpu_util_percent.push_back(r.gpu_util_percent);
-    rank->gpu_active_percent.push_back(r.gpu_active_percent);
+    rank->gpu_work_percent.push_back(r.gpu_work_percent);
     rank->steps.push_back(toOptional(r.steps));
     rank->data_wait_s.push_back(r.data_wait_seconds);
     rank->read_bytes_per_s.push_back(r.read_bytes_per_second);
@@ -115,7 +115,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
   // A rank with no sample this tick (exited, or not seen) gets an empty interval.
   for (auto& rank : s.ranks) {
     if (rank.gpu_util_percent.size() == s.size()) continue;
-    for (Series* x : {&rank.gpu_util_percent, &rank.gpu_active_percent, &rank.steps, &rank.data_wait_s,
+    for (Series* x : {&rank.gpu_util_percent, &rank.gpu_work_percent, &rank.steps, &rank.data_wait_s,
                       &rank.read_bytes_per_s, &rank.write_bytes_per_s, &rank.workers_cpu, &rank.d_state_threads}) {
       x->resize(s.size());
     }
@@ -264,13 +264,13 @@ void LiveCorrelator::judgeNewest(JobState& job) {
   const JobSeries& s = job.series;
   const size_t i = s.size() - 1;
   job.steps_seen = job.steps_seen || s.steps[i].has_value();
-  job.active_seen = job.active_seen || (s.gpu_count > 0 && s.gpu_active_percent[i].has_value());
+  job.work_seen = job.work_seen || (s.gpu_count > 0 && s.gpu_work_percent[i].has_value());
   job.gpu_seen = job.gpu_seen || (s.gpu_count > 0 && s.gpu_util_percent[i].has_value());
   ProgressSignal signal = ProgressSignal::kNone;
   if (job.steps_seen) {
     signal = ProgressSignal::kSteps;
-  } else if (job.active_seen) {
-    signal = ProgressSignal::kGpuActive;
+  } else if (job.work_seen) {
+    signal = ProgressSignal::kGpuWork;
   } else if (job.gpu_seen) {
     const auto ranks_with_gpu = std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) {
       return std::any_of(r.gpu_util_percent.begin(), r.gpu_util_percent.end(), [](const auto& v) { return v.has_value(); });

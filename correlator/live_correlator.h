@@ -85,7 +85,7 @@ class LiveCorrelator {
     // the full analysis (attribution) needs to run at all this tick.
     ProgressBaseline baseline;
     bool gpu_seen = false;
-    bool active_seen = false;
+    bool work_seen = false;
     bool steps_seen = false;
     ProgressSignal signal = ProgressSignal::kNone;
     std::map<int32_t, collectors::RankDescription> rank_facts;

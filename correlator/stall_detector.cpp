@@ -286,7 +286,7 @@ const char* toString(ProgressSignal signal) {
   switch (signal) {
     case ProgressSignal::kNone: return "";
     case ProgressSignal::kSteps: return "steps";
-    case ProgressSignal::kGpuActive: return "gpu_active";
+    case ProgressSignal::kGpuWork: return "gpu_work";
     case ProgressSignal::kSlowestRankGpuUtil: return "gpu_util_slowest_rank";
     case ProgressSignal::kGpuUtil: return "gpu_util";
   }
@@ -297,7 +297,7 @@ ProgressSignal chooseProgressSignal(const JobSeries& s) {
   auto any = [](const Series& x) { return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }); };
   if (any(s.steps)) return ProgressSignal::kSteps;
   if (s.gpu_count == 0) return ProgressSignal::kNone;
-  if (any(s.gpu_active_percent)) return ProgressSignal::kGpuActive;
+  if (any(s.gpu_work_percent)) return ProgressSignal::kGpuWork;
   const size_t ranks_with_gpu = static_cast<size_t>(
       std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) { return any(r.gpu_util_percent); }));
   if (ranks_with_gpu >= 2) return ProgressSignal::kSlowestRankGpuUtil;
@@ -311,7 +311,7 @@ std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal si
     case ProgressSignal::kSteps:
       if (!reporting || i >= s.interval_s.size() || s.interval_s[i] <= 0) return std::nullopt;
       return at(s.steps, i).value_or(0.0) / s.interval_s[i];
-    case ProgressSignal::kGpuActive: return at(s.gpu_active_percent, i);
+    case ProgressSignal::kGpuWork: return at(s.gpu_work_percent, i);
     case ProgressSignal::kSlowestRankGpuUtil: {
       std::optional<double> slowest;
       for (const RankSeries& r : s.ranks) {
@@ -366,7 +366,7 @@ double minDrop(ProgressSignal signal, const DetectorConfig& cfg) {
   switch (signal) {
     case ProgressSignal::kGpuUtil:
     case ProgressSignal::kSlowestRankGpuUtil: return cfg.min_gpu_drop_points;
-    case ProgressSignal::kGpuActive: return cfg.min_active_drop_points;
+    case ProgressSignal::kGpuWork: return cfg.min_work_drop_points;
     default: return 0;
   }
 }

@@ -42,7 +42,7 @@ struct RankSeries {
   int32_t rank = 0;
   uint32_t pid = 0;
   std::string gpu;  // UUID
-  Series gpu_util_percent, gpu_active_percent;
+  Series gpu_util_percent, gpu_work_percent;
   Series steps, data_wait_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
 };
@@ -52,7 +52,7 @@ struct JobSeries {
   std::vector<double> interval_s;
   uint32_t gpu_count = 0;
   Series gpu_util_percent;          // mean over the job's GPUs
-  Series gpu_active_percent;        // mean GPM SM activity over the job's GPUs
+  Series gpu_work_percent;          // mean GPM work (gpuWorkPercent) over the job's GPUs
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;         // host pressure shares, 0..1
@@ -64,7 +64,7 @@ struct JobSeries {
   // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
   template <typename Fn>
   void forEachSeries(Fn fn) {
-    for (Series* x : {&gpu_util_percent, &gpu_active_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
+    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
                       &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
       fn(*x);
     }
@@ -72,7 +72,7 @@ struct JobSeries {
       for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
     }
     for (auto& r : ranks) {
-      for (Series* x : {&r.gpu_util_percent, &r.gpu_active_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
+      for (Series* x : {&r.gpu_util_percent, &r.gpu_work_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
                         &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
         fn(*x);
       }
@@ -82,14 +82,16 @@ struct JobSeries {
 
 // What a job's progress is judged by, best first:
 //   steps                  steps per second from the dataloader hook, summed over ranks;
-//   gpu_active             GPM SM activity of its GPUs: a collective that spins while it
-//                          waits for another rank counts as the little work it is;
+//   gpu_work               GPM work of its GPUs, the busier of tensor-core and DRAM
+//                          activity: a collective that spins while it waits for another
+//                          rank keeps SMs occupied (utilisation ~100 %, SM activity ~18 %
+//                          on an H200) but moves no data and runs no tensor op (both 0);
 //   gpu_util_slowest_rank  without GPM, for jobs of several ranks: the utilisation of the
 //                          least busy rank's GPU (a synchronous job moves at its pace; the
 //                          others' waiting kernels read as busy);
 //   gpu_util               the mean utilisation of its GPUs (one GPU).
-enum class ProgressSignal { kNone, kSteps, kGpuActive, kSlowestRankGpuUtil, kGpuUtil };
-const char* toString(ProgressSignal signal);  // "steps", "gpu_active", ..., "" for none
+enum class ProgressSignal { kNone, kSteps, kGpuWork, kSlowestRankGpuUtil, kGpuUtil };
+const char* toString(ProgressSignal signal);  // "steps", "gpu_work", ..., "" for none
 ProgressSignal chooseProgressSignal(const JobSeries& series);
 // Progress in interval I by SIGNAL. Steps: an interval with no report once the job has
 // reported (REPORTING) made no steps, 0; before that, none.
@@ -98,7 +100,7 @@ std::optional<double> progressAt(const JobSeries& series, size_t i, ProgressSign
 struct DetectorConfig {
   double stall_ratio = 0.5;       // progress below this share of the baseline is a stall
   double min_gpu_drop_points = 20;  // ... and at least this many points of GPU utilisation
-  double min_active_drop_points = 5;  // ... or of GPM SM activity (lower: a job's is lower)
+  double min_work_drop_points = 1;  // ... or of GPM work (tensor or DRAM activity: a job's is low)
   // A rank starved (held a synchronous job back): its GPU's utilisation fell below this share
   // of its own baseline while another rank's stayed busy, or its data wait rose by this much.
   double rank_idle_ratio = 0.5;

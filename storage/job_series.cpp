@@ -119,7 +119,7 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     r.rank = facts.getColumn(0).getInt();
     r.pid = static_cast<uint32_t>(facts.getColumn(1).getInt64());
     r.gpu = facts.getColumn(2).getString();
-    for (auto* x : {&r.gpu_util_percent, &r.gpu_active_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
+    for (auto* x : {&r.gpu_util_percent, &r.gpu_work_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
                     &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
       x->assign(n, std::nullopt);
     }
@@ -130,7 +130,7 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     return;
   }
   SQLite::Statement q(db,
-                      "SELECT ts_ms, rank, gpu_util_percent, gpu_active_percent, steps, data_wait_seconds, "
+                      "SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, data_wait_seconds, "
                       "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, d_state_threads "
                       "FROM rank_samples WHERE job_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms, rank");
   q.bind(1, job_id);
@@ -146,7 +146,7 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     auto r = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const auto& x) { return x.rank == rank; });
     if (r == s.ranks.end()) continue;
     r->gpu_util_percent[i] = optionalColumn(q.getColumn(2));
-    r->gpu_active_percent[i] = optionalColumn(q.getColumn(3));
+    r->gpu_work_percent[i] = optionalColumn(q.getColumn(3));
     r->steps[i] = optionalColumn(q.getColumn(4));
     r->data_wait_s[i] = optionalColumn(q.getColumn(5));
     r->read_bytes_per_s[i] = optionalColumn(q.getColumn(6));
@@ -195,7 +195,7 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
                                     "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
                                     "d_state_threads, ") +
                             (version >= 3 ? "gpu_util_percent" : "NULL") + ", " +
-                            (version >= 6 ? "gpu_active_percent" : "NULL") +
+                            (version >= 6 ? "gpu_work_percent" : "NULL") +
                             " FROM job_samples WHERE job_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
     q.bind(1, job.job_id);
     bindRange(q, 2, range);
@@ -203,7 +203,7 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
       const int64_t ts = q.getColumn(0).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
       s.gpu_util_percent.push_back(optionalColumn(q.getColumn(9)));
-      s.gpu_active_percent.push_back(optionalColumn(q.getColumn(10)));
+      s.gpu_work_percent.push_back(optionalColumn(q.getColumn(10)));
       s.ts_ms.push_back(ts);
       s.interval_s.push_back(q.getColumn(1).getDouble() / 1000.0);
       s.steps.push_back(optionalColumn(q.getColumn(2)));

@@ -65,7 +65,7 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
         db, "SELECT s.ts_ms, s.interval_ms, j.job_key, s.rank, s.processes, s.workers, s.read_bytes_per_second, "
             "s.write_bytes_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, s.d_state_threads, "
             "coalesce(s.top_wchan, ''), s.steps, s.data_wait_seconds, s.step_seconds, s.gpu_util_percent, "
-            "s.gpu_active_percent, coalesce(r.gpu_uuid, '') FROM rank_samples s JOIN jobs j USING (job_id) "
+            "s.gpu_work_percent, coalesce(r.gpu_uuid, '') FROM rank_samples s JOIN jobs j USING (job_id) "
             "LEFT JOIN job_ranks r ON r.job_id = s.job_id AND r.rank = s.rank ORDER BY s.ts_ms, s.rank");
   }
   std::unique_ptr<Cursor> jobs;
@@ -84,7 +84,7 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
                         "s.d_state_threads, coalesce(s.top_wchan, ''), s.steps, s.samples, "
                         "s.data_wait_seconds, s.step_seconds, ") +
                 (has_job_gpu_util ? "s.gpu_util_percent" : "NULL") + ", " +
-                (has_ranks ? "s.gpu_active_percent" : "NULL") +
+                (has_ranks ? "s.gpu_work_percent" : "NULL") +
                 " FROM job_samples s JOIN jobs j USING (job_id) ORDER BY s.ts_ms");
     SQLite::Statement q(db, "SELECT job_key, coalesce(label, ''), root_pid, coalesce(cmdline, ''), "
                             "coalesce(labels, ''), coalesce(gpus, ''), started_ms, ended_ms FROM jobs");
@@ -223,7 +223,7 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       j.data_wait_seconds = optionalDouble(r.getColumn(16));
       j.step_seconds = optionalDouble(r.getColumn(17));
       j.gpu_util_percent = optionalDouble(r.getColumn(18));
-      j.gpu_active_percent = optionalDouble(r.getColumn(19));
+      j.gpu_work_percent = optionalDouble(r.getColumn(19));
       b.jobs.push_back(std::move(j));
     }
     for (; ranks && ranks->at(*ts); ranks->step()) {
@@ -244,7 +244,7 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
       k.data_wait_seconds = optionalDouble(r.getColumn(13));
       k.step_seconds = optionalDouble(r.getColumn(14));
       k.gpu_util_percent = optionalDouble(r.getColumn(15));
-      k.gpu_active_percent = optionalDouble(r.getColumn(16));
+      k.gpu_work_percent = optionalDouble(r.getColumn(16));
       k.gpu = r.getColumn(17).getString();
       b.ranks.push_back(std::move(k));
     }

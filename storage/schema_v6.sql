@@ -10,8 +10,9 @@ ALTER TABLE gpu_samples ADD COLUMN sm_occupancy_percent REAL;   -- NVML_GPM_METR
 ALTER TABLE gpu_samples ADD COLUMN tensor_active_percent REAL;  -- NVML_GPM_METRIC_ANY_TENSOR_UTIL
 ALTER TABLE gpu_samples ADD COLUMN dram_active_percent REAL;    -- NVML_GPM_METRIC_DRAM_BW_UTIL
 
--- The mean SM activity of the job's GPUs at each tick, beside gpu_util_percent.
-ALTER TABLE job_samples ADD COLUMN gpu_active_percent REAL;
+-- The mean GPM work of the job's GPUs at each tick, beside gpu_util_percent: the busier of
+-- tensor-core and DRAM activity, which a collective waiting for another rank leaves at 0.
+ALTER TABLE job_samples ADD COLUMN gpu_work_percent REAL;
 
 -- One row per rank of a job that runs two or more (one process per GPU, each with its own
 -- dataloader workers). rank: RANK from the environment, else the index of its GPU.
@@ -43,7 +44,7 @@ CREATE TABLE rank_samples (
   data_wait_seconds      REAL,
   step_seconds           REAL,
   gpu_util_percent       REAL,
-  gpu_active_percent     REAL
+  gpu_work_percent     REAL
 ) STRICT;
 CREATE INDEX rank_samples_by_job_time ON rank_samples (job_id, ts_ms, rank);
 

@@ -160,14 +160,14 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
       "INSERT INTO job_samples (ts_ms, job_id, interval_ms, processes, workers, "
       "read_bytes_per_second, write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
       "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
-      "data_wait_seconds, step_seconds, gpu_util_percent, gpu_active_percent) "
+      "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent) "
       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       "INSERT INTO rank_samples (ts_ms, job_id, rank, interval_ms, processes, workers, "
       "read_bytes_per_second, write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, "
       "d_state_threads, top_wchan, steps, data_wait_seconds, step_seconds, gpu_util_percent, "
-      "gpu_active_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "gpu_work_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   return store;
 }
 
@@ -520,7 +520,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, 16, j.data_wait_seconds);
     bindOptional(st, 17, j.step_seconds);
     bindOptional(st, 18, j.gpu_util_percent);
-    bindOptional(st, 19, j.gpu_active_percent);
+    bindOptional(st, 19, j.gpu_work_percent);
     st.exec();
     st.reset();
   }
@@ -559,7 +559,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, 14, r.data_wait_seconds);
     bindOptional(st, 15, r.step_seconds);
     bindOptional(st, 16, r.gpu_util_percent);
-    bindOptional(st, 17, r.gpu_active_percent);
+    bindOptional(st, 17, r.gpu_work_percent);
     st.exec();
     st.reset();
   }

@@ -239,7 +239,7 @@ Scenario twoRanks(std::optional<int32_t> starved, bool with_activity, bool with_
       const bool starving = stalled && (!starved || *starved == r);
       const double util = starving ? sc.noise(0, 7) : stalled ? sc.noise(97, 100) : sc.noise(55, 75);
       rank.gpu_util_percent.push_back(util);
-      rank.gpu_active_percent.push_back(with_activity ? std::optional<double>(starving ? sc.noise(0, 1)
+      rank.gpu_work_percent.push_back(with_activity ? std::optional<double>(starving ? sc.noise(0, 1)
                                                                               : stalled ? sc.noise(2, 4)
                                                                                         : sc.noise(40, 60))
                                                       : std::nullopt);
@@ -257,11 +257,11 @@ Scenario twoRanks(std::optional<int32_t> starved, bool with_activity, bool with_
     double util = 0, active = 0, steps = 0;
     for (const auto& r : sc.s.ranks) {
       util += *r.gpu_util_percent[i] / 2;
-      active += r.gpu_active_percent[i].value_or(0) / 2;
+      active += r.gpu_work_percent[i].value_or(0) / 2;
       steps += r.steps[i].value_or(0);
     }
     sc.s.gpu_util_percent[i] = util;
-    sc.s.gpu_active_percent.push_back(with_activity ? std::optional<double>(active) : std::nullopt);
+    sc.s.gpu_work_percent.push_back(with_activity ? std::optional<double>(active) : std::nullopt);
     sc.s.steps[i] = with_waits ? std::optional<double>(steps) : std::nullopt;
     // The starved rank's reads queue on loop1.
     if (i >= kStallFirst && i <= kStallLast) {
@@ -279,7 +279,7 @@ TEST(StallDetector, OneStarvedRankStallsTheJobAndIsNamed) {
       Scenario sc = twoRanks(1, activity, waits);
       // The mean over the job's GPUs alone never looks stalled: ~50 % against ~65 %.
       const Analysis a = analyzeJob(sc.s);
-      EXPECT_EQ(a.progress_signal, waits ? "steps" : activity ? "gpu_active" : "gpu_util_slowest_rank");
+      EXPECT_EQ(a.progress_signal, waits ? "steps" : activity ? "gpu_work" : "gpu_util_slowest_rank");
       expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
       const Incident& inc = a.incidents[0];
       ASSERT_TRUE(inc.straggler.has_value());
@@ -319,13 +319,13 @@ TEST(StallDetector, HealthyTwoRankJobHasNoIncident) {
     for (auto& r : s->ranks) {
       for (size_t i = kStallFirst; i <= kStallLast; ++i) {
         r.gpu_util_percent[i] = r.gpu_util_percent[i - 40];
-        r.gpu_active_percent[i] = r.gpu_active_percent[i - 40];
+        r.gpu_work_percent[i] = r.gpu_work_percent[i - 40];
         r.data_wait_s[i] = r.data_wait_s[i - 40];
         r.steps[i] = r.steps[i - 40];
       }
     }
     for (size_t i = kStallFirst; i <= kStallLast; ++i) {
-      s->gpu_active_percent[i] = s->gpu_active_percent[i - 40];
+      s->gpu_work_percent[i] = s->gpu_work_percent[i - 40];
       s->steps[i] = s->steps[i - 40];
     }
   }
