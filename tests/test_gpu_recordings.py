@@ -1,7 +1,14 @@
-"""Replays the real recordings of issue 7's runs (tests/gpu/stall_runs.sh on an H200) through
-the correlator and checks the verdicts: the slowed-disk run gives a disk-slow incident naming
-the loop device and the disk under it, covering the injected window within 2 s at each end;
-the healthy run gives none; the CPU-starved run blames no disk."""
+"""Replays real recordings through the correlator and checks the verdicts.
+
+Issue 7's runs (tests/gpu/stall_runs.sh, one H200): the slowed-disk run gives a disk-slow
+incident naming the loop device and the disk under it, covering the injected window within
+2 s at each end; the healthy run gives none; the CPU-starved run blames no disk.
+
+Issue 13's runs (tests/gpu/ddp_runs.sh, two H200s, DDP with one rank per GPU): one rank's
+reads throttled, or its input squeezed onto one CPU, names that rank as the straggler with
+the cause; every rank throttled names no single straggler; healthy gives none. The GPU time
+lost agrees with the job's own step log within 10 %, and the live correlator (stallwatch
+replay) opens the same incident."""
 
 import json
 import os
@@ -51,6 +58,71 @@ class GpuRecordings(unittest.TestCase):
             self.assertIsNone(incident["device"])
         # And it says what it was.
         self.assertEqual([i["class"] for i in report["incidents"]], ["input-cpu"])
+
+
+class DdpRecordings(unittest.TestCase):
+    GPUS = 2
+
+    def run_case(self, run):
+        tmp = tempfile.mkdtemp(prefix="stallwatch-ddp-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "run.db")
+        shutil.copy(os.path.join(RECORDINGS, f"h200x2-ddp-{run}.db"), db)
+        with open(os.path.join(RECORDINGS, f"h200x2-ddp-{run}.window")) as f:
+            t_in, t_out, rank = f.read().split()
+        with open(os.path.join(RECORDINGS, f"h200x2-ddp-{run}.steps")) as f:
+            steps = [float(line) for line in f]
+        reports = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True, text=True,
+                                            check=True).stdout)
+        self.assertEqual(len(reports), 1, "the ranks of one torchrun are one job")
+        self.assertEqual([r["rank"] for r in reports[0]["ranks"]], [0, 1])
+        self.assertEqual(reports[0]["progress_signal"], "gpu_work")
+        return reports[0], int(t_in), int(t_out), rank, steps, db
+
+    def check_incident(self, run, cls, device, straggler):
+        report, t_in, t_out, rank, steps, db = self.run_case(run)
+        self.assertEqual(len(report["incidents"]), 1, report["incidents"])
+        inc = report["incidents"][0]
+        self.assertEqual(inc["class"], cls)
+        self.assertEqual(inc["device"], device)
+        self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
+        self.assertLessEqual(abs(inc["end_ms"] - t_out), 2000)
+        if straggler is None:
+            self.assertIsNone(inc["straggler"])
+            self.assertEqual(inc["ranks_starved"], [0, 1])
+        else:
+            self.assertEqual(inc["straggler"]["rank"], straggler)
+            self.assertEqual(str(straggler), rank, "the rank the run injected")
+            self.assertEqual(inc["waiting_ranks"], [1 - straggler])
+        # Lost time in the job's own units: its step log, rank 0's step end times.
+        start_s, end_s = inc["start_ms"] / 1000, inc["end_ms"] / 1000
+        baseline = sum(1 for t in steps if t_in / 1000 - 10 <= t < t_in / 1000) / 10
+        done = sum(1 for t in steps if start_s <= t < end_s)
+        job_lost_gpu_s = ((end_s - start_s) - done / baseline) * self.GPUS
+        self.assertLess(abs(inc["gpu_seconds_lost"] - job_lost_gpu_s) / job_lost_gpu_s, 0.10,
+                        f"report {inc['gpu_seconds_lost']:.1f} GPU-s, step log {job_lost_gpu_s:.1f}")
+        # The live correlator, fed the recording batch by batch, opens the same stall.
+        events = [json.loads(line) for line in subprocess.run([BIN, "replay", "--db", db], capture_output=True,
+                                                              text=True, check=True).stdout.splitlines()]
+        opened = [e for e in events if e["event"] == "open"]
+        self.assertEqual(len(opened), 1, events)
+        self.assertLessEqual(abs(opened[0]["start_ms"] - t_in), 2000)
+        final = [e for e in events if e["event"] in ("open", "change")][-1]
+        self.assertEqual(final["class"], cls)
+        self.assertEqual((final["straggler"] or {}).get("rank"), straggler)
+
+    def test_ddp_one_rank_throttled(self):
+        self.check_incident("rank-disk", "disk-slow", "loop0", 1)
+
+    def test_ddp_one_rank_cpu_starved(self):
+        self.check_incident("rank-cpu", "input-cpu", None, 1)
+
+    def test_ddp_every_rank_throttled(self):
+        self.check_incident("all-disk", "disk-slow", "loop0", None)
+
+    def test_ddp_healthy(self):
+        report, *_ = self.run_case("healthy")
+        self.assertEqual(report["incidents"], [])
 
 
 if __name__ == "__main__":
