@@ -31,6 +31,13 @@ struct JobRow {
     int64_t open_files;
   };
   std::vector<Device> devices;
+  struct Rank {
+    int64_t rank = 0, pid = 0;
+    std::string gpu;
+    std::optional<double> steps_per_second, data_wait_share, read_bytes_per_second, gpu_util, gpu_work;
+    int64_t max_d_state = 0;
+  };
+  std::vector<Rank> ranks;  // jobs of two or more ranks (schema 6)
 };
 
 std::optional<double> optionalDouble(const SQLite::Column& c) {
@@ -39,6 +46,7 @@ std::optional<double> optionalDouble(const SQLite::Column& c) {
 
 std::vector<JobRow> readJobs(SQLite::Database& db) {
   std::vector<JobRow> jobs;
+  const bool has_ranks = db.execAndGet("PRAGMA user_version").getInt() >= 6;
   SQLite::Statement q(db,
                       "SELECT job_id, job_key, coalesce(label,''), coalesce(labels,''), "
                       "coalesce(gpus,''), coalesce(cmdline,''), root_pid, started_ms, ended_ms "
@@ -90,6 +98,29 @@ std::vector<JobRow> readJobs(SQLite::Database& db) {
       j.devices.push_back({d.getColumn(0).getString(), d.getColumn(1).getString(),
                            d.getColumn(2).getInt64()});
     }
+    if (!has_ranks) continue;
+    SQLite::Statement r(
+        db,
+        "SELECT r.rank, r.pid, coalesce(r.gpu_uuid, ''), "
+        "CASE WHEN count(s.steps) > 0 THEN sum(s.steps) * 1000.0 / nullif(sum(s.interval_ms), 0) END, "
+        "sum(s.data_wait_seconds) / nullif(sum(s.data_wait_seconds) + sum(s.step_seconds), 0), "
+        "avg(s.read_bytes_per_second), coalesce(max(s.d_state_threads), 0), avg(s.gpu_util_percent), "
+        "avg(s.gpu_work_percent) FROM job_ranks r LEFT JOIN rank_samples s USING (job_id, rank) "
+        "WHERE r.job_id = ? GROUP BY r.rank ORDER BY r.rank");
+    r.bind(1, j.id);
+    while (r.executeStep()) {
+      JobRow::Rank k;
+      k.rank = r.getColumn(0).getInt64();
+      k.pid = r.getColumn(1).getInt64();
+      k.gpu = r.getColumn(2).getString();
+      k.steps_per_second = optionalDouble(r.getColumn(3));
+      k.data_wait_share = optionalDouble(r.getColumn(4));
+      k.read_bytes_per_second = optionalDouble(r.getColumn(5));
+      k.max_d_state = r.getColumn(6).getInt64();
+      k.gpu_util = optionalDouble(r.getColumn(7));
+      k.gpu_work = optionalDouble(r.getColumn(8));
+      j.ranks.push_back(std::move(k));
+    }
   }
   return jobs;
 }
@@ -129,7 +160,16 @@ int runJobs(const JobsArgs& args) {
       for (const auto& d : j.devices) {
         devices.push_back({{"device", d.name}, {"via", d.via}, {"open_files_seen", d.open_files}});
       }
-      out.push_back({{"job_id", j.id}, {"key", j.key}, {"label", j.label}, {"labels", j.labels},
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const auto& k : j.ranks) {
+        ranks.push_back({{"rank", k.rank}, {"pid", k.pid}, {"gpu", k.gpu},
+                         {"steps_per_second", orNull(k.steps_per_second)},
+                         {"data_wait_share", orNull(k.data_wait_share)},
+                         {"mean_read_bytes_per_second", orNull(k.read_bytes_per_second)},
+                         {"mean_gpu_util_percent", orNull(k.gpu_util)}, {"mean_gpu_work_percent", orNull(k.gpu_work)},
+                         {"max_d_state_threads", k.max_d_state}});
+      }
+      out.push_back({{"job_id", j.id}, {"key", j.key}, {"label", j.label}, {"labels", j.labels}, {"ranks", ranks},
                      {"cmdline", j.cmdline}, {"root_pid", j.root_pid}, {"gpus", j.gpus},
                      {"started_ms", j.started_ms}, {"ended_ms", orNull(j.ended_ms)},
                      {"processes", j.processes}, {"workers", j.workers},
@@ -160,7 +200,20 @@ int runJobs(const JobsArgs& args) {
               << (j.data_wait_share ? fmt::format("{:.1f} % of loop time", *j.data_wait_share * 100) : "-") << "\n";
     std::cout << "  read        "
               << (j.read_bytes_per_second ? fmt::format("{:.1f} MB/s mean", *j.read_bytes_per_second / 1e6) : "-")
-              << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "") << "\n\n";
+              << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "") << "\n";
+    if (!j.ranks.empty()) {
+      std::cout << "  ranks       rank  pid      GPU            steps/s  data wait  read MB/s  GPU util  GPU work  D max\n";
+      auto num = [](const std::optional<double>& v, double scale, const char* format) {
+        return v ? fmt::format(fmt::runtime(format), *v * scale) : std::string("-");
+      };
+      for (const auto& k : j.ranks) {
+        std::cout << fmt::format("              {:>4}  {:<8} {:<14} {:>7}  {:>9}  {:>9}  {:>8}  {:>8}  {:>5}\n", k.rank, k.pid,
+                                 k.gpu.empty() ? "-" : k.gpu.substr(0, 12), num(k.steps_per_second, 1, "{:.2f}"),
+                                 num(k.data_wait_share, 100, "{:.1f} %"), num(k.read_bytes_per_second, 1e-6, "{:.1f}"),
+                                 num(k.gpu_util, 1, "{:.0f} %"), num(k.gpu_work, 1, "{:.1f} %"), k.max_d_state);
+      }
+    }
+    std::cout << "\n";
   }
   return 0;
 }

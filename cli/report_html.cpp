@@ -32,6 +32,9 @@ struct Panel {
   std::string id, title, unit;
   correlator::Series values;
   std::string color;
+  correlator::Series second;  // optional: drawn dashed on the same axis (a rank's GPU work)
+  std::string second_color;
+  bool fit = false;  // scale to the data, not 0..100 % (GPU work sits at a few percent)
 };
 
 // An SVG path through the values, bucketed to at most kMaxPoints, broken where data is missing.
@@ -98,20 +101,41 @@ std::string timeline(const JobReport& r, size_t job_index) {
   correlator::Series progress = s.gpu_util_percent;
   std::string progress_title = "GPU utilisation";
   std::string progress_unit = "%";
+  bool fit_progress = false;
   if (r.analysis.progress_signal == "steps") {
     progress_title = "steps per second";
     progress_unit = "steps/s";
     for (size_t i = 0; i < s.size(); ++i) {
       progress[i] = s.steps[i] && s.interval_s[i] > 0 ? std::optional<double>(*s.steps[i] / s.interval_s[i]) : std::nullopt;
     }
+  } else if (r.analysis.progress_signal == "gpu_work") {
+    progress_title = "GPU work (GPM: the busier of tensor-core and DRAM activity; 0 while a collective waits)";
+    progress = s.gpu_work_percent;
+    fit_progress = true;
+  } else if (r.analysis.progress_signal == "gpu_util_slowest_rank") {
+    progress_title = "GPU utilisation of the least busy rank";
+    for (size_t i = 0; i < s.size(); ++i) {
+      progress[i] = correlator::progressAt(s, i, correlator::ProgressSignal::kSlowestRankGpuUtil, false);
+    }
   }
   std::vector<Panel> panels = {
-      {"series-progress", progress_title, progress_unit, progress, "#1f77b4"},
+      {"series-progress", progress_title, progress_unit, progress, "#1f77b4", {}, "", fit_progress},
       {"series-latency", "await of " + (device_name.empty() ? std::string("(no device)") : device_name), "ms",
-       latency, "#d62728"},
-      {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd"},
-      {"series-data-wait", "dataloader wait share", "%", wait_share, "#2ca02c"},
+       latency, "#d62728", {}, "", false},
+      {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd", {}, "", false},
+      {"series-data-wait", "dataloader wait share", "%", wait_share, "#2ca02c", {}, "", false},
   };
+  // One lane per rank: its GPU's utilisation (solid) and GPM work (dashed). The rank that held
+  // the job back in an incident is marked; the others' utilisation stays high while they wait.
+  for (const auto& rank : s.ranks) {
+    bool straggler = false;
+    for (const auto& inc : r.analysis.incidents) straggler = straggler || (inc.straggler && inc.straggler->rank == rank.rank);
+    const std::string title = fmt::format("rank {} (pid {}{}): GPU utilisation, work dashed{}", rank.rank, rank.pid,
+                                          rank.gpu.empty() ? "" : ", " + rank.gpu.substr(0, 12),
+                                          straggler ? " \u2014 held the job back" : "");
+    panels.push_back({fmt::format("series-rank-{}", rank.rank), title, "%", rank.gpu_util_percent,
+                      straggler ? "#d62728" : "#7f7f7f", rank.gpu_work_percent, straggler ? "#ff9896" : "#bcbd22", false});
+  }
   const double height = static_cast<double>(panels.size()) * (kPanelHeight + kGap) + 30;
   std::string svg = fmt::format(
       "<svg class=\"timeline\" id=\"timeline-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
@@ -134,8 +158,8 @@ std::string timeline(const JobReport& r, size_t job_index) {
   for (size_t p = 0; p < panels.size(); ++p) {
     const Panel& panel = panels[p];
     const double y0 = 30 + static_cast<double>(p) * (kPanelHeight + kGap);
-    double y_max = panel.unit == "%" ? 100.0 : 1.0;
-    if (panel.unit != "%") {  // shares have a natural top; the rest scale to their data
+    double y_max = panel.unit == "%" && !panel.fit ? 100.0 : 1.0;
+    if (panel.unit != "%" || panel.fit) {  // shares have a natural top; the rest scale to their data
       for (const auto& v : panel.values) {
         if (v) y_max = std::max(y_max, *v * 1.1);
       }
@@ -151,6 +175,11 @@ std::string timeline(const JobReport& r, size_t job_index) {
     svg += fmt::format("<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
                        "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
                        panel.id, job_index, panel.id, pathFor(s, panel.values, y0, y_max, t0, t1), panel.color);
+    if (!panel.second.empty()) {
+      svg += fmt::format("<path class=\"series second\" data-series=\"{}-work\" d=\"{}\" fill=\"none\" "
+                         "stroke=\"{}\" stroke-width=\"1.3\" stroke-dasharray=\"4 3\"/>\n",
+                         panel.id, pathFor(s, panel.second, y0, y_max, t0, t1), panel.second_color);
+    }
   }
   for (int k = 0; k <= 4; ++k) {
     const double t = t0 + (t1 - t0) * k / 4.0;
@@ -180,7 +209,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
                         timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
                         r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
     html += timeline(r, j);
-    html += "<table class=\"incidents\"><tr><th>when (UTC)</th><th>class</th><th>device</th><th>idle</th>"
+    html += "<table class=\"incidents\"><tr><th>when (UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
             "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
     for (const auto& inc : r.analysis.incidents) {
       std::string evidence;
@@ -189,10 +218,12 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         evidence += fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>", e.supports ? "supports" : "",
                                 escape(e.signal), e.baseline, e.during);
       }
-      html += fmt::format("<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td>{:.0f} %</td><td>{:.1f}</td>"
-                          "<td>{:.2f}</td><td>{}</td></tr>\n",
+      const std::string ranks = correlator::rankSummary(inc);
+      html += fmt::format("<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
+                          "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
                           timeText(inc.start_ms), timeText(inc.end_ms).substr(11), correlator::toString(inc.cls),
                           escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
+                          ranks.empty() ? "-" : escape(ranks),
                           inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence, evidence);
     }
     html += "</table>\n<table class=\"devices\"><tr><th>device</th><th>r_await p50</th><th>r_await p99</th>"

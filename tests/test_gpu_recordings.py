@@ -113,6 +113,18 @@ class DdpRecordings(unittest.TestCase):
 
     def test_ddp_one_rank_throttled(self):
         self.check_incident("rank-disk", "disk-slow", "loop0", 1)
+        # The text and the HTML say it too: one lane per rank, the straggler's marked.
+        _, _, _, _, _, db = self.run_case("rank-disk")
+        text = subprocess.run([BIN, "report", "--db", db], capture_output=True, text=True, check=True).stdout
+        self.assertRegex(text, r"rank 1 \(pid \d+, GPU-[0-9a-f]+\) starved: disk-slow loop0 \(on vda\), "
+                               r"await_ms loop0 [0-9.]+ -> [0-9.]+; rank 0 waited")
+        html = os.path.join(os.path.dirname(db), "report.html")
+        subprocess.run([BIN, "report", "--db", db, "--html", html], capture_output=True, check=True)
+        with open(html) as f:
+            page = f.read()
+        self.assertIn('data-series="series-rank-0"', page)
+        self.assertIn('data-series="series-rank-1"', page)
+        self.assertEqual(page.count("held the job back"), 1)
 
     def test_ddp_one_rank_cpu_starved(self):
         self.check_incident("rank-cpu", "input-cpu", None, 1)
