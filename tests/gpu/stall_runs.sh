@@ -9,7 +9,8 @@
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
 # agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
 # OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
-# disk3, ... repeats the disk case (detection latency over repeated runs).
+# disk3, ... repeats the disk case (detection latency over repeated runs); a name ending in
+# -nohook runs the job without stallwatch.watch() (judged by its GPU alone).
 # Usage: tests/gpu/stall_runs.sh STALLWATCH_BINARY OUT_DIR [RUNS...]
 set -uo pipefail
 bin=${1:?}; out=${2:?}; shift 2
@@ -33,6 +34,8 @@ cat /sys/fs/cgroup/cgroup.subtree_control
 
 for run in $runs; do
   echo "== run $run"
+  case_name=${run%%-*}; case_name=${case_name%%[0-9]*}
+  hook_flag=; [ "${run%-nohook}" != "$run" ] && hook_flag=--no-hook
   sync; echo 3 > /proc/sys/vm/drop_caches
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
       --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
@@ -40,18 +43,18 @@ for run in $runs; do
   sleep 2
   # The job starts inside its own cgroup.
   ( echo $BASHPID > "$cg/cgroup.procs"; exec env PYTHONPATH="$here/python" python3 "$here/tests/gpu/train_job.py" \
-      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" ) > "$out/$run.job.log" 2>&1 &
+      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1 &
   job=$!
   sleep "$T_IN"
   t_in=$(date +%s%3N)
-  case ${run%%[0-9]*} in
+  case $case_name in
     disk) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
   esac
   sleep $((T_OUT - T_IN))
   t_out=$(date +%s%3N)
-  case ${run%%[0-9]*} in
+  case $case_name in
     disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
   esac

@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--decode-us", type=float, default=0, help="CPU work per sample in the workers")
+    ap.add_argument("--step-log", help="append each step's end time (epoch seconds) to this file")
+    ap.add_argument("--no-hook", action="store_true", help="do not report through stallwatch.watch()")
     args = ap.parse_args()
     loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                          shuffle=True, num_workers=args.workers,
@@ -57,14 +59,17 @@ def main():
     start = time.time()
     print(f"train_job: pid {os.getpid()} start {start:.3f}", flush=True)
     steps = 0
+    step_log = open(args.step_log, "w") if args.step_log else None
     while time.time() - start < args.seconds:
-        for x, y in stallwatch.watch(loader):
+        for x, y in (loader if args.no_hook else stallwatch.watch(loader)):
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
             torch.cuda.synchronize()
             steps += 1
+            if step_log:
+                step_log.write(f"{time.time():.3f}\n")
             if time.time() - start >= args.seconds:
                 break
     end = time.time()
