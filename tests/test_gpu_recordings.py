@@ -137,5 +137,48 @@ class DdpRecordings(unittest.TestCase):
         self.assertEqual(report["incidents"], [])
 
 
+class SingleGpuRecordings(unittest.TestCase):
+    """tests/gpu/stall_runs.sh on one H100 with this version: a single-GPU job judged by GPU
+    work (no hook) or by its steps (hook) keeps the verdicts of the H200 runs above."""
+
+    def check(self, run, cls, device, signal):
+        tmp = tempfile.mkdtemp(prefix="stallwatch-h100-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "run.db")
+        shutil.copy(os.path.join(RECORDINGS, f"h100-{run}.db"), db)
+        with open(os.path.join(RECORDINGS, f"h100-{run}.window")) as f:
+            t_in, t_out = map(int, f.read().split())
+        with open(os.path.join(RECORDINGS, f"h100-{run}.steps")) as f:
+            steps = [float(line) for line in f]
+        report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True, text=True,
+                                           check=True).stdout)[0]
+        self.assertEqual(report["progress_signal"], signal)
+        self.assertEqual(report["ranks"], [])
+        if cls is None:
+            self.assertEqual(report["incidents"], [])
+            return
+        self.assertEqual([(i["class"], i["device"]) for i in report["incidents"]], [(cls, device)])
+        inc = report["incidents"][0]
+        self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
+        self.assertLessEqual(abs(inc["end_ms"] - t_out), 2000)
+        self.assertIsNone(inc["straggler"])
+        start_s, end_s = inc["start_ms"] / 1000, inc["end_ms"] / 1000
+        baseline = sum(1 for t in steps if t_in / 1000 - 10 <= t < t_in / 1000) / 10
+        job_lost_s = (end_s - start_s) - sum(1 for t in steps if start_s <= t < end_s) / baseline
+        self.assertLess(abs(inc["gpu_seconds_lost"] - job_lost_s) / job_lost_s, 0.10)
+
+    def test_h100_healthy_by_gpu_work(self):
+        self.check("healthy-nohook", None, None, "gpu_work")
+
+    def test_h100_disk_by_gpu_work(self):
+        self.check("disk-nohook", "disk-slow", "loop0", "gpu_work")
+
+    def test_h100_cpu_by_gpu_work(self):
+        self.check("cpu-nohook", "input-cpu", None, "gpu_work")
+
+    def test_h100_disk_by_steps(self):
+        self.check("disk", "disk-slow", "loop0", "steps")
+
+
 if __name__ == "__main__":
     unittest.main()
