@@ -16,6 +16,7 @@ set -uo pipefail
 bin=${1:?}; out=${2:?}; shift 2
 runs=${*:-healthy rank-disk all-disk rank-cpu}
 here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$here/tests/gpu/common.sh"
 RUN_S=${RUN_S:-60}; T_IN=${T_IN:-30}; T_OUT=${T_OUT:-48}
 NPROC=${NPROC:-$(nvidia-smi -L | wc -l)}
 WORKERS=${WORKERS:-8}; DECODE_US=${DECODE_US:-2000}; THROTTLE_BPS=${THROTTLE_BPS:-4194304}
@@ -60,24 +61,12 @@ for run in $runs; do
   echo "$t_in $t_out $scope" > "$out/$run.window"
   wait $job; echo "job exit $?: $(grep -h 'steps in' "$out/$run.job.log" | tr '\n' ' ')"
   sleep 12  # the live incident closes after 10 s without a stall
-  echo "cpu_s $(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14+$15)/hz}' /proc/$agent/stat)" \
-       "wall_s $(( $(date +%s) - $(stat -c %Y /proc/$agent) ))" \
-       "$(grep VmHWM /proc/$agent/status | tr -s ' ')" > "$out/$run.usage"
-  cat "$out/$run.usage"
+  agent_usage $agent "$out/$run.usage"
   kill -TERM $agent; wait $agent
   grep -E "collector (jobs|gpu)|recorded|gpu: " "$out/$run.agent.log"
   "$bin" incidents --db "$out/$run.db" --recompute 2>&1 | head -20
   echo "injected window (epoch ms): $t_in .. $t_out, rank $scope"
-  [ -f "$out/$run.hook" ] && python3 - "$out/$run.hook" "$t_in" <<'PY'
-import json, sys
-t_in = int(sys.argv[2])
-for line in open(sys.argv[1]):
-    at, body = line.split(" ", 1)
-    e = json.loads(body)
-    st = e.get("straggler") or {}
-    print(f"hook {e['event']:6s} {e['class']} {e['device'] or '-'} straggler rank {st.get('rank', '-')}: "
-          f"ran {(int(at) - t_in) / 1000:+.2f} s after injection")
-PY
+  hook_latency "$out/$run.hook" "$t_in"
   for r in $(seq 0 $((NPROC - 1))); do rmdir "$cg$r" 2>/dev/null; done
 done
 umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"

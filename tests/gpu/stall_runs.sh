@@ -16,6 +16,7 @@ set -uo pipefail
 bin=${1:?}; out=${2:?}; shift 2
 runs=${*:-healthy disk cpu}
 here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$here/tests/gpu/common.sh"
 # The job is found once its CUDA context exists (~15 s after start on an H200): inject late
 # enough that the detector has its 10 healthy intervals of baseline first.
 RUN_S=${RUN_S:-75}; T_IN=${T_IN:-30}; T_OUT=${T_OUT:-50}
@@ -61,26 +62,12 @@ for run in $runs; do
   echo "$t_in $t_out" > "$out/$run.window"
   wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
   sleep 12  # the live incident closes after 10 s without a stall
-  # The agent's own cost over the run: CPU seconds (utime+stime) and peak RSS.
-  echo "cpu_s $(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14+$15)/hz}' /proc/$agent/stat)" \
-       "wall_s $(( $(date +%s) - $(stat -c %Y /proc/$agent) ))" \
-       "$(grep VmHWM /proc/$agent/status | tr -s ' ')" > "$out/$run.usage"
-  cat "$out/$run.usage"
+  agent_usage $agent "$out/$run.usage"
   kill -TERM $agent; wait $agent
   grep -E "collector (jobs|gpu)|recorded" "$out/$run.agent.log"
   "$bin" incidents --db "$out/$run.db" --recompute 2>&1 | head -20
   echo "injected window (epoch ms): $t_in .. $t_out"
-  # Live detection latency: when the hook ran for each event, against the injected start and
-  # the stall's start as the recording saw it (the first interval of idle GPU).
-  [ -f "$out/$run.hook" ] && python3 - "$out/$run.hook" "$t_in" <<'PY'
-import json, sys
-t_in = int(sys.argv[2])
-for line in open(sys.argv[1]):
-    at, body = line.split(" ", 1)
-    e = json.loads(body)
-    print(f"hook {e['event']:6s} {e['class']} {e['device'] or '-'}: ran {(int(at) - t_in) / 1000:+.2f} s after "
-          f"injection, {(int(at) - e['start_ms']) / 1000:+.2f} s after the recorded stall start")
-PY
+  hook_latency "$out/$run.hook" "$t_in"
 done
 umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"; rmdir "$cg" 2>/dev/null
 # One file back: the device tool returns at most 8. WAL folded into each DB first.

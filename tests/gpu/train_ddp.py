@@ -19,29 +19,7 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-IMAGE_BYTES = 3 * 112 * 112
-
-
-class FileDataset(torch.utils.data.Dataset):
-    def __init__(self, root, decode_us=0):
-        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.endswith(".bin"))
-        self.decode_s = decode_us / 1e6
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        fd = os.open(self.paths[i], os.O_RDONLY)
-        try:
-            data = os.read(fd, IMAGE_BYTES)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-        x = torch.frombuffer(bytearray(data), dtype=torch.uint8).float().view(3, 112, 112) / 255.0
-        end = time.perf_counter() + self.decode_s  # stands for decoding and augmentation
-        while time.perf_counter() < end:
-            pass
-        return x, i % 1000
+from train_job import FileDataset  # the same files, read the same way, as the one-GPU job
 
 
 def place_self(rank):
