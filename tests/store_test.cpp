@@ -162,6 +162,76 @@ TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {
   EXPECT_DOUBLE_EQ(*s.gpu_util_percent[1], 60.0);  // (40 + 80) / 2 from the GPUs' own rows
 }
 
+// Ranks (schema 6): written once described, sampled every tick, read back aligned on the
+// job's ticks, and the straggler kept with its incident.
+TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  std::vector<collectors::SampleBatch> batches;
+  for (int64_t t = 1000; t <= 3000; t += 1000) {
+    collectors::SampleBatch b;
+    b.wall_time_ms = t;
+    b.interval_seconds = 1.0;
+    if (t == 1000) {
+      b.job_updates.push_back({"torchelastic:x", "ddp", 10, "", "", "GPU-a,GPU-b", 0, {}});
+      b.rank_updates.push_back({"torchelastic:x", 0, 10, "GPU-a"});
+      b.rank_updates.push_back({"torchelastic:x", 1, 11, "GPU-b"});
+    }
+    collectors::JobSample j;
+    j.key = "torchelastic:x";
+    j.gpu_work_percent = 5.0;
+    b.jobs.push_back(j);
+    for (int32_t r : {0, 1}) {
+      collectors::RankSample k;
+      k.key = "torchelastic:x";
+      k.rank = r;
+      k.processes = 9;
+      k.workers = 8;
+      k.d_state_threads = r == 1 && t == 3000 ? 8 : 0;
+      k.gpu_util_percent = r == 1 && t == 3000 ? 0.0 : 50.0;
+      k.gpu_work_percent = 5.0;
+      if (r == 0) k.data_wait_seconds = 0.01;  // rank 1 leaves it NULL
+      b.ranks.push_back(k);
+    }
+    batches.push_back(b);
+  }
+  store->writeBatches(batches);
+  const auto jobs = listJobs(store->db());
+  ASSERT_EQ(jobs.size(), 1u);
+  const auto s = loadJobSeries(store->db(), jobs[0], {});
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_DOUBLE_EQ(*s.gpu_work_percent[2], 5.0);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  EXPECT_EQ(s.ranks[1].rank, 1);
+  EXPECT_EQ(s.ranks[1].pid, 11u);
+  EXPECT_EQ(s.ranks[1].gpu, "GPU-b");
+  EXPECT_DOUBLE_EQ(*s.ranks[1].d_state_threads[2], 8.0);
+  EXPECT_DOUBLE_EQ(*s.ranks[1].gpu_util_percent[2], 0.0);
+  EXPECT_TRUE(s.ranks[0].data_wait_s[0].has_value());
+  EXPECT_FALSE(s.ranks[1].data_wait_s[0].has_value());
+
+  correlator::Incident inc;
+  inc.start_ms = 2000;
+  inc.end_ms = 3000;
+  inc.cls = correlator::StallClass::kDiskSlow;
+  inc.straggler = correlator::Straggler{1, 11, "GPU-b"};
+  inc.waiting_ranks = {0};
+  correlator::Incident alike = inc;
+  alike.straggler.reset();
+  alike.waiting_ranks.clear();
+  alike.ranks_starved = {0, 1};
+  replaceIncidents(store->db(), jobs[0].job_id, "recompute", {inc, alike}, 4000);
+  const auto stored = readIncidents(store->db());
+  ASSERT_EQ(stored.size(), 2u);
+  ASSERT_TRUE(stored[0].incident.straggler.has_value());
+  EXPECT_EQ(stored[0].incident.straggler->rank, 1);
+  EXPECT_EQ(stored[0].incident.straggler->pid, 11u);
+  EXPECT_EQ(stored[0].incident.straggler->gpu, "GPU-b");
+  EXPECT_EQ(stored[0].incident.waiting_ranks, std::vector<int32_t>{0});
+  EXPECT_FALSE(stored[1].incident.straggler.has_value());
+  EXPECT_EQ(stored[1].incident.ranks_starved, (std::vector<int32_t>{0, 1}));
+}
+
 TEST(Store, RefusesANewerSchema) {
   testing::ScratchDir dir;
   const auto path = dir.path() / "sw.db";
