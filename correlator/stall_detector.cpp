@@ -116,16 +116,15 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
       add(wait);
     }
   }
-  const bool any_wait_reports = std::any_of(s.ranks.begin(), s.ranks.end(), [](const RankSeries& r) {
-    return std::any_of(r.data_wait_s.begin(), r.data_wait_s.end(), [](const auto& v) { return v.has_value(); });
-  });
-  // With the hook, data wait decides; the GPUs' idling is the evidence without it.
+  // A rank that starves reports its data wait only when the batch finally comes (a blocked
+  // loop sends nothing), so early in a stall there may be no wait figures at all: then the
+  // GPUs' idling decides. Either is enough.
   std::vector<size_t> starved;
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const bool others_busy = std::any_of(judged.begin(), judged.end(), [&](const Judged& j) {
       return &j != &judged[r] && j.busy;
     });
-    if (any_wait_reports ? judged[r].waits : (judged[r].idle && others_busy)) starved.push_back(r);
+    if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
   }
   if (starved.size() == 1) {
     const RankSeries& st = s.ranks[starved.front()];

@@ -292,6 +292,19 @@ TEST(StallDetector, OneStarvedRankStallsTheJobAndIsNamed) {
   }
 }
 
+// A starving rank's loop is blocked in next(): it reports its wait only when the batch comes.
+// With no wait figures during the stall, the GPUs' idling still names the straggler.
+TEST(StallDetector, AStragglerThatReportsNothingWhileBlockedIsStillNamed) {
+  Scenario sc = twoRanks(1, true, true);
+  for (auto& r : sc.s.ranks) {
+    for (size_t i = kStallFirst; i <= kStallLast; ++i) r.data_wait_s[i] = std::nullopt;
+  }
+  const Analysis a = analyzeJob(sc.s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  ASSERT_TRUE(a.incidents[0].straggler.has_value());
+  EXPECT_EQ(a.incidents[0].straggler->rank, 1);
+}
+
 TEST(StallDetector, TheOtherRankStarvingIsNamedInstead) {
   const Analysis a = analyzeJob(twoRanks(0, false, false).s);
   ASSERT_EQ(a.incidents.size(), 1u);

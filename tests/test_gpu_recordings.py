@@ -76,7 +76,8 @@ class DdpRecordings(unittest.TestCase):
                                             check=True).stdout)
         self.assertEqual(len(reports), 1, "the ranks of one torchrun are one job")
         self.assertEqual([r["rank"] for r in reports[0]["ranks"]], [0, 1])
-        self.assertEqual(reports[0]["progress_signal"], "gpu_work")
+        # Ranks that report through stallwatch.watch() are judged by their steps, else by GPU work.
+        self.assertEqual(reports[0]["progress_signal"], "steps" if run.endswith("-hook") else "gpu_work")
         return reports[0], int(t_in), int(t_out), rank, steps, db
 
     def check_incident(self, run, cls, device, straggler):
@@ -135,6 +136,25 @@ class DdpRecordings(unittest.TestCase):
     def test_ddp_healthy(self):
         report, *_ = self.run_case("healthy")
         self.assertEqual(report["incidents"], [])
+
+    # The same four cases with every rank reporting through the dataloader hook: progress is
+    # the steps summed over ranks, and a starved rank's data wait is evidence of its own.
+    def test_ddp_hook_one_rank_throttled(self):
+        self.check_incident("rank-disk-hook", "disk-slow", "loop0", 1)
+
+    def test_ddp_hook_one_rank_cpu_starved(self):
+        self.check_incident("rank-cpu-hook", "input-cpu", None, 1)
+
+    def test_ddp_hook_every_rank_throttled(self):
+        self.check_incident("all-disk-hook", "disk-slow", "loop0", None)
+
+    def test_ddp_hook_healthy(self):
+        report, *_ = self.run_case("healthy-hook")
+        self.assertEqual(report["incidents"], [])
+        # Each rank's own step rate and data wait, from its own datagrams.
+        for rank in report["ranks"]:
+            self.assertGreater(rank["steps_per_second_p50"], 20)
+            self.assertLess(rank["data_wait_share_p50"], 0.3)
 
 
 class SingleGpuRecordings(unittest.TestCase):
