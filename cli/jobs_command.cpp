@@ -77,7 +77,7 @@ std::vector<JobRow> readJobs(SQLite::Database& db) {
     // spent waiting for data (NULL for jobs that never reported through the socket).
     SQLite::Statement s(
         db,
-        "SELECT CASE WHEN count(steps) > 0 THEN sum(steps) * 1000.0 / nullif(sum(interval_ms), 0) END, "
+        "SELECT CASE WHEN count(steps) > 0 THEN total(steps) * 1000.0 / nullif(sum(interval_ms), 0) END, "
         "sum(data_wait_seconds) / nullif(sum(data_wait_seconds) + sum(step_seconds), 0), "
         "avg(read_bytes_per_second), avg(workers_cpu_ratio), coalesce(max(d_state_threads), 0) "
         "FROM job_samples WHERE job_id = ?");
@@ -102,7 +102,7 @@ std::vector<JobRow> readJobs(SQLite::Database& db) {
     SQLite::Statement r(
         db,
         "SELECT r.rank, r.pid, coalesce(r.gpu_uuid, ''), "
-        "CASE WHEN count(s.steps) > 0 THEN sum(s.steps) * 1000.0 / nullif(sum(s.interval_ms), 0) END, "
+        "CASE WHEN count(s.steps) > 0 THEN total(s.steps) * 1000.0 / nullif(sum(s.interval_ms), 0) END, "
         "sum(s.data_wait_seconds) / nullif(sum(s.data_wait_seconds) + sum(s.step_seconds), 0), "
         "avg(s.read_bytes_per_second), coalesce(max(s.d_state_threads), 0), avg(s.gpu_util_percent), "
         "avg(s.gpu_work_percent) FROM job_ranks r LEFT JOIN rank_samples s USING (job_id, rank) "

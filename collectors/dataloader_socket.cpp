@@ -9,6 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -57,16 +59,21 @@ uint64_t accumulateDataloaderMetrics(const std::vector<StatsdMetric>& metrics,
   for (const auto& m : metrics) {
     const std::string_view name = withoutPrefix(m.name);
     const double scaled = m.value / m.sample_rate;
+    const bool count_ok = scaled <= kMaxDataloaderCount;
+    const bool timer_ok = m.value <= kMaxDataloaderTimerMs;
+    auto add = [](uint64_t& total, double n) {
+      total = std::min(kMaxDataloaderTotal, total + static_cast<uint64_t>(n + 0.5));
+    };
     if (m.value < 0) {
       ++unknown;  // negative counts and durations have no meaning here
-    } else if (name == "dataloader.steps" && m.type == StatsdType::kCounter) {
-      totals.steps += static_cast<uint64_t>(scaled + 0.5);
-    } else if (name == "dataloader.samples" && m.type == StatsdType::kCounter) {
-      totals.samples += static_cast<uint64_t>(scaled + 0.5);
-    } else if (name == "dataloader.wait" && m.type == StatsdType::kTimer) {
+    } else if (name == "dataloader.steps" && m.type == StatsdType::kCounter && count_ok) {
+      add(totals.steps, scaled);
+    } else if (name == "dataloader.samples" && m.type == StatsdType::kCounter && count_ok) {
+      add(totals.samples, scaled);
+    } else if (name == "dataloader.wait" && m.type == StatsdType::kTimer && timer_ok) {
       totals.wait_seconds += m.value / 1000.0;
-      if (!has_steps) ++totals.steps;
-    } else if (name == "dataloader.step" && m.type == StatsdType::kTimer) {
+      if (!has_steps) add(totals.steps, 1);
+    } else if (name == "dataloader.step" && m.type == StatsdType::kTimer && timer_ok) {
       totals.step_seconds += m.value / 1000.0;
     } else {
       ++unknown;

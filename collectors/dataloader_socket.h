@@ -29,7 +29,15 @@ struct DataloaderTotals {
   double step_seconds = 0;  // time spent in the step itself
 };
 
-// Adds one datagram's metrics to TOTALS; returns how many metrics it did not know.
+// What one metric may say: a count per report, a timer in ms per report. A sender reports
+// every 0.1 s; these are far beyond any real loop, and anything past them is a bad sender.
+inline constexpr double kMaxDataloaderCount = 1e9;
+inline constexpr double kMaxDataloaderTimerMs = 3.6e6;  // an hour
+// Totals saturate here: well inside SQLite's signed 64-bit INTEGER.
+inline constexpr uint64_t kMaxDataloaderTotal = 1'000'000'000'000;
+
+// Adds one datagram's metrics to TOTALS; returns how many metrics it did not use (unknown
+// names or types, negative or out-of-range values).
 // Names: [stallwatch.]dataloader.{steps|c, samples|c, wait|ms, step|ms}. A datagram with no
 // steps counter counts each wait timer as one step (for senders that send a timer per step).
 uint64_t accumulateDataloaderMetrics(const std::vector<StatsdMetric>& metrics,

@@ -94,5 +94,28 @@ TEST(DataloaderMetrics, UnknownAndNegativeAreCountedNotUsed) {
   EXPECT_DOUBLE_EQ(t.wait_seconds, 0.0);
 }
 
+// One hostile datagram must not break the DB: values no loop could produce are rejected at
+// the boundary (counted with the unknown ones), and totals saturate instead of wrapping.
+TEST(DataloaderMetrics, OutOfRangeValuesAreRejectedNotStored) {
+  DataloaderTotals t;
+  EXPECT_EQ(accumulateDataloaderMetrics(parseStatsd("dataloader.steps:9223372036854775807|c\n"
+                                                    "dataloader.samples:1e300|c\n"
+                                                    "dataloader.wait:1e300|ms\n"
+                                                    "dataloader.step:1e12|ms\n"
+                                                    "dataloader.steps:1|c|@0.0000000001\n")
+                                            .metrics,
+                                        t),
+            5u);
+  EXPECT_EQ(t.steps, 0u);
+  EXPECT_EQ(t.samples, 0u);
+  EXPECT_DOUBLE_EQ(t.wait_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(t.step_seconds, 0.0);
+  // Many large but valid reports saturate below what SQLite's INTEGER holds.
+  const auto big = parseStatsd("dataloader.steps:1000000000|c").metrics;
+  for (int i = 0; i < 1001; ++i) accumulateDataloaderMetrics(big, t);
+  EXPECT_LE(t.steps, static_cast<uint64_t>(INT64_MAX));
+  EXPECT_EQ(t.steps, kMaxDataloaderTotal);
+}
+
 }  // namespace
 }  // namespace stallwatch::collectors

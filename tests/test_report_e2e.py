@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import unittest
@@ -94,6 +95,21 @@ class ReportE2E(unittest.TestCase):
                          [("loop0", ""), ("vda", "loop0")])
         # --recompute migrates the old file to the current schema and finds nothing either.
         self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
+
+    def test_readers_survive_values_out_of_range(self):
+        """A DB that an older agent filled from a hostile datagram (steps of INT64_MAX): jobs,
+        report and incidents still read it instead of failing with 'integer overflow'."""
+        fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "recordings",
+                               "h200-stall-disk.db")
+        shutil.copy(fixture, self.db)
+        db = sqlite3.connect(self.db)
+        db.execute("UPDATE job_samples SET steps = 9223372036854775807 "
+                   "WHERE rowid IN (SELECT rowid FROM job_samples LIMIT 2)")
+        db.commit()
+        db.close()
+        for command in (["jobs"], ["report"], ["incidents", "--recompute"]):
+            r = subprocess.run([BIN, *command, "--db", self.db], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, f"{command}: {r.stderr}")
 
     def test_bad_arguments(self):
         r = subprocess.run([BIN, "report", "--db", self.db, "--since", "yesterday-ish"],
