@@ -1,8 +1,9 @@
 #include "cli/time_arg.h"
 
+#include <algorithm>
 #include <charconv>
-
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -17,40 +18,111 @@ int64_t nowMs() {
       .count();
 }
 
+namespace {
+
+// Epoch seconds below this, milliseconds from here on (1e11 s is the year 5138; 1e11 ms is
+// 1973, long before any recording).
+constexpr double kEpochMillisecondsFrom = 1e11;
+
+bool digits(std::string_view s, size_t from, size_t n) {
+  if (from + n > s.size()) return false;
+  for (size_t i = from; i < from + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+int number(std::string_view s, size_t from, size_t n) {
+  int v = 0;
+  for (size_t i = from; i < from + n; ++i) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
+// "Z", "+HH:MM", "+HHMM", "+HH" (or '-'), in seconds east of UTC; none for anything else.
+std::optional<int> offsetSeconds(std::string_view z) {
+  if (z.empty() || z == "Z" || z == "z") return 0;
+  if (z[0] != '+' && z[0] != '-') return std::nullopt;
+  const int sign = z[0] == '-' ? -1 : 1;
+  z.remove_prefix(1);
+  int h = 0, m = 0;
+  if (z.size() == 2 && digits(z, 0, 2)) {
+    h = number(z, 0, 2);
+  } else if (z.size() == 4 && digits(z, 0, 4)) {
+    h = number(z, 0, 2);
+    m = number(z, 2, 2);
+  } else if (z.size() == 5 && digits(z, 0, 2) && z[2] == ':' && digits(z, 3, 2)) {
+    h = number(z, 0, 2);
+    m = number(z, 3, 2);
+  } else {
+    return std::nullopt;
+  }
+  if (h > 23 || m > 59) return std::nullopt;
+  return sign * (h * 3600 + m * 60);
+}
+
+std::optional<int64_t> parseIso8601(std::string_view s) {
+  if (!digits(s, 0, 4) || s.size() < 10 || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' || !digits(s, 8, 2)) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = number(s, 0, 4) - 1900;
+  tm.tm_mon = number(s, 5, 2) - 1;
+  tm.tm_mday = number(s, 8, 2);
+  size_t at = 10;
+  double fraction = 0;
+  if (at < s.size() && (s[at] == 'T' || s[at] == 't' || s[at] == ' ')) {
+    if (!digits(s, at + 1, 2) || at + 3 >= s.size() || s[at + 3] != ':' || !digits(s, at + 4, 2)) return std::nullopt;
+    tm.tm_hour = number(s, at + 1, 2);
+    tm.tm_min = number(s, at + 4, 2);
+    at += 6;
+    if (at < s.size() && s[at] == ':') {
+      if (!digits(s, at + 1, 2)) return std::nullopt;
+      tm.tm_sec = number(s, at + 1, 2);
+      at += 3;
+      if (at < s.size() && (s[at] == '.' || s[at] == ',')) {
+        size_t end = at + 1;
+        while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+        if (end == at + 1) return std::nullopt;
+        fraction = std::stod("0." + std::string(s.substr(at + 1, std::min<size_t>(end - at - 1, 9))));
+        at = end;
+      }
+    }
+  }
+  const auto offset = offsetSeconds(s.substr(at));
+  if (!offset) return std::nullopt;
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60) {
+    return std::nullopt;
+  }
+  const int64_t utc_s = static_cast<int64_t>(timegm(&tm)) - *offset;
+  return utc_s * 1000 + static_cast<int64_t>(std::llround(fraction * 1000));
+}
+
+// Bare digits, with an optional fraction: epoch seconds or milliseconds by size.
+std::optional<int64_t> parseEpoch(std::string_view s) {
+  const size_t dot = s.find('.');
+  const std::string_view whole = s.substr(0, dot);
+  if (whole.empty() || !digits(whole, 0, whole.size())) return std::nullopt;
+  if (dot != std::string_view::npos && (dot + 1 == s.size() || !digits(s, dot + 1, s.size() - dot - 1))) {
+    return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(value) || value > 9.2e15) return std::nullopt;
+  return value < kEpochMillisecondsFrom ? static_cast<int64_t>(std::llround(value * 1000))
+                                        : static_cast<int64_t>(std::llround(value));
+}
+
+}  // namespace
+
 std::optional<int64_t> parseTimeArg(std::string_view text, int64_t now_ms) {
   if (text.empty()) return std::nullopt;
-  const std::string s(text);
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
-  char sep = 0;
-  int consumed = 0;
-  const int fields = std::sscanf(s.c_str(), "%4d-%2d-%2d%c%2d:%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &sec, &consumed);
-  if (fields >= 6 && (sep == 'T' || sep == ' ')) {
-    if (fields == 6) {
-      sec = 0;
-      consumed = 0;
-      std::sscanf(s.c_str(), "%4d-%2d-%2d%c%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &consumed);
-    }
-    const std::string rest = s.substr(static_cast<size_t>(consumed));
-    if (!(rest.empty() || rest == "Z")) return std::nullopt;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
-    std::tm tm{};
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    return static_cast<int64_t>(timegm(&tm)) * 1000;
-  }
-  // Bare digits of epoch-millisecond size: a timestamp; anything else that parses: "ago".
-  // (Found by fuzz/fuzz_config: std::stoll threw on 37 digits and ended the process.)
-  if (s.size() >= 12 && s.find_first_not_of("0123456789") == std::string::npos) {
-    int64_t ms = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
-    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return ms;
-  }
-  if (auto ago = parseDuration(s)) {
+  if (auto t = parseIso8601(text)) return t;
+  // (Found by fuzz/fuzz_config: std::stoll threw on 37 digits and ended the process; the
+  // epoch reader refuses anything past 9.2e15 instead.)
+  if (text.find_first_not_of("0123456789.") == std::string_view::npos) return parseEpoch(text);
+  // A duration with a unit: that long ago. A bare number never gets here (it is an epoch).
+  if (auto ago = parseDuration(text)) {
     return now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(*ago).count();
   }
   return std::nullopt;

@@ -1,6 +1,10 @@
-// Points in time on the command line (--since, --until): "2026-11-22T02:00:00Z",
-// "2026-11-22 02:00" (UTC), Unix epoch milliseconds, or a duration meaning that long ago
-// ("30m", "2h", "7d").
+// Points in time on the command line (--since, --until):
+//   ISO 8601 dates and times: "2026-11-22" (midnight UTC), "2026-11-22T02:00",
+//     "2026-11-22 02:00:30.5", with "Z" or an offset ("+02:00", "-0530", "+02"); no offset
+//     is UTC;
+//   Unix epoch time: bare digits, seconds below 1e11 ("1795318660", "1795318660.25"),
+//     milliseconds from there on ("1795318660250"); "0" is the epoch itself;
+//   a duration with its unit, meaning that long ago: "30m", "2h", "7d", "1h30m".
 #pragma once
 
 #include <cstdint>
