@@ -14,6 +14,7 @@
 #include "collectors/block_devices.h"
 #include "collectors/gpu.h"
 #include "collectors/mountinfo.h"
+#include "storage/writer_lock.h"
 #include "storage/writer.h"
 
 namespace stallwatch::agent {
@@ -76,6 +77,9 @@ std::string hostName() {
 }
 
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
+  // First of all: a second recorder on the same DB must not take over the first one's
+  // dataloader socket, bind its port, or move aside or migrate the file it is writing.
+  const storage::WriterLock db_lock(options.db_path);
   RecorderSummary summary;
   std::vector<ActiveCollector> active;
   std::string enabled_names;

@@ -77,6 +77,25 @@ class FaultsE2E(unittest.TestCase):
         self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
         self.assertEqual(c.execute("SELECT count(*) FROM agent_events WHERE message LIKE '%corrupt%'").fetchone()[0], 1)
 
+    def test_second_recorder_on_the_same_db_is_refused(self):
+        first = self.start()
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.db + ".lock") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)
+        r = self.record()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"is being written by another stallwatch record, pid {first.pid}", r.stderr)
+        self.assertIsNone(first.poll(), "the first recorder goes on")
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=10)
+        # Its samples are all its own: one run, and the next recorder takes the DB over.
+        c = sqlite3.connect(self.db)
+        self.assertEqual(c.execute("SELECT count(*) FROM runs").fetchone()[0], 1)
+        c.close()
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_truncated_db_is_moved_aside(self):
         r = self.record(duration="3s")
         self.assertEqual(r.returncode, 0, r.stderr)
