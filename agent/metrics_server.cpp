@@ -1,6 +1,7 @@
 #include "agent/metrics_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -36,6 +37,13 @@ std::optional<ListenAddress> parseListenAddress(const std::string& text) {
 MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& board)
     : server_(std::make_unique<httplib::Server>()) {
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // The library's default sets SO_REUSEPORT: a second agent on the same port then bound
+  // fine and scrapes alternated between the two. SO_REUSEADDR alone allows a quick restart
+  // (a socket in TIME_WAIT) and refuses a port another process listens on.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   server_->set_read_timeout(5, 0);
   server_->set_write_timeout(5, 0);
   server_->set_keep_alive_max_count(100);

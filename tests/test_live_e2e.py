@@ -170,6 +170,19 @@ class LiveE2E(unittest.TestCase):
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
         self.assertEqual(lint.stdout + lint.stderr, "")
 
+    def test_second_agent_on_the_same_port_is_refused(self):
+        port = free_port()
+        first = self.start([BIN, "replay", "--db", DISK_RUN, "--speed", "1", "--listen", f"127.0.0.1:{port}"])
+        for line in first.stderr:
+            if "metrics on port" in line:
+                break
+        second = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--listen", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", second.stderr)
+        self.assertIsNone(first.poll(), "the first agent goes on serving")
+        self.assertIn("stallwatch_", get(f"http://127.0.0.1:{port}/metrics"))
+
     def test_prometheus_scrapes_a_recording_agent(self):
         if not shutil.which("prometheus"):
             self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
