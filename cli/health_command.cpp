@@ -15,6 +15,7 @@
 #include "health/reading_json.h"
 #include "health/smartctl_json.h"
 #include "health/verdict.h"
+#include "storage/job_series.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -116,11 +117,7 @@ int fromSmartctl(const HealthArgs& args) {
 }
 
 int fromDatabase(const HealthArgs& args) {
-  SQLite::Database db(args.db, SQLite::OPEN_READONLY);
-  if (db.execAndGet("PRAGMA user_version").getInt() < 5) {
-    std::cerr << "stallwatch health: " << args.db << " has no drive health table (recorded before schema 5)\n";
-    return 1;
-  }
+  SQLite::Database db = storage::openForReading(args.db, 5, "drive health table");
   // The newest reading of each drive, judged against the one before it.
   SQLite::Statement q(db, "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
                           "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 OFFSET 1), 0) "

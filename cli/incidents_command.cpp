@@ -20,6 +20,9 @@ struct IncidentsArgs {
 int runIncidents(const IncidentsArgs& args) {
   const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
   try {
+    // A stallwatch recording of a version this one reads, before anything is written to it:
+    // --recompute must not install stallwatch's tables into someone else's SQLite file.
+    storage::openForReading(path);
     if (args.recompute) {
       // Through Store::open, so that an older DB gains the incidents table first.
       auto store = storage::Store::open(path);
@@ -34,12 +37,7 @@ int runIncidents(const IncidentsArgs& args) {
       }
       std::cerr << "recomputed " << jobs << " job(s): " << found << " incident(s)\n";
     }
-    SQLite::Database db(path, SQLite::OPEN_READONLY);
-    if (db.execAndGet("PRAGMA user_version").getInt() < 3) {
-      std::cerr << "stallwatch incidents: " << path
-                << " has no incidents table yet; run with --recompute to compute them\n";
-      return 1;
-    }
+    SQLite::Database db = storage::openForReading(path, 3, "incidents table yet; run with --recompute to compute them");
     const auto incidents = storage::readIncidents(db, args.job);
     if (args.json) {
       nlohmann::json out = nlohmann::json::array();

@@ -142,14 +142,9 @@ int runJobs(const JobsArgs& args) {
   const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
   std::vector<JobRow> jobs;
   try {
-    SQLite::Database db(path, SQLite::OPEN_READONLY);
-    if (db.execAndGet("PRAGMA user_version").getInt() < 2) {
-      std::cerr << "stallwatch jobs: " << path << " has no job tables (recorded by an older "
-                << "stallwatch, or not a stallwatch database)\n";
-      return 1;
-    }
+    SQLite::Database db = storage::openForReading(path, 2, "job tables");
     jobs = readJobs(db);
-  } catch (const SQLite::Exception& e) {
+  } catch (const std::exception& e) {
     std::cerr << "stallwatch jobs: cannot read " << path << ": " << e.what() << "\n";
     return 1;
   }

@@ -37,10 +37,6 @@ int runReplay(const ReplayArgs& args) {
     // up to the page cache in memory. A small cache keeps a week's replay within a few MB
     // (the sort spills to a temporary file instead).
     db.exec("PRAGMA cache_size = -8192");
-    if (db.execAndGet("PRAGMA user_version").getInt() < 1) {
-      std::cerr << "stallwatch replay: " << args.db << " is not a stallwatch database\n";
-      return 1;
-    }
     agent::LivePipeline live(*options);
     if (auto port = live.metricsPort()) std::cerr << "metrics on port " << *port << "\n";
     // Each event as one JSON line on stdout, as a hook would receive it.

@@ -36,12 +36,7 @@ int runReport(const ReportArgs& args) {
   }
   std::vector<JobReport> reports;
   try {
-    SQLite::Database db = storage::openForReading(path);
-    if (db.execAndGet("PRAGMA user_version").getInt() < 2) {
-      std::cerr << "stallwatch report: " << path << " has no job tables (not a stallwatch database, or "
-                << "recorded by an older version)\n";
-      return 1;
-    }
+    SQLite::Database db = storage::openForReading(path, 2, "job tables");
     reports = buildReports(db, args.job, range);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: cannot read " << path << ": " << e.what() << "\n";

@@ -1,7 +1,10 @@
 #include "storage/job_series.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "storage/store.h"
 
 namespace stallwatch::storage {
 namespace {
@@ -176,9 +179,35 @@ std::vector<int32_t> splitRanks(const std::string& text) {
 
 }  // namespace
 
-SQLite::Database openForReading(const std::string& path) {
+int checkRecording(SQLite::Database& db, const std::string& path) {
+  int version = 0;
+  bool has_runs = false;
+  try {
+    version = db.execAndGet("PRAGMA user_version").getInt();
+    has_runs = db.tableExists("runs");
+  } catch (const SQLite::Exception& e) {
+    throw StoreError(path + " is not a readable SQLite database: " + e.what());
+  }
+  if (version < 1 || !has_runs) {
+    throw StoreError(path + " is not a stallwatch database (no stallwatch schema in it); nothing was changed");
+  }
+  if (version > kSchemaVersion) {
+    throw StoreError(path + " has schema version " + std::to_string(version) + ", newer than this stallwatch (" +
+                     std::to_string(kSchemaVersion) + ") understands; use a newer stallwatch");
+  }
+  return version;
+}
+
+SQLite::Database openForReading(const std::string& path, int min_version, const char* needs) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw StoreError(path + ": no such file");
   // One thread uses this connection: SQLite's per-call mutexes are pure cost (10 % of a report).
   SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX);
+  const int version = checkRecording(db, path);
+  if (version < min_version) {
+    throw StoreError(path + " has no " + needs + " (recorded by an older stallwatch, schema " +
+                     std::to_string(version) + ")");
+  }
   db.exec("PRAGMA mmap_size = 17179869184");  // up to 16 GiB mapped: reads without copies
   db.exec("PRAGMA cache_size = -65536");      // 64 MiB
   return db;

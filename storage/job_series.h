@@ -44,8 +44,16 @@ correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job
                                       correlator::JobSeries& series,
                                       const correlator::DetectorConfig& config = {});
 
-// Read-only connection tuned for scanning a large recording (memory-mapped, bigger cache).
-SQLite::Database openForReading(const std::string& path);
+// Read-only connection tuned for scanning a large recording (memory-mapped, bigger cache),
+// after checking that PATH is a stallwatch recording this version can read: one whose schema
+// is MIN_VERSION (which adds what the caller NEEDS, e.g. "job tables") up to this version's.
+// Throws StoreError saying what it is instead: missing, not SQLite, not stallwatch's, from
+// an older version without NEEDS, or from a newer one.
+SQLite::Database openForReading(const std::string& path, int min_version = 1, const char* needs = "");
+
+// Throws StoreError unless DB is a stallwatch recording (schema 1 or later, with its runs
+// table) of a version this stallwatch understands; returns that version.
+int checkRecording(SQLite::Database& db, const std::string& path);
 
 struct StoredIncident {
   int64_t incident_id = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -171,9 +172,40 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   return store;
 }
 
+namespace {
+
+// PRAGMA quick_check, given at most BUDGET: damage inside the file (a page overwritten, not
+// only a broken header) would otherwise be appended to for days. On a large DB the check is
+// cut short (a progress handler) and the file taken as it is.
+void quickCheck(SQLite::Database& db, const fs::path& path, std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  static thread_local std::chrono::steady_clock::time_point t_deadline;
+  t_deadline = deadline;
+  sqlite3_progress_handler(
+      db.getHandle(), 10000, [](void*) { return std::chrono::steady_clock::now() > t_deadline ? 1 : 0; }, nullptr);
+  std::string result;
+  try {
+    result = db.execAndGet("PRAGMA quick_check").getString();
+  } catch (const SQLite::Exception& e) {
+    sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
+    const int code = e.getErrorCode() & 0xFF;
+    if (code == SQLITE_INTERRUPT) return;  // out of time: not judged
+    if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+      throw CorruptDatabase(path.string() + " is corrupt: " + e.what());
+    }
+    throw;
+  }
+  sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
+  if (result != "ok") throw CorruptDatabase(path.string() + " is corrupt (quick_check: " + result.substr(0, 200) + ")");
+}
+
+}  // namespace
+
 std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string* moved_to, int busy_timeout_ms) {
   try {
-    return open(path, busy_timeout_ms);
+    auto store = open(path, busy_timeout_ms);
+    quickCheck(store->db_, path, std::chrono::seconds(5));
+    return store;
   } catch (const CorruptDatabase& e) {
     const time_t now = ::time(nullptr);
     std::tm tm{};

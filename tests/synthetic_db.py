@@ -4,7 +4,8 @@ reading through loop1 (an image on vda), DEVICES block devices in all, one-secon
 SECONDS, and optionally a stall: GPUs idle while loop1 and vda get slow (disk-slow), or while
 I/O pressure rises (io-throttled), or with nothing else changing (not-storage).
 
-The schema comes from stallwatch itself (`stallwatch incidents --recompute` on a new file).
+The schema is stallwatch's own: storage/schema_v*.sql applied in order, as the agent migrates
+a new file.
 Rows are generated inside SQLite with recursive CTEs, so a week of data takes seconds.
 
 Usage: synthetic_db.py DB --stallwatch BIN [--seconds 600] [--gpus 1] [--devices 3]
@@ -19,9 +20,23 @@ import sys
 T0_MS = 1_795_300_000_000  # 2026-11-22, a fixed origin keeps results reproducible
 
 
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "storage")
+
+
+def create_schema(db_path):
+    versions = sorted(int(f[len("schema_v"):-len(".sql")]) for f in os.listdir(SCHEMA_DIR)
+                      if f.startswith("schema_v") and f.endswith(".sql"))
+    db = sqlite3.connect(db_path)
+    for v in versions:
+        with open(os.path.join(SCHEMA_DIR, f"schema_v{v}.sql")) as f:
+            db.executescript(f.read())
+        db.execute(f"PRAGMA user_version = {v}")
+    db.commit()
+    db.close()
+
+
 def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall_at=300, stall_for=30):
-    subprocess.run([stallwatch, "incidents", "--db", db_path, "--recompute"], check=True,
-                   capture_output=True)
+    create_schema(db_path)
     db = sqlite3.connect(db_path)
     s0, s1 = stall_at, stall_at + stall_for - 1
     disk_slow = 1 if stall == "disk-slow" else 0

@@ -96,6 +96,52 @@ class FaultsE2E(unittest.TestCase):
         r = self.record()
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_db_corrupt_in_the_middle_is_moved_aside(self):
+        r = self.record(duration="3s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        size = os.path.getsize(self.db)
+        self.assertGreater(size, 4 * 4096)
+        with open(self.db, "r+b") as f:  # the header stays intact: only a page inside is garbage
+            f.seek(3 * 4096)
+            f.write(b"\xde\xad\xbe\xef" * 1024)
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("was corrupt and was moved aside", r.stderr)
+        self.assertEqual(len([f for f in os.listdir(self.tmp) if f.startswith("sw.db.corrupt-")]), 1)
+        c = sqlite3.connect(self.db)
+        self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        c.close()
+
+    def test_readers_refuse_newer_and_foreign_databases(self):
+        r = self.record()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = sqlite3.connect(self.db)
+        c.execute("PRAGMA user_version = 999")
+        c.commit()
+        c.close()
+        readers = [["report", "--db", self.db], ["jobs", "--db", self.db], ["incidents", "--db", self.db],
+                   ["incidents", "--recompute", "--db", self.db], ["health", "--db", self.db],
+                   ["replay", "--db", self.db]]
+        for args in readers:
+            r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, f"{args}: {r.stdout} {r.stderr}")
+            self.assertIn("schema version 999, newer than this stallwatch", r.stderr, args)
+        # Someone else's SQLite file: refused, and left exactly as it was.
+        other = os.path.join(self.tmp, "other.sqlite")
+        c = sqlite3.connect(other)
+        c.execute("CREATE TABLE notes (body TEXT)")
+        c.commit()
+        c.close()
+        with open(other, "rb") as f:
+            before = f.read()
+        for args in readers:
+            args = [other if a == self.db else a for a in args]
+            r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, f"{args}: {r.stdout} {r.stderr}")
+            self.assertIn("is not a stallwatch database", r.stderr, args)
+        with open(other, "rb") as f:
+            self.assertEqual(f.read(), before)
+
     def test_truncated_db_is_moved_aside(self):
         r = self.record(duration="3s")
         self.assertEqual(r.returncode, 0, r.stderr)
