@@ -6,6 +6,17 @@
 #include <memory>
 
 namespace stallwatch::agent {
+
+std::string redactUrl(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return "(a URL)";
+  const size_t host_start = scheme_end + 3;
+  const size_t path_start = url.find_first_of("/?#", host_start);
+  std::string authority = url.substr(host_start, path_start == std::string::npos ? std::string::npos : path_start - host_start);
+  if (const size_t at = authority.rfind('@'); at != std::string::npos) authority = "***@" + authority.substr(at + 1);
+  const bool more = path_start != std::string::npos && path_start + 1 < url.size();
+  return url.substr(0, host_start) + authority + (more ? "/..." : "");
+}
 namespace {
 
 size_t discardBody(char*, size_t size, size_t count, void*) { return size * count; }
@@ -95,7 +106,8 @@ void WebhookSender::run() {
         break;
       }
       ++stats_.failed_attempts;
-      spdlog::warn("webhook {}: attempt {} of {} failed: {}", config_.url, attempt, config_.max_attempts, error);
+      spdlog::warn("webhook {}: attempt {} of {} failed: {}", redactUrl(config_.url), attempt, config_.max_attempts,
+                   error);
       if (stopping_ || attempt == config_.max_attempts) break;
       // Interruptible: a stop does not wait out the backoff.
       wake_.wait_for(lock, backoff, [&] { return stopping_; });

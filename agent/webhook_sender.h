@@ -14,6 +14,10 @@
 
 namespace stallwatch::agent {
 
+// The URL as logs may show it: scheme and host only. Chat webhooks carry their secret in the
+// path (https://hooks.slack.com/services/T0/B0/SECRET) or as user:password; neither is said.
+std::string redactUrl(const std::string& url);
+
 struct WebhookConfig {
   std::string url;
   std::chrono::milliseconds request_timeout = std::chrono::seconds(5);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "cli/duration.h"
@@ -27,7 +28,12 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
       ->group("Live");
   cmd.add_option("--webhook", args.webhook,
                  "POST each incident event to this http(s) URL (Alertmanager webhook JSON with a "
-                 "'text' field for chat), with retries and backoff")
+                 "'text' field for chat), with retries and backoff. A URL with a secret in it is "
+                 "better given by --webhook-file or $STALLWATCH_WEBHOOK_URL: the command line is "
+                 "visible to every user in ps")
+      ->envname("STALLWATCH_WEBHOOK_URL")
+      ->group("Live");
+  cmd.add_option("--webhook-file", args.webhook_file, "Read the webhook URL from the first line of this file")
       ->group("Live");
   cmd.add_option("--webhook-timeout", args.webhook_timeout, "Timeout of one webhook request")
       ->capture_default_str()
@@ -78,13 +84,23 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
     h.max_concurrent = args.hook_concurrency;
     o.hook = h;
   }
-  if (!args.webhook.empty()) {
-    if (args.webhook.rfind("http://", 0) != 0 && args.webhook.rfind("https://", 0) != 0) {
-      std::cerr << "stallwatch " << command << ": --webhook '" << args.webhook << "' is not an http:// or https:// URL\n";
+  std::string webhook = args.webhook;
+  if (!args.webhook_file.empty()) {
+    std::ifstream in(args.webhook_file);
+    if (!in || !std::getline(in, webhook)) {
+      std::cerr << "stallwatch " << command << ": cannot read a URL from --webhook-file " << args.webhook_file << "\n";
+      return std::nullopt;
+    }
+    while (!webhook.empty() && (webhook.back() == '\r' || webhook.back() == ' ')) webhook.pop_back();
+  }
+  if (!webhook.empty()) {
+    if (webhook.rfind("http://", 0) != 0 && webhook.rfind("https://", 0) != 0) {
+      std::cerr << "stallwatch " << command << ": the webhook '" << agent::redactUrl(webhook)
+                << "' is not an http:// or https:// URL\n";
       return std::nullopt;
     }
     agent::WebhookConfig w;
-    w.url = args.webhook;
+    w.url = webhook;
     w.request_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*webhook_timeout);
     w.max_attempts = args.webhook_attempts;
     o.webhook = w;

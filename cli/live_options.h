@@ -18,6 +18,7 @@ struct LiveArgs {
   std::string hook_timeout = "30s";
   size_t hook_concurrency = 4;
   std::string webhook;
+  std::string webhook_file;
   std::string webhook_timeout = "5s";
   int webhook_attempts = 5;
   std::string listen;

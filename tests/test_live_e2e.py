@@ -145,6 +145,23 @@ class LiveE2E(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("webhook: 0 delivered, 4 failed attempts, 2 given up", r.stderr)
 
+    def test_webhook_secret_stays_out_of_logs_and_ps(self):
+        port = free_port()  # nothing listens: every attempt fails and is logged
+        secret = f"http://hookuser:hunter2@127.0.0.1:{port}/services/T000/B000/s3cr3tT0k3n"
+        path = os.path.join(self.tmp, "webhook.url")
+        with open(path, "w") as f:
+            f.write(secret + "\n")
+        from_file = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--webhook-file", path, "--webhook-attempts", "2"],
+                                   capture_output=True, text=True, timeout=60)
+        from_env = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--webhook-attempts", "2"], capture_output=True,
+                                  text=True, timeout=60, env={**os.environ, "STALLWATCH_WEBHOOK_URL": secret})
+        for r in (from_file, from_env):
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("webhook: 0 delivered, 4 failed attempts, 2 given up", r.stderr)  # it was used
+            self.assertIn(f"webhook http://***@127.0.0.1:{port}/...: attempt 1 of 2 failed", r.stderr)
+            for part in ("s3cr3tT0k3n", "hunter2", "hookuser"):
+                self.assertNotIn(part, r.stderr + r.stdout)
+
     def test_endpoint_shows_the_stall_and_passes_promtool(self):
         p = self.start([BIN, "replay", "--db", DISK_RUN, "--speed", "10", "--listen", "127.0.0.1:0"])
         port = None
