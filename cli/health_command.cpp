@@ -1,7 +1,12 @@
 // `stallwatch health`: each drive's verdict and the counters behind it, read now from this
 // host's drives, from what the agent recorded (--db), or from smartctl JSON dumps.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,12 +43,50 @@ struct Row {
   std::optional<int64_t> ts_ms;
 };
 
+// smartctl's JSON of one drive is a few tens of KB; anything past this is not one.
+constexpr off_t kMaxSmartctlJsonBytes = 16 << 20;
+
+// A regular file of bounded size only: a FIFO would hang the command (no --timeout applies
+// to reading input), /dev/zero would be read until memory runs out.
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + p.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("cannot read: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error("not a regular file (a FIFO, device or socket is not smartctl output)");
+  }
+  if (st.st_size > kMaxSmartctlJsonBytes) {
+    ::close(fd);
+    throw std::runtime_error(fmt::format("{} bytes: larger than any smartctl output ({} at most)", st.st_size,
+                                         kMaxSmartctlJsonBytes));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
+}
+
+// Like smartctl's own exit status, a bit mask that scripts can test: 1 an input could not
+// be read or parsed, 8 a drive failing or worn out, 32 a drive with a warning.
+constexpr int kExitBadInput = 1;
+constexpr int kExitFailing = 8;
+constexpr int kExitWarning = 32;
+
+int verdictBits(const std::vector<Row>& rows) {
+  int bits = 0;
+  for (const auto& r : rows) {
+    const auto v = r.verdict.verdict;
+    if (v == health::Verdict::kFailing || v == health::Verdict::kWornOut) bits |= kExitFailing;
+    if (v == health::Verdict::kWarning) bits |= kExitWarning;
+  }
+  return bits;
 }
 
 void print(const std::vector<Row>& rows, bool as_json) {
@@ -79,11 +122,25 @@ void print(const std::vector<Row>& rows, bool as_json) {
 
 int fromSmartctl(const HealthArgs& args) {
   std::vector<fs::path> files;
+  int rc = 0;
+  // Each entry on its own: one link loop or unreadable file is said and skipped, the rest read.
   for (const auto& p : args.smartctl_json) {
-    if (fs::is_directory(p)) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
       std::vector<fs::path> in_dir;
-      for (const auto& e : fs::directory_iterator(p)) {
-        if (e.is_regular_file() && e.path().extension() == ".json") in_dir.push_back(e.path());
+      for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code entry_ec;
+        const bool regular = it->is_regular_file(entry_ec);
+        if (entry_ec) {
+          std::cerr << "stallwatch health: " << it->path().string() << ": skipped: " << entry_ec.message() << "\n";
+          rc |= kExitBadInput;
+        } else if (regular && it->path().extension() == ".json") {
+          in_dir.push_back(it->path());
+        }
+      }
+      if (ec) {
+        std::cerr << "stallwatch health: " << p << ": " << ec.message() << "\n";
+        rc |= kExitBadInput;
       }
       std::sort(in_dir.begin(), in_dir.end());
       files.insert(files.end(), in_dir.begin(), in_dir.end());
@@ -92,7 +149,6 @@ int fromSmartctl(const HealthArgs& args) {
     }
   }
   std::vector<Row> rows;
-  int rc = 0;
   for (const auto& f : files) {
     Row row;
     row.label = f.filename().string();
@@ -106,14 +162,14 @@ int fromSmartctl(const HealthArgs& args) {
       }
     } catch (const std::exception& e) {
       std::cerr << "stallwatch health: " << f.string() << ": " << e.what() << "\n";
-      rc = 1;
+      rc |= kExitBadInput;
       continue;
     }
     row.verdict = health::judge(row.reading);
     rows.push_back(std::move(row));
   }
   print(rows, args.json);
-  return rc;
+  return rc | verdictBits(rows);
 }
 
 int fromDatabase(const HealthArgs& args) {
@@ -142,7 +198,7 @@ int fromDatabase(const HealthArgs& args) {
     return 0;
   }
   print(rows, args.json);
-  return 0;
+  return verdictBits(rows);
 }
 
 int fromHost(const HealthArgs& args) {
@@ -194,7 +250,7 @@ int fromHost(const HealthArgs& args) {
     return 0;
   }
   print(rows, args.json);
-  return 0;
+  return verdictBits(rows);
 }
 
 int runHealth(const HealthArgs& args) {
@@ -213,7 +269,9 @@ int runHealth(const HealthArgs& args) {
 CommandRunner addHealthCommand(CLI::App& app) {
   auto args = std::make_shared<HealthArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "health", "Each drive's health verdict (ok, warning, failing, worn-out) and the counters behind it");
+      "health", "Each drive's health verdict (ok, warning, failing, worn-out) and the counters behind it. "
+                "Exit status, a bit mask like smartctl's: 1 an input could not be read, 8 a drive failing or "
+                "worn out, 32 a drive with a warning");
   cmd->add_option("--db", args->db, "Show what `stallwatch record` recorded in this database instead of reading now")
       ->check(CLI::ExistingFile);
   cmd->add_option("--smartctl-json", args->smartctl_json,

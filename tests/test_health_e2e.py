@@ -44,7 +44,8 @@ class HealthE2E(unittest.TestCase):
                     self.assertIn(f"{name}: virtio disk: no SMART", r.stdout)
 
     def test_smartctl_dumps_of_real_drives(self):
-        out = json.loads(self.sw("health", "--json", "--smartctl-json", SMARTCTL).stdout)
+        # Exit status as a bit mask, like smartctl's: 8 a failing drive, 32 a warning among them.
+        out = json.loads(self.sw("health", "--json", "--smartctl-json", SMARTCTL, rc=8 | 32).stdout)
         self.assertEqual(len(out), len(glob.glob(os.path.join(SMARTCTL, "*.json"))))
         by_file = {o["device"]: o for o in out}
         failed = by_file["ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json"]
@@ -67,6 +68,28 @@ class HealthE2E(unittest.TestCase):
         self.assertIn("bad.json: not JSON", r.stderr)
         r = self.sw("health", "--smartctl-json", os.path.join(self.tmp, "missing.json"), rc=105)  # CLI11: the path does not exist
         self.assertIn("missing.json", r.stderr)
+
+    def test_hostile_input_is_bounded_and_skipped_per_file(self):
+        healthy = os.path.join(SMARTCTL, "nvme-micron-7450-mtfdkcb3t8tfr-healthy.json")
+        folder = os.path.join(self.tmp, "dumps")
+        os.mkdir(folder)
+        shutil.copy(healthy, folder)
+        os.symlink("loop.json", os.path.join(folder, "loop.json"))  # a link to itself
+        fifo = os.path.join(self.tmp, "pipe.json")
+        os.mkfifo(fifo)
+        # A FIFO no one writes to, /dev/zero, and a folder with a link loop: each said and
+        # skipped (status bit 1), the healthy drive still judged (no other bit), all at once.
+        r = subprocess.run([BIN, "health", "--json", "--smartctl-json", fifo, "/dev/zero", folder],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("pipe.json: not a regular file", r.stderr)
+        self.assertIn("/dev/zero: not a regular file", r.stderr)
+        self.assertIn("loop.json: skipped", r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual([(o["device"], o["verdict"]) for o in out],
+                         [("nvme-micron-7450-mtfdkcb3t8tfr-healthy.json", "ok")])
+        r = self.sw("health", "--smartctl-json", healthy, rc=0)
+        self.assertIn("ok", r.stdout)
 
     def test_recorded_by_the_agent(self):
         db = os.path.join(self.tmp, "sw.db")
