@@ -4,8 +4,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
+#include <future>
+#include <thread>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -79,7 +81,7 @@ std::string hostName() {
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals) {
   // First of all: a second recorder on the same DB must not take over the first one's
   // dataloader socket, bind its port, or move aside or migrate the file it is writing.
-  const storage::WriterLock db_lock(options.db_path);
+  const auto db_lock = std::make_shared<const storage::WriterLock>(options.db_path);
   RecorderSummary summary;
   std::vector<ActiveCollector> active;
   std::string enabled_names;
@@ -110,11 +112,13 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
   const int64_t run_id = store->beginRun(
       {started_ms, hostName(), STALLWATCH_VERSION, interval_ms, enabled_names});
-  storage::SampleWriter writer(std::move(store), run_id, options.queue_capacity,
-                              options.flush_interval);
-  writer.setRetention(options.retain);
+  // Shared with the thread that finishes it (see the end): a stop must not wait on a disk
+  // that does not answer.
+  auto writer = std::make_shared<storage::SampleWriter>(std::move(store), run_id, options.queue_capacity,
+                                                        options.flush_interval);
+  writer->setRetention(options.retain);
   if (!moved_to.empty()) {
-    writer.submitEvent({started_ms, "writer", "error", "the database found at start was corrupt; moved aside to " + moved_to});
+    writer->submitEvent({started_ms, "writer", "error", "the database found at start was corrupt; moved aside to " + moved_to});
   }
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, enabled_names.empty() ? "none" : enabled_names);
@@ -129,12 +133,12 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   } else if (options.health) {
     auto reader = options.drive_reader ? options.drive_reader : std::make_shared<health::NativeDriveReader>();
     health = std::make_unique<HealthMonitor>(*options.health, reader, [&](const HealthResult& r) {
-      writer.submitHealth({r.ts_ms, r.reading, r.verdict});
+      writer->submitHealth({r.ts_ms, r.reading, r.verdict});
       const std::string verdict = health::toString(r.verdict.verdict);
       if (r.changed) {
         const std::string text = "drive " + r.target.device + ": " + r.previous_verdict + " -> " + verdict;
         spdlog::warn("health: {}", text);
-        writer.submitEvent({r.ts_ms, "health", "warning", text});
+        writer->submitEvent({r.ts_ms, "health", "warning", text});
       }
       std::vector<DriveHealthMetric> all;
       {
@@ -158,7 +162,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
         collectors::scanBlockDevices(options.collector_config.root, *udev));
     if (jobs) jobs->setDeviceTree(tree);
     if (health) health->setTargets(health::driveTargets(*tree, options.collector_config.root.dev.string()));
-    writer.submitDevices(*tree, wallTimeMs());
+    writer->submitDevices(*tree, wallTimeMs());
   };
   if (want_devices) rescanDevices();
   if (jobs) {
@@ -184,7 +188,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       }
       if (!r.notice.empty()) {
         spdlog::info("{}: {}", a.stats.name, r.notice);
-        writer.submitEvent({tick.wall_time_ms, a.stats.name, "info", r.notice});
+        writer->submitEvent({tick.wall_time_ms, a.stats.name, "info", r.notice});
       }
       // Log and record a change of state, not every repetition of it. A collector's first
       // reading only primes its counters (no data, no reason): that is not news, and neither
@@ -203,7 +207,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
           } else {
             spdlog::info("{}: {}", a.stats.name, text);
           }
-          writer.submitEvent({tick.wall_time_ms, a.stats.name, bad ? "error" : "info", text});
+          writer->submitEvent({tick.wall_time_ms, a.stats.name, bad ? "error" : "info", text});
         }
         a.last_outcome = r.outcome;
         a.last_message = r.message;
@@ -229,7 +233,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     priming.jobs.clear();
     if (!priming.job_updates.empty() || !priming.job_processes.empty() ||
         !priming.job_devices.empty()) {
-      writer.submit(std::move(priming));
+      writer->submit(std::move(priming));
     }
   }
   const auto start = Clock::now();
@@ -260,18 +264,18 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       if (live.metricsPort()) {
         for (const auto& a : active) stats.push_back(a.stats);
         counters.collectors = &stats;
-        counters.writer = writer.stats();
+        counters.writer = writer->stats();
       }
-      live.onBatch(batch, &writer, counters);
+      live.onBatch(batch, writer.get(), counters);
     }
     if (gpu && !gpus_described && !batch.gpus.empty()) {
-      writer.submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);
+      writer->submitGpus(gpu->gpus(), batch.gpus, tick.wall_time_ms);
       gpus_described = true;
     }
     std::vector<std::string> batch_disk_names;
     batch_disk_names.reserve(batch.disks.size());
     for (const auto& d : batch.disks) batch_disk_names.push_back(d.device);
-    writer.submit(std::move(batch));
+    writer->submit(std::move(batch));
     // A cycle that overran (a stopped process, a loaded host) skips the ticks it missed
     // instead of firing them back to back.
     const auto now = Clock::now();
@@ -305,14 +309,33 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     summary.health = health->stats();
     health.reset();  // before the writer closes: its callback writes
   }
-  summary.store_ok = writer.finish(wallTimeMs());
   summary.incident_events = live.eventCounts();
   summary.hooks = live.hookStats();
   summary.webhook = live.webhookStats();
   summary.notifier = live.notifierStats();
-  const auto stats = writer.stats();
-  summary.written_batches = stats.written_batches;
-  summary.dropped_batches = stats.dropped_batches;
+  // The final flush on a thread of its own, waited for at most stop_timeout: on a frozen or
+  // hung filesystem a write does not return, and systemd would SIGKILL an agent that waits.
+  // Past the timeout the stop goes on and says what was not written; the thread is left
+  // with the writer (the process exits with it still blocked in the kernel).
+  const auto before_stop = writer->stats();
+  auto finished = std::make_shared<std::promise<bool>>();
+  auto result = finished->get_future();
+  // The lock goes with it: no other recorder may take the DB while this one may still write.
+  std::thread([writer, db_lock, finished, ended_ms = wallTimeMs()] {
+    finished->set_value(writer->finish(ended_ms));
+  }).detach();
+  if (result.wait_for(options.stop_timeout) == std::future_status::ready) {
+    summary.store_ok = result.get();
+    const auto stats = writer->stats();
+    summary.written_batches = stats.written_batches;
+    summary.dropped_batches = stats.dropped_batches;
+  } else {
+    summary.store_ok = false;
+    summary.abandoned = true;
+    summary.written_batches = before_stop.written_batches;
+    summary.dropped_batches = before_stop.dropped_batches;
+    summary.unwritten_batches = before_stop.queue_depth;
+  }
   for (auto& a : active) summary.collectors.push_back(a.stats);
   return summary;
 }

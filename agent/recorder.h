@@ -28,6 +28,8 @@ struct RecorderOptions {
   size_t queue_capacity = 600;
   std::chrono::milliseconds retain = std::chrono::hours(24 * 14);  // zero: keep everything
   std::chrono::milliseconds flush_interval = std::chrono::seconds(5);
+  // How long a stop waits for the final write before it gives up on the DB's disk.
+  std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
   // The device tree is rescanned when diskstats' device set or the mount table changes, and
   // at least this often (identity, loop backing files). A rescan costs ~4.5 ms.
   std::chrono::seconds device_rescan = std::chrono::seconds(600);
@@ -48,6 +50,10 @@ struct RecorderSummary {
   NotifierStats notifier;
   std::optional<HealthStats> health;
   bool store_ok = true;
+  // The final flush did not end within stop_timeout (a frozen or hung DB disk): these
+  // intervals were still queued and are lost; the run is not closed in the DB.
+  bool abandoned = false;
+  uint64_t unwritten_batches = 0;
 };
 
 // Records until the duration passes or one of STOP_SIGNALS arrives. The caller must have

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +22,7 @@ struct RecordArgs {
   std::string interval = "1s";
   std::string duration;
   std::string flush_interval = "5s";
+  std::string stop_timeout = "5s";
   RootOptions root;
   std::map<std::string, bool> collectors;
   size_t queue_capacity = 600;
@@ -65,6 +67,12 @@ int runRecord(const RecordArgs& args) {
     return 2;
   }
   options.flush_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*flush);
+  auto stop_timeout = parseDuration(args.stop_timeout);
+  if (!stop_timeout) {
+    std::cerr << "stallwatch record: --stop-timeout '" << args.stop_timeout << "' is not a duration (examples: 5s, 1m)\n";
+    return 2;
+  }
+  options.stop_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_timeout);
   options.collector_config.root = toSystemRoot(args.root);
   options.collector_config.nvml_library = args.nvml_library;
   options.collector_config.gpu.pcie = args.gpu_pcie;
@@ -157,6 +165,14 @@ int runRecord(const RecordArgs& args) {
                  summary.health->errors, summary.health->timeouts, summary.health->skipped_hung);
   }
   logLiveSummary(summary.incident_events, summary.notifier, summary.hooks, summary.webhook);
+  if (summary.abandoned) {
+    spdlog::error("the database's disk did not answer within --stop-timeout: {} queued intervals were not written "
+                  "and the run is not closed in {}; stopping anyway",
+                  summary.unwritten_batches, options.db_path.string());
+    spdlog::default_logger()->flush();
+    // A thread is still blocked in a write on that disk: no destructor may wait for it.
+    std::_Exit(1);
+  }
   return summary.store_ok ? 0 : 1;
 }
 
@@ -176,6 +192,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
   cmd->add_option("--flush-interval", args->flush_interval,
                   "Write to the database at most this often, in one transaction; a crash loses "
                   "at most this much (0s: every interval)")
+      ->capture_default_str();
+  cmd->add_option("--stop-timeout", args->stop_timeout,
+                  "On a stop, wait this long for the last writes; past it (a frozen or hung disk under the "
+                  "database) say what was not written and exit 1")
       ->capture_default_str();
   cmd->add_option("--retain", args->retain,
                   "Keep this much history; older samples, events and incidents are pruned at start and every "

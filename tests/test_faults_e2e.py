@@ -142,6 +142,33 @@ class FaultsE2E(unittest.TestCase):
         with open(other, "rb") as f:
             self.assertEqual(f.read(), before)
 
+    def test_stop_ends_promptly_on_a_frozen_filesystem(self):
+        """SIGTERM while the DB's filesystem is frozen (fsfreeze): the agent says within
+        --stop-timeout what it could not write and exits 1, instead of waiting for the thaw."""
+        image, mnt = os.path.join(self.tmp, "fs.img"), os.path.join(self.tmp, "frozen")
+        os.mkdir(mnt)
+        subprocess.run(["truncate", "-s", "64M", image], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
+        subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
+        self.addCleanup(subprocess.run, ["umount", mnt], capture_output=True)
+        self.addCleanup(subprocess.run, ["fsfreeze", "-u", mnt], capture_output=True)
+        db = os.path.join(mnt, "sw.db")
+        p = self.start("--interval", "200ms", "--flush-interval", "1s", "--stop-timeout", "2s", db=db)
+        time.sleep(3)
+        subprocess.run(["fsfreeze", "-f", mnt], check=True)
+        time.sleep(2)  # a flush is now blocked in the kernel, and more intervals queue up
+        stopped = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        said = ""
+        for line in p.stderr:  # read as it comes: the process itself ends only after the thaw
+            said += line
+            if "queued intervals were not written" in line:
+                break
+        self.assertLess(time.monotonic() - stopped, 8, said)
+        self.assertRegex(said, r"did not answer within --stop-timeout: \d+ queued intervals were not written")
+        subprocess.run(["fsfreeze", "-u", mnt], check=True)
+        self.assertEqual(p.wait(timeout=30), 1)
+
     def test_truncated_db_is_moved_aside(self):
         r = self.record(duration="3s")
         self.assertEqual(r.returncode, 0, r.stderr)
