@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <ctime>
 
 namespace stallwatch::cli {
@@ -25,6 +27,22 @@ double goodputOf(const correlator::Analysis& a, const correlator::JobSeries& s) 
     for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
   }
   return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 1.0;
+}
+
+// Holes longer than one and a half of the job's typical interval.
+std::vector<JobReport::Gap> gapsOf(const correlator::JobSeries& s) {
+  std::vector<JobReport::Gap> gaps;
+  if (s.size() < 2) return gaps;
+  std::vector<double> intervals(s.interval_s.begin(), s.interval_s.end());
+  std::nth_element(intervals.begin(), intervals.begin() + static_cast<long>(intervals.size() / 2), intervals.end());
+  const double typical_ms = std::max(1.0, intervals[intervals.size() / 2] * 1000.0);
+  for (size_t i = 1; i < s.size(); ++i) {
+    const double step_ms = static_cast<double>(s.ts_ms[i] - s.ts_ms[i - 1]);
+    if (step_ms > 1.5 * typical_ms) {
+      gaps.push_back({s.ts_ms[i - 1], s.ts_ms[i], static_cast<int64_t>(std::llround(step_ms / typical_ms)) - 1});
+    }
+  }
+  return gaps;
 }
 
 }  // namespace
@@ -67,6 +85,7 @@ std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t>
     if (r.series.size() == 0) continue;
     r.analysis = storage::analyzeStoredJob(db, r.job, r.series);
     r.goodput = goodputOf(r.analysis, r.series);
+    r.gaps = gapsOf(r.series);
     for (const auto& d : r.series.devices) {
       if (!d.job_reads) continue;
       r.devices.push_back({d.name, d.via, true, d.also_direct, correlator::percentile(d.r_await_ms, 50),
@@ -180,6 +199,13 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n", r.analysis.incidents.size(),
                        r.analysis.blips);
+    // Said, not smoothed over: an interval that was never written is not an interval that was healthy.
+    for (const auto& g : r.gaps) {
+      out += fmt::format("  gap         {} .. {} ({:.0f} s): {} intervals missing (the agent stopped, or could "
+                         "not write them)\n",
+                         timeText(g.start_ms), timeText(g.end_ms).substr(11),
+                         static_cast<double>(g.end_ms - g.start_ms) / 1000.0, g.missing_intervals);
+    }
     for (const auto& inc : r.analysis.incidents) {
       out += "    " + describeIncident(inc) + "\n";
       if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty()) out += "      " + ranks + "\n";
@@ -228,6 +254,10 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
     }
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& rank : r.series.ranks) ranks.push_back(rankFigures(r.series, rank));
+    nlohmann::json gaps = nlohmann::json::array();
+    for (const auto& g : r.gaps) {
+      gaps.push_back({{"start_ms", g.start_ms}, {"end_ms", g.end_ms}, {"missing_intervals", g.missing_intervals}});
+    }
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : r.devices) {
       devices.push_back({{"device", d.name}, {"via", d.via}, {"r_await_p50_ms", orNull(d.r_await_p50)},
@@ -250,6 +280,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
                    {"blips", r.analysis.blips},
                    {"incidents", incidents},
                    {"ranks", ranks},
+                   {"gaps", gaps},
                    {"devices", devices}});
   }
   return out;

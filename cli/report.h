@@ -30,6 +30,12 @@ struct JobReport {
   correlator::Analysis analysis;
   std::vector<DeviceLatency> devices;  // the job's devices
   double goodput = 1.0;                // share of GPU (or step) capacity not lost to stalls
+  // Holes in the job's samples: the agent stopped, or dropped intervals it could not write.
+  struct Gap {
+    int64_t start_ms = 0, end_ms = 0;
+    int64_t missing_intervals = 0;
+  };
+  std::vector<Gap> gaps;
 };
 
 std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,

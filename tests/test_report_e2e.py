@@ -96,6 +96,19 @@ class ReportE2E(unittest.TestCase):
         # --recompute migrates the old file to the current schema and finds nothing either.
         self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
 
+    def test_gaps_are_reported(self):
+        """Intervals that never reached the DB (the agent stopped, or dropped what it could not
+        write) are said in the report, not taken for healthy time."""
+        synthetic_db.build(self.db, BIN, stall=None, stall_at=STALL_AT, stall_for=STALL_FOR)
+        db = sqlite3.connect(self.db)
+        t0 = db.execute("SELECT min(ts_ms) FROM job_samples").fetchone()[0]
+        db.execute("DELETE FROM job_samples WHERE ts_ms > ? AND ts_ms < ?", (t0 + 100_000, t0 + 140_000))
+        db.commit()
+        db.close()
+        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        self.assertEqual(report["gaps"], [{"start_ms": t0 + 100_000, "end_ms": t0 + 140_000, "missing_intervals": 39}])
+        self.assertIn("40 s): 39 intervals missing", self.sw("report", "--db", self.db))
+
     def test_readers_survive_values_out_of_range(self):
         """A DB that an older agent filled from a hostile datagram (steps of INT64_MAX): jobs,
         report and incidents still read it instead of failing with 'integer overflow'."""
