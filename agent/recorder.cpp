@@ -321,15 +321,19 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   auto finished = std::make_shared<std::promise<bool>>();
   auto result = finished->get_future();
   // The lock goes with it: no other recorder may take the DB while this one may still write.
-  std::thread([writer, db_lock, finished, ended_ms = wallTimeMs()] {
+  std::thread finisher([writer, db_lock, finished, ended_ms = wallTimeMs()] {
     finished->set_value(writer->finish(ended_ms));
-  }).detach();
+  });
   if (result.wait_for(options.stop_timeout) == std::future_status::ready) {
+    // Joined, so that its references are gone and the DB is closed (WAL checkpointed) when
+    // this function returns, not whenever the thread gets round to it.
+    finisher.join();
     summary.store_ok = result.get();
     const auto stats = writer->stats();
     summary.written_batches = stats.written_batches;
     summary.dropped_batches = stats.dropped_batches;
   } else {
+    finisher.detach();
     summary.store_ok = false;
     summary.abandoned = true;
     summary.written_batches = before_stop.written_batches;
