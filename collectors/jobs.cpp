@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <tuple>
+#include <vector>
 
 namespace stallwatch::collectors {
 namespace {
@@ -119,6 +121,7 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   const auto env = reader_.environ(pid);
   if (auto r = env.find("RANK"); r != env.end()) rank = parseRank(r->second);
   auto [it, inserted] = job.members.try_emplace(pid, Member{*stat, reader_.io(pid), root, rank});
+  job.ranks_changed = job.ranks_changed || inserted;
   if (!inserted) {
     it->second.root = it->second.root || root;
     return;
@@ -191,6 +194,7 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
         if (auto m = job->members.find(p.pid); m != job->members.end() && !m->second.rank) {
           m->second.rank = static_cast<int32_t>(g.index);
         }
+        job->ranks_changed = job->ranks_changed || inserted;
       }
     }
   }
@@ -261,6 +265,7 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
 // Ranks: a process without RANK in its environment belongs to the rank of its parent;
 // each rank's main process is its topmost one. Written when a rank appears or changes.
 void JobTracker::assignRanks(Job& job) {
+  if (!job.ranks_changed) return;
   bool grew = true;
   while (grew) {
     grew = false;
@@ -276,6 +281,8 @@ void JobTracker::assignRanks(Job& job) {
 }
 
 void JobTracker::describeRanks(Job& job, SampleBatch& out) {
+  if (!job.ranks_changed) return;
+  job.ranks_changed = false;
   std::map<int32_t, RankDescription> now;
   for (const auto& [pid, m] : job.members) {
     if (!m.rank) continue;
@@ -308,19 +315,25 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   std::map<std::string, DataloaderTotals> dataloader;
   std::map<std::pair<std::string, int32_t>, DataloaderTotals> dataloader_by_rank;
   if (socket_) {
+    auto add = [](DataloaderTotals& sum, const DataloaderTotals& t) {
+      sum.steps += t.steps;
+      sum.samples += t.samples;
+      sum.wait_seconds += t.wait_seconds;
+      sum.step_seconds += t.step_seconds;
+    };
+    std::vector<std::tuple<Job*, uint32_t, DataloaderTotals>> by_sender;
     for (const auto& [pid, t] : socket_->drain()) {
       Job* job = pid != 0 ? attach(pid, {}, tick.wall_time_ms, out) : nullptr;
       if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
-      auto add = [&t = t](DataloaderTotals& sum) {
-        sum.steps += t.steps;
-        sum.samples += t.samples;
-        sum.wait_seconds += t.wait_seconds;
-        sum.step_seconds += t.step_seconds;
-      };
-      add(dataloader[job->description.key]);
-      assignRanks(*job);
+      add(dataloader[job->description.key], t);
+      by_sender.emplace_back(job, pid, t);
+    }
+    // Each sender's rank, once every sender is attached (each job's ranks assigned once).
+    std::set<Job*> assigned;
+    for (auto& [job, pid, t] : by_sender) {
+      if (assigned.insert(job).second) assignRanks(*job);
       if (auto m = job->members.find(pid); m != job->members.end() && m->second.rank) {
-        add(dataloader_by_rank[{job->description.key, *m->second.rank}]);
+        add(dataloader_by_rank[{job->description.key, *m->second.rank}], t);
       }
     }
   }
@@ -348,6 +361,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
           r.syscr += gone.io->syscr;
         }
         m = job.members.erase(m);  // exited (or its pid was reused)
+        job.ranks_changed = true;
         continue;
       }
       Member& member = m->second;
@@ -358,9 +372,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
                          static_cast<double>(clock_ticks_per_second_);
       auto io = reader_.io(m->first);
       const ThreadStates threads = reader_.threadStates(m->first);
-      std::vector<Totals*> into{&total};
-      if (member.rank) into.push_back(&by_rank[*member.rank]);
+      Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
       for (Totals* t : into) {
+        if (!t) continue;
         const bool main = t == &total ? member.root : rank_main;
         (main ? t->main_cpu : t->workers_cpu) += cpu;
         if (io && member.io) {
