@@ -91,10 +91,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
       RankSeries fresh;
       fresh.rank = r.rank;
       const size_t before = s.size() - 1;
-      for (Series* x : {&fresh.gpu_util_percent, &fresh.gpu_work_percent, &fresh.steps, &fresh.data_wait_s,
-                        &fresh.read_bytes_per_s, &fresh.write_bytes_per_s, &fresh.workers_cpu, &fresh.d_state_threads}) {
-        x->assign(before, std::nullopt);
-      }
+      fresh.forEachSeries([&](Series& x) { x.assign(before, std::nullopt); });
       s.ranks.push_back(std::move(fresh));
       std::sort(s.ranks.begin(), s.ranks.end(), [](const RankSeries& x, const RankSeries& y) { return x.rank < y.rank; });
       rank = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& x) { return x.rank == r.rank; });
@@ -115,10 +112,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
   // A rank with no sample this tick (exited, or not seen) gets an empty interval.
   for (auto& rank : s.ranks) {
     if (rank.gpu_util_percent.size() == s.size()) continue;
-    for (Series* x : {&rank.gpu_util_percent, &rank.gpu_work_percent, &rank.steps, &rank.data_wait_s,
-                      &rank.read_bytes_per_s, &rank.write_bytes_per_s, &rank.workers_cpu, &rank.d_state_threads}) {
-      x->resize(s.size());
-    }
+    rank.forEachSeries([&](Series& x) { x.resize(s.size()); });
   }
   trim(s);
 }
@@ -266,17 +260,13 @@ void LiveCorrelator::judgeNewest(JobState& job) {
   job.steps_seen = job.steps_seen || s.steps[i].has_value();
   job.work_seen = job.work_seen || (s.gpu_count > 0 && s.gpu_work_percent[i].has_value());
   job.gpu_seen = job.gpu_seen || (s.gpu_count > 0 && s.gpu_util_percent[i].has_value());
-  ProgressSignal signal = ProgressSignal::kNone;
-  if (job.steps_seen) {
-    signal = ProgressSignal::kSteps;
-  } else if (job.work_seen) {
-    signal = ProgressSignal::kGpuWork;
-  } else if (job.gpu_seen) {
-    const auto ranks_with_gpu = std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) {
-      return std::any_of(r.gpu_util_percent.begin(), r.gpu_util_percent.end(), [](const auto& v) { return v.has_value(); });
-    });
-    signal = ranks_with_gpu >= 2 ? ProgressSignal::kSlowestRankGpuUtil : ProgressSignal::kGpuUtil;
+  if (s.gpu_count > 0) {
+    for (const RankSeries& r : s.ranks) {
+      if (r.gpu_util_percent[i]) job.ranks_with_gpu.insert(r.rank);
+    }
   }
+  const ProgressSignal signal =
+      progressSignalFrom(job.steps_seen, job.work_seen, job.ranks_with_gpu.size(), job.gpu_seen);
   if (signal != job.signal) {
     job.signal = signal;
     job.baseline = ProgressBaseline(config_.detector);

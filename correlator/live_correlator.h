@@ -87,6 +87,7 @@ class LiveCorrelator {
     bool gpu_seen = false;
     bool work_seen = false;
     bool steps_seen = false;
+    std::set<int32_t> ranks_with_gpu;  // ranks whose GPU gave a utilisation reading so far
     ProgressSignal signal = ProgressSignal::kNone;
     std::map<int32_t, collectors::RankDescription> rank_facts;
     size_t since_stalled = SIZE_MAX;  // intervals since the last stalled one

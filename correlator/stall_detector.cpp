@@ -292,16 +292,21 @@ const char* toString(ProgressSignal signal) {
   return "";
 }
 
+ProgressSignal progressSignalFrom(bool steps, bool gpu_work, size_t ranks_with_gpu, bool gpu_util) {
+  if (steps) return ProgressSignal::kSteps;
+  if (gpu_work) return ProgressSignal::kGpuWork;
+  if (ranks_with_gpu >= 2) return ProgressSignal::kSlowestRankGpuUtil;
+  if (gpu_util) return ProgressSignal::kGpuUtil;
+  return ProgressSignal::kNone;
+}
+
 ProgressSignal chooseProgressSignal(const JobSeries& s) {
   auto any = [](const Series& x) { return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }); };
-  if (any(s.steps)) return ProgressSignal::kSteps;
-  if (s.gpu_count == 0) return ProgressSignal::kNone;
-  if (any(s.gpu_work_percent)) return ProgressSignal::kGpuWork;
+  const bool gpus = s.gpu_count > 0;
   const size_t ranks_with_gpu = static_cast<size_t>(
       std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) { return any(r.gpu_util_percent); }));
-  if (ranks_with_gpu >= 2) return ProgressSignal::kSlowestRankGpuUtil;
-  if (any(s.gpu_util_percent)) return ProgressSignal::kGpuUtil;
-  return ProgressSignal::kNone;
+  return progressSignalFrom(any(s.steps), gpus && any(s.gpu_work_percent), gpus ? ranks_with_gpu : 0,
+                            gpus && any(s.gpu_util_percent));
 }
 
 std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal signal, bool reporting) {

@@ -45,6 +45,15 @@ struct RankSeries {
   Series gpu_util_percent, gpu_work_percent;
   Series steps, data_wait_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
+
+  // Every per-interval series of the rank: the one list of them.
+  template <typename Fn>
+  void forEachSeries(Fn fn) {
+    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &read_bytes_per_s,
+                      &write_bytes_per_s, &workers_cpu, &d_state_threads}) {
+      fn(*x);
+    }
+  }
 };
 
 struct JobSeries {
@@ -71,12 +80,7 @@ struct JobSeries {
     for (auto& d : devices) {
       for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
     }
-    for (auto& r : ranks) {
-      for (Series* x : {&r.gpu_util_percent, &r.gpu_work_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
-                        &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
-        fn(*x);
-      }
-    }
+    for (auto& r : ranks) r.forEachSeries(fn);
   }
 };
 
@@ -93,6 +97,9 @@ struct JobSeries {
 enum class ProgressSignal { kNone, kSteps, kGpuWork, kSlowestRankGpuUtil, kGpuUtil };
 const char* toString(ProgressSignal signal);  // "steps", "gpu_work", ..., "" for none
 ProgressSignal chooseProgressSignal(const JobSeries& series);
+// The rule itself, from what a job has shown: step reports, GPM work readings, how many of its
+// ranks gave GPU utilisation, any GPU utilisation. The live correlator keeps these as flags.
+ProgressSignal progressSignalFrom(bool steps, bool gpu_work, size_t ranks_with_gpu, bool gpu_util);
 // Progress in interval I by SIGNAL. Steps: an interval with no report once the job has
 // reported (REPORTING) made no steps, 0; before that, none.
 std::optional<double> progressAt(const JobSeries& series, size_t i, ProgressSignal signal, bool reporting);

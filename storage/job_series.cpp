@@ -122,10 +122,7 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     r.rank = facts.getColumn(0).getInt();
     r.pid = static_cast<uint32_t>(facts.getColumn(1).getInt64());
     r.gpu = facts.getColumn(2).getString();
-    for (auto* x : {&r.gpu_util_percent, &r.gpu_work_percent, &r.steps, &r.data_wait_s, &r.read_bytes_per_s,
-                    &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
-      x->assign(n, std::nullopt);
-    }
+    r.forEachSeries([&](correlator::Series& x) { x.assign(n, std::nullopt); });
     s.ranks.push_back(std::move(r));
   }
   if (s.ranks.size() < 2) {
