@@ -8,8 +8,8 @@
 namespace stallwatch::agent {
 namespace {
 
-using correlator::IncidentEvent;
-using correlator::IncidentEventKind;
+using model::IncidentEvent;
+using model::IncidentEventKind;
 
 std::string verb(IncidentEventKind kind) {
   switch (kind) {
@@ -20,13 +20,13 @@ std::string verb(IncidentEventKind kind) {
   return "?";
 }
 
-std::string deviceText(const correlator::Incident& i) {
+std::string deviceText(const model::Incident& i) {
   if (i.device.empty()) return "";
   return i.physical_device.empty() ? i.device : i.device + " (on " + i.physical_device + ")";
 }
 
 // The strongest supporting evidence, "await_ms loop0 41.2 vs 0.4 normal".
-std::string evidenceText(const correlator::Incident& i) {
+std::string evidenceText(const model::Incident& i) {
   for (const auto& e : i.evidence) {
     if (e.supports) return fmt::format("{} {:.3g} vs {:.3g} normal", e.signal, e.during, e.baseline);
   }
@@ -54,7 +54,7 @@ std::string incidentSummary(const IncidentEvent& e, const std::string& host) {
   } else {
     text += " since " + isoTime(i.start_ms).substr(11, 8) + "Z";
   }
-  text += std::string("; ") + correlator::toString(i.cls);
+  text += std::string("; ") + model::toString(i.cls);
   if (const std::string d = deviceText(i); !d.empty()) text += " on " + d;
   if (e.kind == IncidentEventKind::kChange) {
     text += " (was " + e.previous_class + (e.previous_device.empty() ? "" : " on " + e.previous_device) + ")";
@@ -74,13 +74,13 @@ nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
                         {"supports", item.supports}});
   }
   nlohmann::json j = {
-      {"event", correlator::toString(e.kind)},
+      {"event", model::toString(e.kind)},
       {"incident_id", e.live_id},
       {"time", isoTime(e.ts_ms)},
       {"ts_ms", e.ts_ms},
       {"host", host},
       {"job", {{"key", e.job_key}, {"label", e.job_label}}},
-      {"class", correlator::toString(i.cls)},
+      {"class", model::toString(i.cls)},
       {"device", i.device},
       {"physical_device", i.physical_device},
       {"start", isoTime(i.start_ms)},
@@ -114,12 +114,12 @@ std::string incidentJson(const IncidentEvent& e, const std::string& host) {
 std::vector<std::pair<std::string, std::string>> incidentEnvironment(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   std::vector<std::pair<std::string, std::string>> env = {
-      {"STALLWATCH_EVENT", correlator::toString(e.kind)},
+      {"STALLWATCH_EVENT", model::toString(e.kind)},
       {"STALLWATCH_INCIDENT_ID", std::to_string(e.live_id)},
       {"STALLWATCH_HOST", host},
       {"STALLWATCH_JOB", e.job_key},
       {"STALLWATCH_JOB_LABEL", e.job_label},
-      {"STALLWATCH_CLASS", correlator::toString(i.cls)},
+      {"STALLWATCH_CLASS", model::toString(i.cls)},
       {"STALLWATCH_DEVICE", i.device},
       {"STALLWATCH_PHYSICAL_DEVICE", i.physical_device},
       {"STALLWATCH_START", isoTime(i.start_ms)},
@@ -144,9 +144,9 @@ std::string webhookBody(const IncidentEvent& e, const std::string& host) {
   const bool resolved = e.kind == IncidentEventKind::kClose;
   const std::string status = resolved ? "resolved" : "firing";
   const nlohmann::json labels = {{"alertname", "StallwatchStall"}, {"instance", host},
-                                 {"job_key", e.job_key},         {"class", correlator::toString(i.cls)},
+                                 {"job_key", e.job_key},         {"class", model::toString(i.cls)},
                                  {"device", i.device},           {"severity", "warning"},
-                                 {"rank", stallRankLabel(i)}};
+                                 {"rank", correlator::stallRankLabel(i)}};
   const std::string summary = incidentSummary(e, host);
   const nlohmann::json annotations = {{"summary", summary}, {"job_label", e.job_label},
                                       {"physical_device", i.physical_device}};

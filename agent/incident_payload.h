@@ -15,17 +15,17 @@ std::string isoTime(int64_t ms);
 
 // One line: "stall opened: job 'python train.py' lost 92% of its GPU since 03:53:10Z;
 // disk-slow on loop0 (on vda): await_ms loop0 41.2 vs 0.4 normal".
-std::string incidentSummary(const correlator::IncidentEvent& event, const std::string& host);
+std::string incidentSummary(const model::IncidentEvent& event, const std::string& host);
 
 // The event as a JSON object (the hook's standard input).
-std::string incidentJson(const correlator::IncidentEvent& event, const std::string& host);
+std::string incidentJson(const model::IncidentEvent& event, const std::string& host);
 
 // NAME=VALUE pairs for the hook's environment, all prefixed STALLWATCH_.
-std::vector<std::pair<std::string, std::string>> incidentEnvironment(const correlator::IncidentEvent& event,
+std::vector<std::pair<std::string, std::string>> incidentEnvironment(const model::IncidentEvent& event,
                                                                      const std::string& host);
 
 // Alertmanager's webhook format (version 4) with one alert, plus "text" for chat webhooks
 // (Slack, Mattermost) and the full event under "stallwatch".
-std::string webhookBody(const correlator::IncidentEvent& event, const std::string& host);
+std::string webhookBody(const model::IncidentEvent& event, const std::string& host);
 
 }  // namespace stallwatch::agent

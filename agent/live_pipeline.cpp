@@ -22,9 +22,9 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   if (options_.correlate) {
     for (auto& e : correlator_.onBatch(batch)) {
       ++events_[static_cast<size_t>(e.kind)];
-      if (e.kind == correlator::IncidentEventKind::kOpen) ++opened_[static_cast<size_t>(e.incident.cls)];
+      if (e.kind == model::IncidentEventKind::kOpen) ++opened_[static_cast<size_t>(e.incident.cls)];
       const std::string summary = incidentSummary(e, options_.host);
-      if (e.kind == correlator::IncidentEventKind::kClose) {
+      if (e.kind == model::IncidentEventKind::kClose) {
         spdlog::info("{}", summary);
       } else {
         spdlog::warn("{}", summary);

@@ -50,7 +50,7 @@ class LivePipeline {
   void onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer, const AgentCounters& counters);
   void setHealth(std::vector<DriveHealthMetric> health);
   // Also tell FN about each event (replay prints them).
-  void onEvent(std::function<void(const correlator::IncidentEvent&)> fn) { on_event_ = std::move(fn); }
+  void onEvent(std::function<void(const model::IncidentEvent&)> fn) { on_event_ = std::move(fn); }
 
   // Lets hooks and webhook posts still queued finish (bounded by their timeouts).
   void drain(std::chrono::milliseconds max);
@@ -69,11 +69,11 @@ class LivePipeline {
   Notifier notifier_;
   MetricsBoard board_;
   std::unique_ptr<MetricsServer> server_;
-  std::array<uint64_t, correlator::kStallClassCount> opened_{};
+  std::array<uint64_t, model::kStallClassCount> opened_{};
   std::array<uint64_t, 3> events_{};
   std::mutex health_mutex_;  // set by the health thread, read by the sampling thread
   std::vector<DriveHealthMetric> health_;
-  std::function<void(const correlator::IncidentEvent&)> on_event_;
+  std::function<void(const model::IncidentEvent&)> on_event_;
 };
 
 }  // namespace stallwatch::agent

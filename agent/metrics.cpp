@@ -201,7 +201,7 @@ std::string renderMetrics(const MetricsSnapshot& s) {
            "(\"all\": every rank starved alike; empty: a one-rank job).");
   // The rank label only where the job has ranks: one-rank jobs keep the series they had.
   auto stallLabels = [](const correlator::ActiveStall& st) {
-    Writer::Labels labels{{"job", st.job_key}, {"class", correlator::toString(st.cls)}, {"device", st.device}};
+    Writer::Labels labels{{"job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
     if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
     return labels;
   };
@@ -211,13 +211,13 @@ std::string renderMetrics(const MetricsSnapshot& s) {
     w.sample(stallLabels(st), static_cast<double>(st.start_ms) / 1000.0);
   }
   w.family("stallwatch_incidents_total", "counter", "Incidents opened by the live correlator, by class.");
-  for (int c = 0; c < correlator::kStallClassCount; ++c) {
-    w.sample({{"class", correlator::toString(static_cast<correlator::StallClass>(c))}},
+  for (int c = 0; c < model::kStallClassCount; ++c) {
+    w.sample({{"class", model::toString(static_cast<model::StallClass>(c))}},
              static_cast<double>(s.incidents_opened[static_cast<size_t>(c)]));
   }
   w.family("stallwatch_incident_events_total", "counter", "Incident events (open, change, close).");
   for (int k = 0; k < 3; ++k) {
-    w.sample({{"event", correlator::toString(static_cast<correlator::IncidentEventKind>(k))}},
+    w.sample({{"event", model::toString(static_cast<model::IncidentEventKind>(k))}},
              static_cast<double>(s.incident_events[static_cast<size_t>(k)]));
   }
   w.family("stallwatch_notifications_total", "counter", "Incident events sent to the hook and webhook, or suppressed as a flap.");

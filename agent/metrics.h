@@ -49,7 +49,7 @@ struct MetricsSnapshot {
   std::vector<collectors::GpuSample> gpus;
   std::vector<collectors::JobSample> jobs;
   std::vector<correlator::ActiveStall> stalls;
-  std::array<uint64_t, correlator::kStallClassCount> incidents_opened{};
+  std::array<uint64_t, model::kStallClassCount> incidents_opened{};
   std::array<uint64_t, 3> incident_events{};  // by IncidentEventKind
   std::vector<CollectorStats> collectors;
   storage::WriterStats writer;

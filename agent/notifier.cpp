@@ -10,10 +10,10 @@ Notifier::Notifier(std::string host, std::chrono::milliseconds repeat_window, Ho
                    WebhookSender* webhook)
     : host_(std::move(host)), repeat_window_(repeat_window), hooks_(hooks), webhook_(webhook) {}
 
-bool Notifier::notify(const correlator::IncidentEvent& e) {
+bool Notifier::notify(const model::IncidentEvent& e) {
   const auto& i = e.incident;
-  const std::string key = e.job_key + "|" + correlator::toString(i.cls) + "|" + i.device;
-  if (e.kind == correlator::IncidentEventKind::kOpen) {
+  const std::string key = e.job_key + "|" + model::toString(i.cls) + "|" + i.device;
+  if (e.kind == model::IncidentEventKind::kOpen) {
     auto it = last_open_ms_.find(key);
     if (it != last_open_ms_.end() && e.ts_ms - it->second < repeat_window_.count()) {
       suppressed_ids_.insert(e.live_id);
@@ -28,7 +28,7 @@ bool Notifier::notify(const correlator::IncidentEvent& e) {
       k = e.ts_ms - k->second > 2 * repeat_window_.count() ? last_open_ms_.erase(k) : std::next(k);
     }
   } else if (suppressed_ids_.count(e.live_id)) {
-    if (e.kind == correlator::IncidentEventKind::kClose) suppressed_ids_.erase(e.live_id);
+    if (e.kind == model::IncidentEventKind::kClose) suppressed_ids_.erase(e.live_id);
     ++stats_.suppressed;
     return false;
   }

@@ -26,7 +26,7 @@ class Notifier {
   Notifier(std::string host, std::chrono::milliseconds repeat_window, HookRunner* hooks, WebhookSender* webhook);
 
   // Never blocks: the hook and webhook queue the work. Returns false for a suppressed event.
-  bool notify(const correlator::IncidentEvent& event);
+  bool notify(const model::IncidentEvent& event);
   NotifierStats stats() const { return stats_; }
 
  private:

@@ -149,8 +149,8 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
       live.setHealth(std::move(all));
     });
     // A disk blamed for a stall is read at once, whatever the cadence.
-    live.onEvent([&](const correlator::IncidentEvent& e) {
-      if (e.kind == correlator::IncidentEventKind::kClose || e.incident.cls != correlator::StallClass::kDiskSlow) return;
+    live.onEvent([&](const model::IncidentEvent& e) {
+      if (e.kind == model::IncidentEventKind::kClose || e.incident.cls != model::StallClass::kDiskSlow) return;
       health->requestNow(e.incident.physical_device.empty() ? e.incident.device : e.incident.physical_device);
     });
   }

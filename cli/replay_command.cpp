@@ -40,7 +40,7 @@ int runReplay(const ReplayArgs& args) {
     agent::LivePipeline live(*options);
     if (auto port = live.metricsPort()) std::cerr << "metrics on port " << *port << "\n";
     // Each event as one JSON line on stdout, as a hook would receive it.
-    live.onEvent([&](const correlator::IncidentEvent& e) {
+    live.onEvent([&](const model::IncidentEvent& e) {
       std::cout << agent::incidentJson(e, options->host) << std::endl;
     });
     uint64_t intervals = 0;

@@ -16,7 +16,7 @@ nlohmann::json orNull(const std::optional<T>& v) {
 
 std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
 
-double goodputOf(const correlator::Analysis& a, const correlator::JobSeries& s) {
+double goodputOf(const correlator::Analysis& a, const model::JobSeries& s) {
   double lost = 0;
   for (double l : a.gpu_seconds_lost) lost += l;
   if (a.gpu_seconds_total > 0) return std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0);
@@ -30,7 +30,7 @@ double goodputOf(const correlator::Analysis& a, const correlator::JobSeries& s) 
 }
 
 // Holes longer than one and a half of the job's typical interval.
-std::vector<JobReport::Gap> gapsOf(const correlator::JobSeries& s) {
+std::vector<JobReport::Gap> gapsOf(const model::JobSeries& s) {
   std::vector<JobReport::Gap> gaps;
   if (s.size() < 2) return gaps;
   std::vector<double> intervals(s.interval_s.begin(), s.interval_s.end());
@@ -99,7 +99,7 @@ std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t>
   return reports;
 }
 
-std::string describeIncident(const correlator::Incident& inc) {
+std::string describeIncident(const model::Incident& inc) {
   std::string where;
   if (!inc.device.empty()) {
     where = " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
@@ -107,11 +107,11 @@ std::string describeIncident(const correlator::Incident& inc) {
   return fmt::format("{} .. {} ({:.0f} s)  {}{}  idle {:.0f} %  {:.1f} GPU-s lost  confidence {:.2f}",
                      timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
                      static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
-                     correlator::toString(inc.cls), where, inc.idle_share * 100, inc.gpu_seconds_lost,
+                     model::toString(inc.cls), where, inc.idle_share * 100, inc.gpu_seconds_lost,
                      inc.confidence);
 }
 
-nlohmann::json incidentJson(const correlator::Incident& inc) {
+nlohmann::json incidentJson(const model::Incident& inc) {
   nlohmann::json straggler = nullptr;
   if (inc.straggler) {
     straggler = {{"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
@@ -123,7 +123,7 @@ nlohmann::json incidentJson(const correlator::Incident& inc) {
   }
   return {{"start_ms", inc.start_ms},
           {"end_ms", inc.end_ms},
-          {"class", correlator::toString(inc.cls)},
+          {"class", model::toString(inc.cls)},
           {"device", inc.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.device)},
           {"physical_device",
            inc.physical_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.physical_device)},
@@ -138,13 +138,15 @@ nlohmann::json incidentJson(const correlator::Incident& inc) {
 
 namespace {
 
-std::string progressText(const correlator::Analysis& a, const correlator::JobSeries& s) {
-  const std::string& signal = a.progress_signal;
-  if (signal.empty()) return "nothing (no GPU readings, no dataloader reports)";
-  if (signal == "steps") return "dataloader steps per second";
-  if (signal == "gpu_work") return fmt::format("GPU work (GPM tensor/DRAM activity) of {} GPU(s)", s.gpu_count);
-  if (signal == "gpu_util_slowest_rank") {
-    return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)", s.ranks.size());
+std::string progressText(const correlator::Analysis& a, const model::JobSeries& s) {
+  switch (a.progress_signal) {
+    case model::ProgressSignal::kNone: return "nothing (no GPU readings, no dataloader reports)";
+    case model::ProgressSignal::kSteps: return "dataloader steps per second";
+    case model::ProgressSignal::kGpuWork:
+      return fmt::format("GPU work (GPM tensor/DRAM activity) of {} GPU(s)", s.gpu_count);
+    case model::ProgressSignal::kSlowestRankGpuUtil:
+      return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)", s.ranks.size());
+    case model::ProgressSignal::kGpuUtil: break;
   }
   return fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count);
 }
@@ -153,12 +155,12 @@ std::string share(const std::optional<double>& v) { return v ? fmt::format("{:.0
 std::string percent(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v) : "-"; }
 
 // Per rank: its GPU's median utilisation and activity, its median data wait share and reads.
-nlohmann::json rankFigures(const correlator::JobSeries& s, const correlator::RankSeries& r) {
-  correlator::Series wait(s.size());
+nlohmann::json rankFigures(const model::JobSeries& s, const model::RankSeries& r) {
+  model::Series wait(s.size());
   for (size_t i = 0; i < s.size() && i < r.data_wait_s.size(); ++i) {
     if (r.data_wait_s[i] && s.interval_s[i] > 0) wait[i] = *r.data_wait_s[i] / s.interval_s[i];
   }
-  correlator::Series steps_per_s(s.size());
+  model::Series steps_per_s(s.size());
   for (size_t i = 0; i < s.size() && i < r.steps.size(); ++i) {
     if (r.steps[i] && s.interval_s[i] > 0) steps_per_s[i] = *r.steps[i] / s.interval_s[i];
   }
@@ -189,10 +191,10 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
     out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
     std::string lost;
-    for (int c = 0; c < correlator::kStallClassCount; ++c) {
+    for (int c = 0; c < model::kStallClassCount; ++c) {
       if (r.analysis.gpu_seconds_lost[c] > 0) {
         lost += fmt::format("{}{} {:.1f} GPU-s", lost.empty() ? "" : ", ",
-                            correlator::toString(static_cast<correlator::StallClass>(c)),
+                            model::toString(static_cast<model::StallClass>(c)),
                             r.analysis.gpu_seconds_lost[c]);
       }
     }
@@ -249,8 +251,8 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
     nlohmann::json incidents = nlohmann::json::array();
     for (const auto& inc : r.analysis.incidents) incidents.push_back(incidentJson(inc));
     nlohmann::json lost = nlohmann::json::object();
-    for (int c = 0; c < correlator::kStallClassCount; ++c) {
-      lost[correlator::toString(static_cast<correlator::StallClass>(c))] = r.analysis.gpu_seconds_lost[c];
+    for (int c = 0; c < model::kStallClassCount; ++c) {
+      lost[model::toString(static_cast<model::StallClass>(c))] = r.analysis.gpu_seconds_lost[c];
     }
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& rank : r.series.ranks) ranks.push_back(rankFigures(r.series, rank));
@@ -272,7 +274,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
                    {"start_ms", r.series.ts_ms.front()},
                    {"end_ms", r.series.ts_ms.back()},
                    {"intervals", r.series.size()},
-                   {"progress_signal", r.analysis.progress_signal},
+                   {"progress_signal", model::toString(r.analysis.progress_signal)},
                    {"gpus", r.series.gpu_count},
                    {"goodput", r.goodput},
                    {"gpu_seconds_total", r.analysis.gpu_seconds_total},

@@ -26,7 +26,7 @@ struct DeviceLatency {
 
 struct JobReport {
   storage::JobRecord job;
-  correlator::JobSeries series;
+  model::JobSeries series;
   correlator::Analysis analysis;
   std::vector<DeviceLatency> devices;  // the job's devices
   double goodput = 1.0;                // share of GPU (or step) capacity not lost to stalls
@@ -42,8 +42,8 @@ std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t>
                                     const storage::TimeRange& range);
 
 std::string timeText(int64_t ms);
-std::string describeIncident(const correlator::Incident& inc);
-nlohmann::json incidentJson(const correlator::Incident& inc);
+std::string describeIncident(const model::Incident& inc);
+nlohmann::json incidentJson(const model::Incident& inc);
 std::string renderText(const std::vector<JobReport>& reports);
 nlohmann::json renderJson(const std::vector<JobReport>& reports);
 std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title);

@@ -30,15 +30,15 @@ std::string escape(const std::string& s) {
 
 struct Panel {
   std::string id, title, unit;
-  correlator::Series values;
+  model::Series values;
   std::string color;
-  correlator::Series second;  // optional: drawn dashed on the same axis (a rank's GPU work)
+  model::Series second;  // optional: drawn dashed on the same axis (a rank's GPU work)
   std::string second_color;
   bool fit = false;  // scale to the data, not 0..100 % (GPU work sits at a few percent)
 };
 
 // An SVG path through the values, bucketed to at most kMaxPoints, broken where data is missing.
-std::string pathFor(const correlator::JobSeries& s, const correlator::Series& v, double y0, double y_max,
+std::string pathFor(const model::JobSeries& s, const model::Series& v, double y0, double y_max,
                     double t0, double t1) {
   const size_t n = s.size();
   const size_t bucket = std::max<size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
@@ -81,7 +81,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
     }
   }
   if (device_name.empty() && !r.devices.empty()) device_name = r.devices.front().name;
-  correlator::Series latency(s.size());
+  model::Series latency(s.size());
   for (const auto& d : s.devices) {
     if (d.name != device_name) continue;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -89,33 +89,33 @@ std::string timeline(const JobReport& r, size_t job_index) {
       latency[i] = a && b ? std::max(*a, *b) : (a ? a : b);
     }
   }
-  correlator::Series wait_share(s.size());
+  model::Series wait_share(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     const auto w = s.data_wait_s[i], st = s.step_s[i];
     if (w && st && *w + *st > 0) wait_share[i] = *w / (*w + *st) * 100.0;
   }
-  correlator::Series io(s.size());
+  model::Series io(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s.io_some[i]) io[i] = *s.io_some[i] * 100.0;
   }
-  correlator::Series progress = s.gpu_util_percent;
+  model::Series progress = s.gpu_util_percent;
   std::string progress_title = "GPU utilisation";
   std::string progress_unit = "%";
   bool fit_progress = false;
-  if (r.analysis.progress_signal == "steps") {
+  if (r.analysis.progress_signal == model::ProgressSignal::kSteps) {
     progress_title = "steps per second";
     progress_unit = "steps/s";
     for (size_t i = 0; i < s.size(); ++i) {
       progress[i] = s.steps[i] && s.interval_s[i] > 0 ? std::optional<double>(*s.steps[i] / s.interval_s[i]) : std::nullopt;
     }
-  } else if (r.analysis.progress_signal == "gpu_work") {
+  } else if (r.analysis.progress_signal == model::ProgressSignal::kGpuWork) {
     progress_title = "GPU work (GPM: the busier of tensor-core and DRAM activity; 0 while a collective waits)";
     progress = s.gpu_work_percent;
     fit_progress = true;
-  } else if (r.analysis.progress_signal == "gpu_util_slowest_rank") {
+  } else if (r.analysis.progress_signal == model::ProgressSignal::kSlowestRankGpuUtil) {
     progress_title = "GPU utilisation of the least busy rank";
     for (size_t i = 0; i < s.size(); ++i) {
-      progress[i] = correlator::progressAt(s, i, correlator::ProgressSignal::kSlowestRankGpuUtil, false);
+      progress[i] = correlator::progressAt(s, i, model::ProgressSignal::kSlowestRankGpuUtil, false);
     }
   }
   std::vector<Panel> panels = {
@@ -147,7 +147,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
   for (const auto& inc : r.analysis.incidents) {
     const double x0 = xOf(static_cast<double>(inc.start_ms));
     const double x1 = std::max(x0 + 2, xOf(static_cast<double>(inc.end_ms)));
-    const std::string cls = correlator::toString(inc.cls);
+    const std::string cls = model::toString(inc.cls);
     svg += fmt::format(
         "<rect class=\"incident\" data-class=\"{}\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"{:.1f}\" "
         "fill=\"{}\" fill-opacity=\"0.18\"><title>{}</title></rect>\n",
@@ -221,7 +221,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
       const std::string ranks = correlator::rankSummary(inc);
       html += fmt::format("<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
                           "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
-                          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), correlator::toString(inc.cls),
+                          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), model::toString(inc.cls),
                           escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
                           ranks.empty() ? "-" : escape(ranks),
                           inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence, evidence);

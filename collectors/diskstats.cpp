@@ -2,7 +2,7 @@
 
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
-#include "correlator/counter_rates.h"
+#include "collectors/counter_rates.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -104,7 +104,7 @@ class DiskstatsCollector final : public Collector {
         const DiskStats& d = current_.devices[i];
         const DiskStats* prev = previousOf(d, i);
         if (!prev) continue;  // a device that just appeared: rates from the next tick on
-        auto result = correlator::computeDiskRates(*prev, d, elapsed);
+        auto result = computeDiskRates(*prev, d, elapsed);
         if (result.rates) out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
       }
     }

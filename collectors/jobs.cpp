@@ -8,6 +8,8 @@
 #include <tuple>
 #include <vector>
 
+#include "collectors/counter_rates.h"
+
 namespace stallwatch::collectors {
 namespace {
 
@@ -367,8 +369,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       Member& member = m->second;
       auto parent = job.members.find(stat->ppid);
       const bool rank_main = member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
-      const double cpu = static_cast<double>((stat->utime_ticks + stat->stime_ticks) -
-                                             (member.stat.utime_ticks + member.stat.stime_ticks)) /
+      const double cpu = static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
+                                                          stat->utime_ticks + stat->stime_ticks)) /
                          static_cast<double>(clock_ticks_per_second_);
       auto io = reader_.io(m->first);
       const ThreadStates threads = reader_.threadStates(m->first);
@@ -379,10 +381,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         (main ? t->main_cpu : t->workers_cpu) += cpu;
         if (io && member.io) {
           t->io_known = true;
-          t->read_bytes += static_cast<double>(io->read_bytes - std::min(io->read_bytes, member.io->read_bytes));
-          t->write_bytes += static_cast<double>(io->write_bytes - std::min(io->write_bytes, member.io->write_bytes));
-          t->rchar += static_cast<double>(io->rchar - std::min(io->rchar, member.io->rchar));
-          t->syscr += static_cast<double>(io->syscr - std::min(io->syscr, member.io->syscr));
+          t->read_bytes += static_cast<double>(forwardDelta(member.io->read_bytes, io->read_bytes));
+          t->write_bytes += static_cast<double>(forwardDelta(member.io->write_bytes, io->write_bytes));
+          t->rchar += static_cast<double>(forwardDelta(member.io->rchar, io->rchar));
+          t->syscr += static_cast<double>(forwardDelta(member.io->syscr, io->syscr));
         }
         t->d_state += threads.d_state;
         for (const auto& w : threads.wchans) ++t->wchans[w];
@@ -403,11 +405,11 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       sample.workers = t.workers;
       sample.d_state_threads = t.d_state;
       if (have_interval) {
-        sample.main_cpu_ratio = t.main_cpu / elapsed;
-        sample.workers_cpu_ratio = t.workers_cpu / elapsed;
+        sample.main_cpu_ratio = perSecond(t.main_cpu, elapsed);
+        sample.workers_cpu_ratio = perSecond(t.workers_cpu, elapsed);
         if (t.io_known) {
-          sample.read_bytes_per_second = net(t.read_bytes, taken_back.read_bytes) / elapsed;
-          sample.write_bytes_per_second = net(t.write_bytes, taken_back.write_bytes) / elapsed;
+          sample.read_bytes_per_second = perSecond(net(t.read_bytes, taken_back.read_bytes), elapsed);
+          sample.write_bytes_per_second = perSecond(net(t.write_bytes, taken_back.write_bytes), elapsed);
         }
       }
       if (!t.wchans.empty()) {
@@ -434,8 +436,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     fill(sample, total, all_reaped);
     if (total.any_reported) sample.samples = total.reported.samples;
     if (have_interval && total.io_known) {
-      sample.rchar_per_second = net(total.rchar, all_reaped.rchar) / elapsed;
-      sample.read_syscalls_per_second = net(total.syscr, all_reaped.syscr) / elapsed;
+      sample.rchar_per_second = perSecond(net(total.rchar, all_reaped.rchar), elapsed);
+      sample.read_syscalls_per_second = perSecond(net(total.syscr, all_reaped.syscr), elapsed);
     }
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });

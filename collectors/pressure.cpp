@@ -5,7 +5,7 @@
 
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
-#include "correlator/counter_rates.h"
+#include "collectors/counter_rates.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -108,11 +108,11 @@ class PressureCollector final : public Collector {
         s.resource = r.name;
         if (r.previous->some && parsed.stats.some) {
           s.some_ratio =
-              correlator::stallRatio(r.previous->some->total_us, parsed.stats.some->total_us, elapsed);
+              stallRatio(r.previous->some->total_us, parsed.stats.some->total_us, elapsed);
         }
         if (r.previous->full && parsed.stats.full) {
           s.full_ratio =
-              correlator::stallRatio(r.previous->full->total_us, parsed.stats.full->total_us, elapsed);
+              stallRatio(r.previous->full->total_us, parsed.stats.full->total_us, elapsed);
         }
         out.pressure.push_back(std::move(s));
       }

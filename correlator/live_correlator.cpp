@@ -35,15 +35,6 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
 
 }  // namespace
 
-const char* toString(IncidentEventKind kind) {
-  switch (kind) {
-    case IncidentEventKind::kOpen: return "open";
-    case IncidentEventKind::kChange: return "change";
-    case IncidentEventKind::kClose: return "close";
-  }
-  return "?";
-}
-
 LiveCorrelator::LiveCorrelator(LiveConfig config) : config_(std::move(config)) {
   config_.detector.min_duration_s = config_.open_after_s;
 }

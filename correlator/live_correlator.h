@@ -28,20 +28,8 @@ struct LiveConfig {
   size_t window_intervals = 3600;
 };
 
-enum class IncidentEventKind { kOpen, kChange, kClose };
-const char* toString(IncidentEventKind kind);
-
-struct IncidentEvent {
-  IncidentEventKind kind = IncidentEventKind::kOpen;
-  uint64_t live_id = 0;  // one per incident, shared by its open, change and close events
-  int64_t ts_ms = 0;     // the tick that produced the event
-  std::string job_key;
-  std::string job_label;
-  Incident incident;     // start_ms..end_ms: so far (open, change) or final (close)
-  std::string previous_class;   // change: what it was
-  std::string previous_device;
-  std::string previous_rank;
-};
+using model::IncidentEvent;
+using model::IncidentEventKind;
 
 struct ActiveStall {
   uint64_t live_id = 0;

@@ -281,17 +281,6 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
 
 }  // namespace
 
-const char* toString(ProgressSignal signal) {
-  switch (signal) {
-    case ProgressSignal::kNone: return "";
-    case ProgressSignal::kSteps: return "steps";
-    case ProgressSignal::kGpuWork: return "gpu_work";
-    case ProgressSignal::kSlowestRankGpuUtil: return "gpu_util_slowest_rank";
-    case ProgressSignal::kGpuUtil: return "gpu_util";
-  }
-  return "";
-}
-
 ProgressSignal progressSignalFrom(bool steps, bool gpu_work, size_t ranks_with_gpu, bool gpu_util) {
   if (steps) return ProgressSignal::kSteps;
   if (gpu_work) return ProgressSignal::kGpuWork;
@@ -375,17 +364,6 @@ double minDrop(ProgressSignal signal, const DetectorConfig& cfg) {
   }
 }
 
-const char* toString(StallClass c) {
-  switch (c) {
-    case StallClass::kDiskSlow: return "disk-slow";
-    case StallClass::kIoThrottled: return "io-throttled";
-    case StallClass::kInputCpu: return "input-cpu";
-    case StallClass::kCheckpoint: return "checkpoint";
-    case StallClass::kNotStorage: return "not-storage";
-  }
-  return "?";
-}
-
 std::optional<double> percentile(const Series& values, double p) {
   std::vector<double> v;
   v.reserve(values.size());
@@ -433,7 +411,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   a.stalled.assign(n, false);
   a.baseline.assign(n, std::nullopt);
   const ProgressSignal signal = chooseProgressSignal(s);
-  a.progress_signal = toString(signal);
+  a.progress_signal = signal;
   for (size_t i = 0; i < n; ++i) a.gpu_seconds_total += s.interval_s[i] * s.gpu_count;
   if (signal == ProgressSignal::kNone) return a;
   std::vector<std::optional<double>> progress(n);

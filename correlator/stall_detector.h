@@ -23,66 +23,22 @@
 #include <string>
 #include <vector>
 
+#include "model/incident.h"
+#include "model/series.h"
+
 namespace stallwatch::correlator {
 
-using Series = std::vector<std::optional<double>>;
-
-struct DeviceSeries {
-  std::string name;
-  std::string via;  // the job's files were on VIA, a device stacked on this one
-  bool job_reads = false;  // false: on the host, but the job was never seen using it
-  Series r_await_ms, w_await_ms, aqu_sz;
-  bool also_direct = false;  // with VIA set: files were also seen on this device itself
-
-  bool direct() const { return via.empty() || also_direct; }
-};
-
-// One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
-struct RankSeries {
-  int32_t rank = 0;
-  uint32_t pid = 0;
-  std::string gpu;  // UUID
-  Series gpu_util_percent, gpu_work_percent;
-  Series steps, data_wait_s;
-  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
-
-  // Every per-interval series of the rank: the one list of them.
-  template <typename Fn>
-  void forEachSeries(Fn fn) {
-    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &read_bytes_per_s,
-                      &write_bytes_per_s, &workers_cpu, &d_state_threads}) {
-      fn(*x);
-    }
-  }
-};
-
-struct JobSeries {
-  std::vector<int64_t> ts_ms;       // end of each interval
-  std::vector<double> interval_s;
-  uint32_t gpu_count = 0;
-  Series gpu_util_percent;          // mean over the job's GPUs
-  Series gpu_work_percent;          // mean GPM work (gpuWorkPercent) over the job's GPUs
-  Series steps, data_wait_s, step_s;
-  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
-  Series io_some, cpu_some;         // host pressure shares, 0..1
-  std::vector<DeviceSeries> devices;
-  std::vector<RankSeries> ranks;    // two or more, or none
-  size_t size() const { return ts_ms.size(); }
-
-  // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or
-  // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
-  template <typename Fn>
-  void forEachSeries(Fn fn) {
-    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
-                      &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
-      fn(*x);
-    }
-    for (auto& d : devices) {
-      for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
-    }
-    for (auto& r : ranks) r.forEachSeries(fn);
-  }
-};
+// The correlator judges model's records; their names are used unqualified here.
+using model::DeviceSeries;
+using model::EvidenceItem;
+using model::Incident;
+using model::JobSeries;
+using model::kStallClassCount;
+using model::ProgressSignal;
+using model::RankSeries;
+using model::Series;
+using model::StallClass;
+using model::Straggler;
 
 // What a job's progress is judged by, best first:
 //   steps                  steps per second from the dataloader hook, summed over ranks;
@@ -94,8 +50,6 @@ struct JobSeries {
 //                          least busy rank's GPU (a synchronous job moves at its pace; the
 //                          others' waiting kernels read as busy);
 //   gpu_util               the mean utilisation of its GPUs (one GPU).
-enum class ProgressSignal { kNone, kSteps, kGpuWork, kSlowestRankGpuUtil, kGpuUtil };
-const char* toString(ProgressSignal signal);  // "steps", "gpu_work", ..., "" for none
 ProgressSignal chooseProgressSignal(const JobSeries& series);
 // The rule itself, from what a job has shown: step reports, GPM work readings, how many of its
 // ranks gave GPU utilisation, any GPU utilisation. The live correlator keeps these as flags.
@@ -125,42 +79,6 @@ struct DetectorConfig {
   double write_floor_bytes_per_s = 20e6;
 };
 
-enum class StallClass { kDiskSlow, kIoThrottled, kInputCpu, kCheckpoint, kNotStorage };
-const char* toString(StallClass c);
-inline constexpr int kStallClassCount = 5;
-
-struct EvidenceItem {
-  std::string signal;   // "r_await_ms loop1", "io_some", ...
-  double baseline = 0;  // median over the baseline window
-  double during = 0;    // median over the incident
-  bool supports = false;  // crossed its threshold
-};
-
-// The rank that held a synchronous job back.
-struct Straggler {
-  int32_t rank = 0;
-  uint32_t pid = 0;
-  std::string gpu;
-};
-
-struct Incident {
-  size_t first = 0, last = 0;  // interval indices, inclusive
-  int64_t start_ms = 0;        // start of the first interval
-  int64_t end_ms = 0;          // end of the last
-  StallClass cls = StallClass::kNotStorage;
-  std::string device;           // the device the job reads that got slow
-  std::string physical_device;  // the device underneath it, where they differ
-  double idle_share = 0;        // share of the job's GPU (or step) capacity lost
-  double gpu_seconds_lost = 0;
-  double confidence = 0;
-  std::vector<EvidenceItem> evidence;
-  // Jobs of several ranks: the one that starved while the others waited for it, or none
-  // when every rank starved alike (ranks_starved then lists them).
-  std::optional<Straggler> straggler;
-  std::vector<int32_t> waiting_ranks;
-  std::vector<int32_t> ranks_starved;
-};
-
 struct Analysis {
   std::vector<Incident> incidents;
   uint64_t blips = 0;
@@ -168,7 +86,7 @@ struct Analysis {
   std::vector<std::optional<double>> baseline;  // progress baseline per interval
   double gpu_seconds_total = 0;
   double gpu_seconds_lost[kStallClassCount] = {};
-  std::string progress_signal;  // toString(ProgressSignal): "" when there is nothing to judge by
+  ProgressSignal progress_signal = ProgressSignal::kNone;  // kNone: nothing to judge by
 };
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});

@@ -39,13 +39,13 @@ void bindJobFilter(SQLite::Statement& st, std::optional<int64_t> job_id) {
   }
 }
 
-correlator::StallClass classFromString(const std::string& s) {
-  for (int c = 0; c < correlator::kStallClassCount; ++c) {
-    if (s == correlator::toString(static_cast<correlator::StallClass>(c))) {
-      return static_cast<correlator::StallClass>(c);
+model::StallClass classFromString(const std::string& s) {
+  for (int c = 0; c < model::kStallClassCount; ++c) {
+    if (s == model::toString(static_cast<model::StallClass>(c))) {
+      return static_cast<model::StallClass>(c);
     }
   }
-  return correlator::StallClass::kNotStorage;
+  return model::StallClass::kNotStorage;
 }
 
 }  // namespace
@@ -86,7 +86,7 @@ void mergeByTime(SQLite::Statement& q, const std::vector<int64_t>& ts, Fn fn) {
 }
 
 void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64_t>& ts,
-                int64_t from_ms, int64_t to_ms, correlator::DeviceSeries& d, bool& any) {
+                int64_t from_ms, int64_t to_ms, model::DeviceSeries& d, bool& any) {
   SQLite::Statement q(db, "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
                           "WHERE device_id = ? AND ts_ms BETWEEN ? AND ? ORDER BY ts_ms");
   q.bind(1, device_id);
@@ -100,8 +100,8 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
   });
 }
 
-correlator::DeviceSeries emptyDevice(std::string name, std::string via, bool job_reads, size_t n) {
-  correlator::DeviceSeries d;
+model::DeviceSeries emptyDevice(std::string name, std::string via, bool job_reads, size_t n) {
+  model::DeviceSeries d;
   d.name = std::move(name);
   d.via = std::move(via);
   d.job_reads = job_reads;
@@ -112,17 +112,17 @@ correlator::DeviceSeries emptyDevice(std::string name, std::string via, bool job
 }
 
 // The job's ranks (schema 6), each aligned on the job's ticks.
-void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, correlator::JobSeries& s) {
+void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, model::JobSeries& s) {
   if (db.execAndGet("PRAGMA user_version").getInt() < 6) return;
   const size_t n = s.size();
   SQLite::Statement facts(db, "SELECT rank, pid, coalesce(gpu_uuid, '') FROM job_ranks WHERE job_id = ? ORDER BY rank");
   facts.bind(1, job_id);
   while (facts.executeStep()) {
-    correlator::RankSeries r;
+    model::RankSeries r;
     r.rank = facts.getColumn(0).getInt();
     r.pid = static_cast<uint32_t>(facts.getColumn(1).getInt64());
     r.gpu = facts.getColumn(2).getString();
-    r.forEachSeries([&](correlator::Series& x) { x.assign(n, std::nullopt); });
+    r.forEachSeries([&](model::Series& x) { x.assign(n, std::nullopt); });
     s.ranks.push_back(std::move(r));
   }
   if (s.ranks.size() < 2) {
@@ -210,8 +210,8 @@ SQLite::Database openForReading(const std::string& path, int min_version, const 
   return db;
 }
 
-correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range) {
-  correlator::JobSeries s;
+model::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range) {
+  model::JobSeries s;
   {
     // Read-only readers (report) do not migrate: a schema-2 recording has no per-job GPU mean,
     // one before schema 6 no GPU activity.
@@ -288,13 +288,13 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
   devices.bind(1, job.job_id);
   // A device can be both where some of the job's files are and under a device holding
   // others (vda under loop0, with the job's scripts on vda): one series, both relations.
-  std::vector<std::pair<int64_t, correlator::DeviceSeries>> loaded;
+  std::vector<std::pair<int64_t, model::DeviceSeries>> loaded;
   while (devices.executeStep()) {
     const std::string name = devices.getColumn(1).getString();
     const std::string via = devices.getColumn(2).getString();
     auto same = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.second.name == name; });
     if (same != loaded.end()) {
-      correlator::DeviceSeries& d = same->second;
+      model::DeviceSeries& d = same->second;
       if (d.via.empty()) {
         d.via = via;
         d.also_direct = true;
@@ -312,7 +312,7 @@ correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, 
   return s;
 }
 
-void addOtherDevices(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& s,
+void addOtherDevices(SQLite::Database& db, const JobRecord& job, model::JobSeries& s,
                      const std::vector<std::pair<size_t, size_t>>& windows) {
   if (windows.empty() || s.size() == 0) return;
   SQLite::Statement q(db, "SELECT device_id, name FROM block_devices WHERE device_id NOT IN "
@@ -328,7 +328,7 @@ void addOtherDevices(SQLite::Database& db, const JobRecord& job, correlator::Job
   }
 }
 
-correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& series,
+correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job, model::JobSeries& series,
                                       const correlator::DetectorConfig& config) {
   correlator::Analysis a = correlator::analyzeJob(series, config);
   if (a.incidents.empty()) return a;
@@ -341,7 +341,7 @@ correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job
   return correlator::analyzeJob(series, config);  // detection does not look at devices: same incidents
 }
 
-std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence) {
+std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& e : evidence) {
     j.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during}, {"supports", e.supports}});
@@ -349,8 +349,8 @@ std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence) 
   return j.dump();
 }
 
-std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text) {
-  std::vector<correlator::EvidenceItem> out;
+std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
+  std::vector<model::EvidenceItem> out;
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) return out;
   for (const auto& e : j) {
@@ -361,10 +361,10 @@ std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text)
   return out;
 }
 
-void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& inc) {
+void bindIncident(SQLite::Statement& st, int first, const model::Incident& inc) {
   st.bind(first, inc.start_ms);
   st.bind(first + 1, inc.end_ms);
-  st.bind(first + 2, correlator::toString(inc.cls));
+  st.bind(first + 2, model::toString(inc.cls));
   for (auto [offset, text] : {std::pair{3, &inc.device}, std::pair{4, &inc.physical_device}}) {
     if (text->empty()) {
       st.bind(first + offset);
@@ -393,7 +393,7 @@ void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& 
 }
 
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
-                      const std::vector<correlator::Incident>& incidents, int64_t detected_ms) {
+                      const std::vector<model::Incident>& incidents, int64_t detected_ms) {
   SQLite::Transaction tx(db);
   SQLite::Statement del(db, "DELETE FROM incidents WHERE job_id = ? AND source = ?");
   del.bind(1, job_id);
@@ -445,7 +445,7 @@ std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<in
     s.source = q.getColumn(12).getString();
     s.detected_ms = q.getColumn(13).getInt64();
     if (!q.getColumn(14).isNull()) {
-      s.incident.straggler = correlator::Straggler{q.getColumn(14).getInt(),
+      s.incident.straggler = model::Straggler{q.getColumn(14).getInt(),
                                                    static_cast<uint32_t>(q.getColumn(15).getInt64()),
                                                    q.getColumn(16).isNull() ? "" : q.getColumn(16).getString()};
     }

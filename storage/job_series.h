@@ -31,17 +31,17 @@ struct TimeRange {
 std::vector<JobRecord> listJobs(SQLite::Database& db, std::optional<int64_t> job_id = {});
 
 // The job's series over RANGE: the devices the job had files on (job_reads), whole.
-correlator::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range);
+model::JobSeries loadJobSeries(SQLite::Database& db, const JobRecord& job, const TimeRange& range);
 
 // Adds the host's other devices to SERIES, read only within WINDOWS (interval index ranges,
 // inclusive): they appear in the evidence of incidents there and are never blamed. Reading
 // them whole would cost a week's samples of every disk for a few minutes of evidence.
-void addOtherDevices(SQLite::Database& db, const JobRecord& job, correlator::JobSeries& series,
+void addOtherDevices(SQLite::Database& db, const JobRecord& job, model::JobSeries& series,
                      const std::vector<std::pair<size_t, size_t>>& windows);
 
 // Detection, then attribution with the other devices' samples around each incident.
 correlator::Analysis analyzeStoredJob(SQLite::Database& db, const JobRecord& job,
-                                      correlator::JobSeries& series,
+                                      model::JobSeries& series,
                                       const correlator::DetectorConfig& config = {});
 
 // Read-only connection tuned for scanning a large recording (memory-mapped, bigger cache),
@@ -59,24 +59,24 @@ struct StoredIncident {
   int64_t incident_id = 0;
   int64_t job_id = 0;
   std::string job_label;
-  correlator::Incident incident;
+  model::Incident incident;
   std::string source;
   int64_t detected_ms = 0;
 };
 
-std::string evidenceJson(const std::vector<correlator::EvidenceItem>& evidence);
-std::vector<correlator::EvidenceItem> parseEvidenceJson(const std::string& text);
+std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence);
+std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
 
 // Binds an incident's stored fields (start_ms, end_ms, class, device, physical_device,
 // idle_share, gpu_seconds_lost, confidence, evidence, straggler_rank, straggler_pid,
 // straggler_gpu, waiting_ranks) from parameter FIRST on: the one column order every
 // statement that writes incidents uses.
 inline constexpr int kIncidentFields = 13;
-void bindIncident(SQLite::Statement& st, int first, const correlator::Incident& incident);
+void bindIncident(SQLite::Statement& st, int first, const model::Incident& incident);
 
 // Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
-                      const std::vector<correlator::Incident>& incidents, int64_t detected_ms);
+                      const std::vector<model::Incident>& incidents, int64_t detected_ms);
 std::vector<StoredIncident> readIncidents(SQLite::Database& db, std::optional<int64_t> job_id = {});
 
 }  // namespace stallwatch::storage

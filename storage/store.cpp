@@ -642,7 +642,7 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
     incident_id = st.getColumn(0).getInt64();
     live_incident_ids_[e.live_id] = incident_id;
   }
-  if (e.kind == correlator::IncidentEventKind::kClose) live_incident_ids_.erase(e.live_id);
+  if (e.kind == model::IncidentEventKind::kClose) live_incident_ids_.erase(e.live_id);
   SQLite::Statement ev(db_,
                        "INSERT INTO incident_events (ts_ms, incident_id, run_id, event, class, device, notified) "
                        "VALUES (?,?,?,?,?,?,?)");
@@ -653,8 +653,8 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
   } else {
     ev.bind(3);
   }
-  ev.bind(4, correlator::toString(e.kind));
-  ev.bind(5, correlator::toString(i.cls));
+  ev.bind(4, model::toString(e.kind));
+  ev.bind(5, model::toString(i.cls));
   bindText(ev, 6, i.device);
   ev.bind(7, live.notified ? 1 : 0);
   ev.exec();

@@ -59,7 +59,7 @@ struct HealthRecord {
 
 // One event of an incident the live correlator found, and whether it was sent out.
 struct LiveIncidentEvent {
-  correlator::IncidentEvent event;
+  model::IncidentEvent event;
   bool notified = false;
 };
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collectors/proc_file.h"
-#include "correlator/counter_rates.h"
+#include "collectors/counter_rates.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -128,7 +128,7 @@ DiskStats stats(uint64_t reads, uint64_t read_sectors, uint64_t read_ms, uint64_
 TEST(DiskRates, FollowIostatDefinitions) {
   const DiskStats a = stats(1000, 8000, 500, 200, 4000, 1000, 10000, 20000);
   const DiskStats b = stats(1100, 9600, 900, 250, 5000, 1500, 10500, 21500);
-  const auto r = correlator::computeDiskRates(a, b, 2.0);
+  const auto r = collectors::computeDiskRates(a, b, 2.0);
   ASSERT_TRUE(r.rates);
   EXPECT_DOUBLE_EQ(r.rates->reads_per_second, 50.0);
   EXPECT_DOUBLE_EQ(r.rates->writes_per_second, 25.0);
@@ -143,7 +143,7 @@ TEST(DiskRates, FollowIostatDefinitions) {
 
 TEST(DiskRates, AwaitWithoutIoIsNullNotZero) {
   const DiskStats a = stats(10, 80, 5, 10, 80, 5, 100, 100);
-  const auto r = correlator::computeDiskRates(a, a, 1.0);
+  const auto r = collectors::computeDiskRates(a, a, 1.0);
   ASSERT_TRUE(r.rates);
   EXPECT_FALSE(r.rates->r_await_ms);
   EXPECT_FALSE(r.rates->w_await_ms);
@@ -154,7 +154,7 @@ TEST(DiskRates, MillisecondCountersWrapAt32Bits) {
   const uint64_t near_wrap = (uint64_t{1} << 32) - 100;
   DiskStats a = stats(1000, 8000, near_wrap, 0, 0, 0, near_wrap, near_wrap);
   DiskStats b = stats(1010, 8080, 100, 0, 0, 0, 300, 900);  // wrapped: +200, +400, +1000 ms
-  const auto r = correlator::computeDiskRates(a, b, 1.0);
+  const auto r = collectors::computeDiskRates(a, b, 1.0);
   ASSERT_TRUE(r.rates);
   EXPECT_DOUBLE_EQ(*r.rates->r_await_ms, 20.0);
   EXPECT_DOUBLE_EQ(r.rates->util_percent, 40.0);
@@ -164,14 +164,14 @@ TEST(DiskRates, MillisecondCountersWrapAt32Bits) {
 TEST(DiskRates, CountsGoingBackwardsMeanAResetAndGiveNoRates) {
   const DiskStats a = stats(1000, 8000, 500, 10, 10, 10, 10, 10);
   const DiskStats b = stats(5, 40, 3, 10, 10, 10, 10, 10);
-  const auto r = correlator::computeDiskRates(a, b, 1.0);
+  const auto r = collectors::computeDiskRates(a, b, 1.0);
   EXPECT_FALSE(r.rates);
-  EXPECT_EQ(r.gap, correlator::RateGap::kCounterReset);
+  EXPECT_EQ(r.gap, collectors::RateGap::kCounterReset);
 }
 
 TEST(DiskRates, ZeroElapsedGivesNoRates) {
   const DiskStats a = stats(1, 1, 1, 1, 1, 1, 1, 1);
-  EXPECT_EQ(correlator::computeDiskRates(a, a, 0.0).gap, correlator::RateGap::kNoTimeElapsed);
+  EXPECT_EQ(collectors::computeDiskRates(a, a, 0.0).gap, collectors::RateGap::kNoTimeElapsed);
 }
 
 TEST(DiskRates, DiscardAndFlushAwaitsOnNewKernels) {
@@ -179,7 +179,7 @@ TEST(DiskRates, DiscardAndFlushAwaitsOnNewKernels) {
       "8 32 sdc 0 0 0 0 0 0 0 0 0 0 0 10 0 80 20 4 8\n"
       "8 32 sdc 0 0 0 0 0 0 0 0 0 0 0 14 0 96 40 6 18\n");
   ASSERT_EQ(parsed.devices.size(), 2u);
-  const auto r = correlator::computeDiskRates(parsed.devices[0], parsed.devices[1], 1.0);
+  const auto r = collectors::computeDiskRates(parsed.devices[0], parsed.devices[1], 1.0);
   ASSERT_TRUE(r.rates);
   EXPECT_DOUBLE_EQ(*r.rates->discards_per_second, 4.0);
   EXPECT_DOUBLE_EQ(*r.rates->d_await_ms, 5.0);

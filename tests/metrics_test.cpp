@@ -28,9 +28,9 @@ MetricsSnapshot sample() {
   j.data_wait_seconds = 0.9;
   j.step_seconds = 0.1;
   s.jobs.push_back(j);
-  s.stalls.push_back({1, "pid:960:38819", "python \"train\".py", correlator::StallClass::kDiskSlow, "loop0", "vda",
+  s.stalls.push_back({1, "pid:960:38819", "python \"train\".py", model::StallClass::kDiskSlow, "loop0", "vda",
                       1'795'318'653'000, ""});
-  s.stalls.push_back({2, "torchelastic:ddp", "train_ddp.py", correlator::StallClass::kDiskSlow, "loop0", "vda",
+  s.stalls.push_back({2, "torchelastic:ddp", "train_ddp.py", model::StallClass::kDiskSlow, "loop0", "vda",
                       1'795'318'653'000, "1"});
   s.incidents_opened[0] = 1;
   s.collectors.push_back({"diskstats", 41, 1, 0, 0, std::chrono::microseconds(20), std::chrono::microseconds(25), true});

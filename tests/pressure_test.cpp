@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collectors/proc_file.h"
-#include "correlator/counter_rates.h"
+#include "collectors/counter_rates.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -56,11 +56,11 @@ TEST(PressureParse, ReadsValuesOfTheNodeExporterFixture) {
 }
 
 TEST(StallRatio, IsTheShareOfTheInterval) {
-  EXPECT_DOUBLE_EQ(*correlator::stallRatio(1'000'000, 1'250'000, 1.0), 0.25);
-  EXPECT_DOUBLE_EQ(*correlator::stallRatio(0, 500'000, 2.0), 0.25);
-  EXPECT_DOUBLE_EQ(*correlator::stallRatio(0, 3'000'000, 1.0), 1.0);  // clamped
-  EXPECT_FALSE(correlator::stallRatio(10, 5, 1.0));                    // went backwards
-  EXPECT_FALSE(correlator::stallRatio(0, 5, 0.0));
+  EXPECT_DOUBLE_EQ(*collectors::stallRatio(1'000'000, 1'250'000, 1.0), 0.25);
+  EXPECT_DOUBLE_EQ(*collectors::stallRatio(0, 500'000, 2.0), 0.25);
+  EXPECT_DOUBLE_EQ(*collectors::stallRatio(0, 3'000'000, 1.0), 1.0);  // clamped
+  EXPECT_FALSE(collectors::stallRatio(10, 5, 1.0));                    // went backwards
+  EXPECT_FALSE(collectors::stallRatio(0, 5, 0.0));
 }
 
 TEST(PressureCollector, GivesSomeAndFullSharesPerResource) {

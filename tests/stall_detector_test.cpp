@@ -90,7 +90,7 @@ TEST(StallDetector, HealthyNoisyJobHasNoIncident) {
     Scenario sc(seed);
     const Analysis a = analyzeJob(sc.s);
     EXPECT_TRUE(a.incidents.empty()) << "seed " << seed << ": " << a.incidents.size();
-    EXPECT_EQ(a.progress_signal, "gpu_util");
+    EXPECT_STREQ(model::toString(a.progress_signal), "gpu_util");
   }
 }
 
@@ -219,7 +219,7 @@ TEST(StallDetector, JobsWithoutGpusAreJudgedByTheirSteps) {
     sc.device("loop1").r_await_ms[i] = 30;
   });
   const Analysis a = analyzeJob(sc.s);
-  EXPECT_EQ(a.progress_signal, "steps");
+  EXPECT_STREQ(model::toString(a.progress_signal), "steps");
   expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
 }
 
@@ -279,7 +279,7 @@ TEST(StallDetector, OneStarvedRankStallsTheJobAndIsNamed) {
       Scenario sc = twoRanks(1, activity, waits);
       // The mean over the job's GPUs alone never looks stalled: ~50 % against ~65 %.
       const Analysis a = analyzeJob(sc.s);
-      EXPECT_EQ(a.progress_signal, waits ? "steps" : activity ? "gpu_work" : "gpu_util_slowest_rank");
+      EXPECT_STREQ(model::toString(a.progress_signal), waits ? "steps" : activity ? "gpu_work" : "gpu_util_slowest_rank");
       expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
       const Incident& inc = a.incidents[0];
       ASSERT_TRUE(inc.straggler.has_value());
@@ -352,7 +352,7 @@ TEST(StallDetector, NothingToJudgeByGivesNoVerdict) {
   s.interval_s = {1, 1};
   const Analysis a = analyzeJob(s);
   EXPECT_TRUE(a.incidents.empty());
-  EXPECT_EQ(a.progress_signal, "");
+  EXPECT_STREQ(model::toString(a.progress_signal), "");
 }
 
 TEST(Percentile, Interpolates) {

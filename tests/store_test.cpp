@@ -210,13 +210,13 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
   EXPECT_TRUE(s.ranks[0].data_wait_s[0].has_value());
   EXPECT_FALSE(s.ranks[1].data_wait_s[0].has_value());
 
-  correlator::Incident inc;
+  model::Incident inc;
   inc.start_ms = 2000;
   inc.end_ms = 3000;
-  inc.cls = correlator::StallClass::kDiskSlow;
-  inc.straggler = correlator::Straggler{1, 11, "GPU-b"};
+  inc.cls = model::StallClass::kDiskSlow;
+  inc.straggler = model::Straggler{1, 11, "GPU-b"};
   inc.waiting_ranks = {0};
-  correlator::Incident alike = inc;
+  model::Incident alike = inc;
   alike.straggler.reset();
   alike.waiting_ranks.clear();
   alike.ranks_starved = {0, 1};

@@ -1,8 +1,15 @@
-#include "correlator/counter_rates.h"
+#include "collectors/counter_rates.h"
 
 #include <algorithm>
 
-namespace stallwatch::correlator {
+namespace stallwatch::collectors {
+
+uint64_t forwardDelta(uint64_t previous, uint64_t current) { return current - std::min(current, previous); }
+
+std::optional<double> perSecond(double amount, double elapsed_seconds) {
+  if (!(elapsed_seconds > 0)) return std::nullopt;
+  return amount / elapsed_seconds;
+}
 namespace {
 
 constexpr uint64_t k32BitWrap = uint64_t{1} << 32;
@@ -36,8 +43,8 @@ uint64_t deltaWrapping32(uint64_t previous, uint64_t current) {
   return current + k32BitWrap - previous;
 }
 
-DiskRatesResult computeDiskRates(const collectors::DiskStats& previous,
-                                 const collectors::DiskStats& current, double elapsed_seconds) {
+DiskRatesResult computeDiskRates(const DiskStats& previous,
+                                 const DiskStats& current, double elapsed_seconds) {
   if (!(elapsed_seconds > 0)) return {std::nullopt, RateGap::kNoTimeElapsed};
   if (current.reads_completed < previous.reads_completed ||
       current.writes_completed < previous.writes_completed ||
@@ -49,7 +56,7 @@ DiskRatesResult computeDiskRates(const collectors::DiskStats& previous,
   const uint64_t writes = current.writes_completed - previous.writes_completed;
   const double elapsed_ms = elapsed_seconds * 1000.0;
 
-  collectors::DiskRates r;
+  DiskRates r;
   r.reads_per_second = static_cast<double>(reads) / elapsed_seconds;
   r.writes_per_second = static_cast<double>(writes) / elapsed_seconds;
   r.read_bytes_per_second =
@@ -86,4 +93,4 @@ std::optional<double> stallRatio(uint64_t previous_total_us, uint64_t current_to
   return std::clamp(ratio, 0.0, 1.0);
 }
 
-}  // namespace stallwatch::correlator
+}  // namespace stallwatch::collectors

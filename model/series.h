@@ -1,0 +1,78 @@
+// A job's recording as the analysis sees it: per-interval series aligned on the job's own
+// ticks, for the job, its ranks and the devices it reads. Plain data shared by the layer that
+// builds it (storage reading a recording, the live correlator appending batches) and the one
+// that judges it (correlator), so that neither includes the other.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallwatch::model {
+
+using Series = std::vector<std::optional<double>>;
+
+struct DeviceSeries {
+  std::string name;
+  std::string via;  // the job's files were on VIA, a device stacked on this one
+  bool job_reads = false;  // false: on the host, but the job was never seen using it
+  Series r_await_ms, w_await_ms, aqu_sz;
+  bool also_direct = false;  // with VIA set: files were also seen on this device itself
+
+  bool direct() const { return via.empty() || also_direct; }
+};
+
+// One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
+struct RankSeries {
+  int32_t rank = 0;
+  uint32_t pid = 0;
+  std::string gpu;  // UUID
+  Series gpu_util_percent, gpu_work_percent;
+  Series steps, data_wait_s;
+  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
+
+  // Every per-interval series of the rank: the one list of them.
+  template <typename Fn>
+  void forEachSeries(Fn fn) {
+    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &read_bytes_per_s,
+                      &write_bytes_per_s, &workers_cpu, &d_state_threads}) {
+      fn(*x);
+    }
+  }
+};
+
+struct JobSeries {
+  std::vector<int64_t> ts_ms;       // end of each interval
+  std::vector<double> interval_s;
+  uint32_t gpu_count = 0;
+  Series gpu_util_percent;          // mean over the job's GPUs
+  Series gpu_work_percent;          // mean GPM work (gpuWorkPercent) over the job's GPUs
+  Series steps, data_wait_s, step_s;
+  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
+  Series io_some, cpu_some;         // host pressure shares, 0..1
+  std::vector<DeviceSeries> devices;
+  std::vector<RankSeries> ranks;    // two or more, or none
+  size_t size() const { return ts_ms.size(); }
+
+  // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or
+  // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
+  template <typename Fn>
+  void forEachSeries(Fn fn) {
+    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
+                      &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
+      fn(*x);
+    }
+    for (auto& d : devices) {
+      for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
+    }
+    for (auto& r : ranks) r.forEachSeries(fn);
+  }
+};
+
+// What a job's progress is judged by, best first (correlator/stall_detector.h says why):
+// dataloader steps, GPM work, the least busy rank's GPU utilisation, GPU utilisation.
+enum class ProgressSignal { kNone, kSteps, kGpuWork, kSlowestRankGpuUtil, kGpuUtil };
+const char* toString(ProgressSignal signal);  // "steps", "gpu_work", ..., "" for none
+
+}  // namespace stallwatch::model
