@@ -20,7 +20,7 @@
 #include "health/reading_json.h"
 #include "health/smartctl_json.h"
 #include "health/verdict.h"
-#include "storage/job_series.h"
+#include "storage/recording.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -173,23 +173,15 @@ int fromSmartctl(const HealthArgs& args) {
 }
 
 int fromDatabase(const HealthArgs& args) {
-  SQLite::Database db = storage::openForReading(args.db, 5, "drive health table");
   // The newest reading of each drive, judged against the one before it.
-  SQLite::Statement q(db, "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
-                          "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 OFFSET 1), 0) "
-                          "ORDER BY device, ts_ms");
-  std::map<std::string, std::vector<std::pair<int64_t, health::DriveReading>>> readings;
-  while (q.executeStep()) {
-    json j = json::parse(q.getColumn(2).getString(), nullptr, false);
-    readings[q.getColumn(0).getString()].emplace_back(q.getColumn(1).getInt64(), health::readingFromJson(j));
-  }
+  const auto readings = storage::Recording::open(args.db, storage::Recording::Needs::kDriveHealth).latestDriveReadings();
   std::vector<Row> rows;
   for (auto& [device, list] : readings) {
     Row row;
     row.label = device;
-    row.ts_ms = list.back().first;
-    row.reading = list.back().second;
-    const health::DriveReading* previous = list.size() > 1 ? &list[list.size() - 2].second : nullptr;
+    row.ts_ms = list.back().ts_ms;
+    row.reading = list.back().reading;
+    const health::DriveReading* previous = list.size() > 1 ? &list[list.size() - 2].reading : nullptr;
     row.verdict = health::judge(row.reading, previous);
     rows.push_back(std::move(row));
   }

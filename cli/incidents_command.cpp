@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
-#include "storage/job_series.h"
+#include "storage/recording.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -22,23 +22,23 @@ int runIncidents(const IncidentsArgs& args) {
   try {
     // A stallwatch recording of a version this one reads, before anything is written to it:
     // --recompute must not install stallwatch's tables into someone else's SQLite file.
-    storage::openForReading(path);
+    storage::Recording::open(path);
     if (args.recompute) {
       // Through Store::open, so that an older DB gains the incidents table first.
       auto store = storage::Store::open(path);
-      auto& db = store->db();
+      auto recording = storage::Recording::open(path);
       size_t jobs = 0, found = 0;
-      for (const auto& job : storage::listJobs(db, args.job)) {
-        auto series = storage::loadJobSeries(db, job, {});
-        const auto analysis = storage::analyzeStoredJob(db, job, series);
-        storage::replaceIncidents(db, job.job_id, "recompute", analysis.incidents, nowMs());
+      for (const auto& job : recording.jobs(args.job)) {
+        auto series = recording.jobSeries(job, {});
+        const auto analysis = correlator::analyzeRecordedJob(
+            series, [&](model::JobSeries& s, const auto& windows) { recording.addOtherDevices(job, s, windows); });
+        store->replaceIncidents(job.job_id, "recompute", analysis.incidents, nowMs());
         ++jobs;
         found += analysis.incidents.size();
       }
       std::cerr << "recomputed " << jobs << " job(s): " << found << " incident(s)\n";
     }
-    SQLite::Database db = storage::openForReading(path, 3, "incidents table yet; run with --recompute to compute them");
-    const auto incidents = storage::readIncidents(db, args.job);
+    const auto incidents = storage::Recording::open(path, storage::Recording::Needs::kIncidents).incidents(args.job);
     if (args.json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& s : incidents) {

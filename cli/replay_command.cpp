@@ -14,8 +14,7 @@
 #include "agent/recorder.h"
 #include "cli/commands.h"
 #include "cli/live_options.h"
-#include "storage/recording_replay.h"
-#include "storage/job_series.h"
+#include "storage/recording.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -32,11 +31,7 @@ int runReplay(const ReplayArgs& args) {
   if (!options) return 2;
   options->host = agent::hostName();
   try {
-    SQLite::Database db = storage::openForReading(args.db);
-    // Replay reads each table once in time order: SQLite sorts them, and its sorter may use
-    // up to the page cache in memory. A small cache keeps a week's replay within a few MB
-    // (the sort spills to a temporary file instead).
-    db.exec("PRAGMA cache_size = -8192");
+    auto recording = storage::Recording::open(args.db);
     agent::LivePipeline live(*options);
     if (auto port = live.metricsPort()) std::cerr << "metrics on port " << *port << "\n";
     // Each event as one JSON line on stdout, as a hook would receive it.
@@ -46,7 +41,7 @@ int runReplay(const ReplayArgs& args) {
     uint64_t intervals = 0;
     const auto started = std::chrono::steady_clock::now();
     std::optional<int64_t> first_ms;
-    const auto stats = storage::replayRecording(db, [&](collectors::SampleBatch& batch) {
+    const auto stats = recording.replay([&](collectors::SampleBatch& batch) {
       if (args.speed > 0) {
         // Paced: the recording's own time, divided by the speed.
         if (!first_ms) first_ms = batch.wall_time_ms;
@@ -61,7 +56,7 @@ int runReplay(const ReplayArgs& args) {
     live.drain(std::chrono::seconds(60));
     std::cerr << "replayed " << stats.batches << " intervals\n";
     logLiveSummary(live.eventCounts(), live.notifierStats(), live.hookStats(), live.webhookStats());
-  } catch (const SQLite::Exception& e) {
+  } catch (const storage::StoreError& e) {
     std::cerr << "stallwatch replay: cannot read " << args.db << ": " << e.what() << "\n";
     return 1;
   } catch (const std::runtime_error& e) {

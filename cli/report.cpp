@@ -16,35 +16,6 @@ nlohmann::json orNull(const std::optional<T>& v) {
 
 std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
 
-double goodputOf(const correlator::Analysis& a, const model::JobSeries& s) {
-  double lost = 0;
-  for (double l : a.gpu_seconds_lost) lost += l;
-  if (a.gpu_seconds_total > 0) return std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0);
-  // No GPUs: the share of intervals not spent in incidents, weighted by how idle they were.
-  double total = 0, idle = 0;
-  for (double i : s.interval_s) total += i;
-  for (const auto& inc : a.incidents) {
-    for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
-  }
-  return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 1.0;
-}
-
-// Holes longer than one and a half of the job's typical interval.
-std::vector<JobReport::Gap> gapsOf(const model::JobSeries& s) {
-  std::vector<JobReport::Gap> gaps;
-  if (s.size() < 2) return gaps;
-  std::vector<double> intervals(s.interval_s.begin(), s.interval_s.end());
-  std::nth_element(intervals.begin(), intervals.begin() + static_cast<long>(intervals.size() / 2), intervals.end());
-  const double typical_ms = std::max(1.0, intervals[intervals.size() / 2] * 1000.0);
-  for (size_t i = 1; i < s.size(); ++i) {
-    const double step_ms = static_cast<double>(s.ts_ms[i] - s.ts_ms[i - 1]);
-    if (step_ms > 1.5 * typical_ms) {
-      gaps.push_back({s.ts_ms[i - 1], s.ts_ms[i], static_cast<int64_t>(std::llround(step_ms / typical_ms)) - 1});
-    }
-  }
-  return gaps;
-}
-
 }  // namespace
 
 std::string timeText(int64_t t_ms) {
@@ -56,43 +27,27 @@ std::string timeText(int64_t t_ms) {
   return buffer;
 }
 
-namespace {
-
-// The drive's last health verdict at or before UNTIL_MS (schema 5 recordings).
-void attachHealth(SQLite::Database& db, DeviceLatency& d, int64_t until_ms) {
-  SQLite::Statement q(db, "SELECT verdict, evidence FROM drive_health WHERE device = ? AND ts_ms <= ? "
-                          "ORDER BY ts_ms DESC LIMIT 1");
-  q.bind(1, d.name);
-  q.bind(2, until_ms);
-  if (!q.executeStep()) return;
-  d.health = q.getColumn(0).getString();
-  const auto evidence = nlohmann::json::parse(q.getColumn(1).getString(), nullptr, false);
-  if (evidence.is_array() && !evidence.empty() && evidence[0].is_object()) {
-    d.health_evidence = evidence[0].value("counter", "") + " " + evidence[0].value("value", "");
-  }
-}
-
-}  // namespace
-
-std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,
+std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,
                                     const storage::TimeRange& range) {
   std::vector<JobReport> reports;
-  const bool has_health = db.execAndGet("PRAGMA user_version").getInt() >= 5;
-  for (auto& job : storage::listJobs(db, job_id)) {
+  for (auto& job : recording.jobs(job_id)) {
     JobReport r;
     r.job = std::move(job);
-    r.series = storage::loadJobSeries(db, r.job, range);
+    r.series = recording.jobSeries(r.job, range);
     if (r.series.size() == 0) continue;
-    r.analysis = storage::analyzeStoredJob(db, r.job, r.series);
-    r.goodput = goodputOf(r.analysis, r.series);
-    r.gaps = gapsOf(r.series);
-    for (const auto& d : r.series.devices) {
-      if (!d.job_reads) continue;
-      r.devices.push_back({d.name, d.via, true, d.also_direct, correlator::percentile(d.r_await_ms, 50),
-                           correlator::percentile(d.r_await_ms, 99),
-                           correlator::percentile(d.w_await_ms, 50),
-                           correlator::percentile(d.w_await_ms, 99), "", ""});
-      if (has_health) attachHealth(db, r.devices.back(), r.series.ts_ms.back());
+    auto summary = correlator::summarizeRecordedJob(
+        r.series, [&](model::JobSeries& s, const auto& windows) { recording.addOtherDevices(r.job, s, windows); });
+    r.analysis = std::move(summary.analysis);
+    r.goodput = summary.goodput;
+    r.gaps = std::move(summary.gaps);
+    r.ranks = std::move(summary.ranks);
+    for (auto& latency : summary.devices) {
+      DeviceRow row{std::move(latency), "", ""};
+      if (const auto note = recording.driveHealthAt(row.name, r.series.ts_ms.back())) {
+        row.health = note->verdict;
+        row.health_evidence = note->first_evidence;
+      }
+      r.devices.push_back(std::move(row));
     }
     reports.push_back(std::move(r));
   }
@@ -154,28 +109,15 @@ std::string progressText(const correlator::Analysis& a, const model::JobSeries& 
 std::string share(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v * 100) : "-"; }
 std::string percent(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v) : "-"; }
 
-// Per rank: its GPU's median utilisation and activity, its median data wait share and reads.
-nlohmann::json rankFigures(const model::JobSeries& s, const model::RankSeries& r) {
-  model::Series wait(s.size());
-  for (size_t i = 0; i < s.size() && i < r.data_wait_s.size(); ++i) {
-    if (r.data_wait_s[i] && s.interval_s[i] > 0) wait[i] = *r.data_wait_s[i] / s.interval_s[i];
-  }
-  model::Series steps_per_s(s.size());
-  for (size_t i = 0; i < s.size() && i < r.steps.size(); ++i) {
-    if (r.steps[i] && s.interval_s[i] > 0) steps_per_s[i] = *r.steps[i] / s.interval_s[i];
-  }
-  return {{"rank", r.rank},
-          {"pid", r.pid},
-          {"gpu", r.gpu},
-          {"gpu_util_p50_percent", orNull(correlator::percentile(r.gpu_util_percent, 50))},
-          {"gpu_work_p50_percent", orNull(correlator::percentile(r.gpu_work_percent, 50))},
-          {"steps_per_second_p50", orNull(correlator::percentile(steps_per_s, 50))},
-          {"data_wait_share_p50", orNull(correlator::percentile(wait, 50))},
-          {"read_bytes_per_second_p50", orNull(correlator::percentile(r.read_bytes_per_s, 50))}};
-}
-
-std::optional<double> number(const nlohmann::json& j, const char* key) {
-  return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
+nlohmann::json rankJson(const correlator::RankFigures& f) {
+  return {{"rank", f.rank},
+          {"pid", f.pid},
+          {"gpu", f.gpu},
+          {"gpu_util_p50_percent", orNull(f.gpu_util_p50_percent)},
+          {"gpu_work_p50_percent", orNull(f.gpu_work_p50_percent)},
+          {"steps_per_second_p50", orNull(f.steps_per_second_p50)},
+          {"data_wait_share_p50", orNull(f.data_wait_share_p50)},
+          {"read_bytes_per_second_p50", orNull(f.read_bytes_per_second_p50)}};
 }
 
 }  // namespace
@@ -217,16 +159,15 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            e.supports ? "*" : " ", e.signal, e.baseline, e.during);
       }
     }
-    if (!s.ranks.empty()) {
+    if (!r.ranks.empty()) {
       out += "  ranks       rank  pid      GPU            util p50    work p50  steps/s p50  data wait p50  read MB/s p50\n";
-      for (const auto& rank : s.ranks) {
-        const auto f = rankFigures(s, rank);
-        const auto read = number(f, "read_bytes_per_second_p50");
-        const auto steps = number(f, "steps_per_second_p50");
-        out += fmt::format("              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", rank.rank, rank.pid,
-                           rank.gpu.empty() ? "-" : rank.gpu.substr(0, 12), percent(number(f, "gpu_util_p50_percent")),
-                           percent(number(f, "gpu_work_p50_percent")), steps ? fmt::format("{:.1f}", *steps) : "-",
-                           share(number(f, "data_wait_share_p50")), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
+      for (const auto& f : r.ranks) {
+        const auto& read = f.read_bytes_per_second_p50;
+        const auto& steps = f.steps_per_second_p50;
+        out += fmt::format("              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", f.rank, f.pid,
+                           f.gpu.empty() ? "-" : f.gpu.substr(0, 12), percent(f.gpu_util_p50_percent),
+                           percent(f.gpu_work_p50_percent), steps ? fmt::format("{:.1f}", *steps) : "-",
+                           share(f.data_wait_share_p50), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
       }
     }
     out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
@@ -255,7 +196,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
       lost[model::toString(static_cast<model::StallClass>(c))] = r.analysis.gpu_seconds_lost[c];
     }
     nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& rank : r.series.ranks) ranks.push_back(rankFigures(r.series, rank));
+    for (const auto& f : r.ranks) ranks.push_back(rankJson(f));
     nlohmann::json gaps = nlohmann::json::array();
     for (const auto& g : r.gaps) {
       gaps.push_back({{"start_ms", g.start_ms}, {"end_ms", g.end_ms}, {"missing_intervals", g.missing_intervals}});

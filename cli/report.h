@@ -2,25 +2,19 @@
 // a self-contained HTML page.
 #pragma once
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "correlator/stall_detector.h"
-#include "storage/job_series.h"
+#include "correlator/postmortem.h"
+#include "storage/recording.h"
 
 namespace stallwatch::cli {
 
-struct DeviceLatency {
-  std::string name;
-  std::string via;
-  bool job_reads = false;
-  bool also_direct = false;
-  std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;
-  std::string health;  // the drive's verdict at the end of the job's span; "" if never read
+// A device the job reads: its latency over the job's span, and the drive's recorded health.
+struct DeviceRow : correlator::DeviceLatency {
+  std::string health;           // the drive's verdict at the end of the job's span; "" if never read
   std::string health_evidence;  // its first counter, "ata 5 Reallocated_Sector_Ct raw 304"
 };
 
@@ -28,17 +22,13 @@ struct JobReport {
   storage::JobRecord job;
   model::JobSeries series;
   correlator::Analysis analysis;
-  std::vector<DeviceLatency> devices;  // the job's devices
-  double goodput = 1.0;                // share of GPU (or step) capacity not lost to stalls
-  // Holes in the job's samples: the agent stopped, or dropped intervals it could not write.
-  struct Gap {
-    int64_t start_ms = 0, end_ms = 0;
-    int64_t missing_intervals = 0;
-  };
-  std::vector<Gap> gaps;
+  double goodput = 1.0;  // share of GPU (or step) capacity not lost to stalls
+  std::vector<correlator::Gap> gaps;
+  std::vector<DeviceRow> devices;  // the job's devices
+  std::vector<correlator::RankFigures> ranks;
 };
 
-std::vector<JobReport> buildReports(SQLite::Database& db, std::optional<int64_t> job_id,
+std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,
                                     const storage::TimeRange& range);
 
 std::string timeText(int64_t ms);

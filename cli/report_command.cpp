@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
-#include "storage/job_series.h"
+#include "storage/recording.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -36,8 +36,8 @@ int runReport(const ReportArgs& args) {
   }
   std::vector<JobReport> reports;
   try {
-    SQLite::Database db = storage::openForReading(path, 2, "job tables");
-    reports = buildReports(db, args.job, range);
+    auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
+    reports = buildReports(recording, args.job, range);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: cannot read " << path << ": " << e.what() << "\n";
     return 1;

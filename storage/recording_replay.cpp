@@ -1,4 +1,4 @@
-#include "storage/recording_replay.h"
+#include "storage/recording.h"
 
 #include <algorithm>
 #include <memory>
@@ -36,9 +36,14 @@ class Cursor {
 
 }  // namespace
 
-ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(collectors::SampleBatch&)>& fn) {
+ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)>& fn) {
+  SQLite::Database& db = db_;
+  // Replay reads each table once in time order: SQLite sorts them, and its sorter may use up
+  // to the page cache in memory. A small cache keeps a week's replay within a few MB (the
+  // sort spills to a temporary file instead).
+  db.exec("PRAGMA cache_size = -8192");
   ReplayStats stats;
-  const int version = db.execAndGet("PRAGMA user_version").getInt();
+  const int version = version_;
   const bool has_jobs = version >= 2;
   const bool has_job_gpu_util = version >= 3;
   const bool has_ranks = version >= 6;  // ranks, GPU activity and power
@@ -86,20 +91,18 @@ ReplayStats replayRecording(SQLite::Database& db, const std::function<bool(colle
                 (has_job_gpu_util ? "s.gpu_util_percent" : "NULL") + ", " +
                 (has_ranks ? "s.gpu_work_percent" : "NULL") +
                 " FROM job_samples s JOIN jobs j USING (job_id) ORDER BY s.ts_ms");
-    SQLite::Statement q(db, "SELECT job_key, coalesce(label, ''), root_pid, coalesce(cmdline, ''), "
-                            "coalesce(labels, ''), coalesce(gpus, ''), started_ms, ended_ms FROM jobs");
-    while (q.executeStep()) {
+    for (const auto& job : Recording::jobs()) {
       collectors::JobDescription j;
-      j.key = q.getColumn(0).getString();
-      j.label = q.getColumn(1).getString();
-      j.root_pid = static_cast<uint32_t>(q.getColumn(2).getInt64());
-      j.cmdline = q.getColumn(3).getString();
-      j.labels = q.getColumn(4).getString();
-      j.gpus = q.getColumn(5).getString();
-      j.started_ms = q.getColumn(6).getInt64();
+      j.key = job.key;
+      j.label = job.label;
+      j.root_pid = static_cast<uint32_t>(job.root_pid);
+      j.cmdline = job.cmdline;
+      j.labels = job.labels;
+      for (const auto& uuid : job.gpu_uuids) j.gpus += (j.gpus.empty() ? "" : ",") + uuid;
+      j.started_ms = job.started_ms;
       facts.push_back({j.started_ms, j, std::nullopt, std::nullopt});
-      if (!q.getColumn(7).isNull()) {
-        j.ended_ms = q.getColumn(7).getInt64();
+      if (job.ended_ms) {
+        j.ended_ms = job.ended_ms;
         facts.push_back({*j.ended_ms, j, std::nullopt, std::nullopt});
       }
     }

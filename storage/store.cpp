@@ -14,7 +14,7 @@
 #include <system_error>
 
 #include "health/reading_json.h"
-#include "storage/job_series.h"
+#include "storage/incident_store.h"
 #include "storage/schema_sql.h"
 
 namespace fs = std::filesystem;
@@ -622,22 +622,18 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
   int64_t incident_id = 0;
   if (auto it = live_incident_ids_.find(e.live_id); it != live_incident_ids_.end()) {
     incident_id = it->second;
-    SQLite::Statement st(db_,
-                         "UPDATE incidents SET start_ms=?, end_ms=?, class=?, device=?, physical_device=?, "
-                         "idle_share=?, gpu_seconds_lost=?, confidence=?, evidence=?, straggler_rank=?, "
-                         "straggler_pid=?, straggler_gpu=?, waiting_ranks=? WHERE incident_id=?");
-    bindIncident(st, 1, i);
-    st.bind(kIncidentFields + 1, incident_id);
+    SQLite::Statement st(db_, std::string("UPDATE incidents SET ") + kIncidentAssignments +
+                                  " WHERE incident_id = :incident_id");
+    bindIncident(st, i);
+    st.bind(":incident_id", incident_id);
     st.exec();
   } else {
-    SQLite::Statement st(db_,
-                         "INSERT INTO incidents (job_id, start_ms, end_ms, class, device, physical_device, "
-                         "idle_share, gpu_seconds_lost, confidence, evidence, straggler_rank, straggler_pid, "
-                         "straggler_gpu, waiting_ranks, source, detected_ms) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,'live',?) RETURNING incident_id");
-    st.bind(1, job);
-    bindIncident(st, 2, i);
-    st.bind(kIncidentFields + 2, e.ts_ms);
+    SQLite::Statement st(db_, std::string("INSERT INTO incidents (job_id, ") + kIncidentColumns +
+                                  ", source, detected_ms) VALUES (:job_id, " + kIncidentValues +
+                                  ", 'live', :detected_ms) RETURNING incident_id");
+    st.bind(":job_id", job);
+    bindIncident(st, i);
+    st.bind(":detected_ms", e.ts_ms);
     st.executeStep();
     incident_id = st.getColumn(0).getInt64();
     live_incident_ids_[e.live_id] = incident_id;
@@ -689,6 +685,11 @@ void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   bindText(st, 14, r.note);
   st.exec();
+}
+
+void Store::replaceIncidents(int64_t job_id, const std::string& source, const std::vector<model::Incident>& incidents,
+                             int64_t detected_ms) {
+  storage::replaceIncidents(db_, job_id, source, incidents, detected_ms);
 }
 
 uint64_t Store::pruneBefore(int64_t cutoff_ms) {

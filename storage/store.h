@@ -17,9 +17,9 @@
 #include "collectors/block_devices.h"
 #include "collectors/gpu_driver.h"
 #include "collectors/samples.h"
-#include "correlator/live_correlator.h"
 #include "health/drive_reading.h"
 #include "health/verdict.h"
+#include "model/incident.h"
 
 namespace stallwatch::storage {
 
@@ -89,6 +89,9 @@ class Store {
   // Open inserts the incident (source 'live'); change and close update it. Then the event.
   void writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& event);
   void writeHealth(int64_t run_id, const HealthRecord& record);
+  // Replaces the job's incidents from SOURCE (e.g. "recompute") with INCIDENTS, in one transaction.
+  void replaceIncidents(int64_t job_id, const std::string& source, const std::vector<model::Incident>& incidents,
+                        int64_t detected_ms);
   // Deletes samples, events and incidents older than CUTOFF_MS, a chunk per transaction so
   // that writes are never held up long. Returns the rows deleted.
   uint64_t pruneBefore(int64_t cutoff_ms);

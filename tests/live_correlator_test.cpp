@@ -8,7 +8,7 @@
 #include <functional>
 #include <random>
 
-#include "storage/recording_replay.h"
+#include "storage/recording.h"
 
 namespace stallwatch::correlator {
 namespace {
@@ -154,19 +154,19 @@ TEST(LiveCorrelator, TheWindowIsBounded) {
 }
 
 // The real stalled runs on the H200 (issue 7's recordings), replayed as the agent saw them.
-struct Recording {
+struct ReplayedRun {
   std::vector<IncidentEvent> events;
   int64_t injected_start = 0, injected_end = 0;
 };
 
-Recording replay(const std::string& name) {
+ReplayedRun replay(const std::string& name) {
   const std::string dir = std::string(STALLWATCH_FIXTURES_DIR) + "/recordings/";
-  Recording r;
+  ReplayedRun r;
   std::ifstream window(dir + name + ".window");
   window >> r.injected_start >> r.injected_end;
-  SQLite::Database db(dir + name + ".db", SQLite::OPEN_READONLY);
+  auto recording = storage::Recording::open(dir + name + ".db");
   LiveCorrelator c;
-  storage::replayRecording(db, [&](SampleBatch& b) {
+  recording.replay([&](SampleBatch& b) {
     for (auto& e : c.onBatch(b)) r.events.push_back(std::move(e));
     return true;
   });
@@ -174,7 +174,7 @@ Recording replay(const std::string& name) {
 }
 
 TEST(LiveCorrelatorOnRealRuns, SlowDiskRunOpensAndClosesOneDiskSlowIncidentOnLoop0) {
-  const Recording r = replay("h200-stall-disk");
+  const ReplayedRun r = replay("h200-stall-disk");
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(r.events[0].kind, IncidentEventKind::kOpen);
   EXPECT_EQ(r.events[1].kind, IncidentEventKind::kClose);
@@ -193,7 +193,7 @@ TEST(LiveCorrelatorOnRealRuns, HealthyRunHasNoEvents) {
 }
 
 TEST(LiveCorrelatorOnRealRuns, CpuStarvedRunBlamesNoDisk) {
-  const Recording r = replay("h200-stall-cpu");
+  const ReplayedRun r = replay("h200-stall-cpu");
   ASSERT_FALSE(r.events.empty());
   for (const auto& e : r.events) {
     EXPECT_STRNE(toString(e.incident.cls), "disk-slow");

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "storage/job_series.h"
+#include "storage/recording.h"
 #include "storage/writer.h"
 #include "test_support.h"
 
@@ -151,14 +151,15 @@ TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {
     return b;
   };
   store->writeBatches({batch(1000, 77.0), batch(2000, 77.0)});
-  auto jobs = listJobs(store->db());
+  auto recording = Recording::open(dir.path() / "sw.db");
+  auto jobs = recording.jobs();
   ASSERT_EQ(jobs.size(), 1u);
-  auto s = loadJobSeries(store->db(), jobs[0], {});
+  auto s = recording.jobSeries(jobs[0], {});
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s.gpu_count, 2u);
   EXPECT_DOUBLE_EQ(*s.gpu_util_percent[0], 77.0);  // the stored mean
   store->db().exec("UPDATE job_samples SET gpu_util_percent = NULL");
-  s = loadJobSeries(store->db(), jobs[0], {});
+  s = recording.jobSeries(jobs[0], {});
   EXPECT_DOUBLE_EQ(*s.gpu_util_percent[1], 60.0);  // (40 + 80) / 2 from the GPUs' own rows
 }
 
@@ -196,9 +197,10 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
     batches.push_back(b);
   }
   store->writeBatches(batches);
-  const auto jobs = listJobs(store->db());
+  auto recording = Recording::open(dir.path() / "sw.db");
+  const auto jobs = recording.jobs();
   ASSERT_EQ(jobs.size(), 1u);
-  const auto s = loadJobSeries(store->db(), jobs[0], {});
+  const auto s = recording.jobSeries(jobs[0], {});
   ASSERT_EQ(s.size(), 3u);
   EXPECT_DOUBLE_EQ(*s.gpu_work_percent[2], 5.0);
   ASSERT_EQ(s.ranks.size(), 2u);
@@ -220,8 +222,8 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
   alike.straggler.reset();
   alike.waiting_ranks.clear();
   alike.ranks_starved = {0, 1};
-  replaceIncidents(store->db(), jobs[0].job_id, "recompute", {inc, alike}, 4000);
-  const auto stored = readIncidents(store->db());
+  store->replaceIncidents(jobs[0].job_id, "recompute", {inc, alike}, 4000);
+  const auto stored = recording.incidents();
   ASSERT_EQ(stored.size(), 2u);
   ASSERT_TRUE(stored[0].incident.straggler.has_value());
   EXPECT_EQ(stored[0].incident.straggler->rank, 1);

@@ -1,0 +1,80 @@
+#include "correlator/postmortem.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stallwatch::correlator {
+
+Analysis analyzeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
+  Analysis a = analyzeJob(series, config);
+  if (a.incidents.empty() || !other_devices) return a;
+  std::vector<std::pair<size_t, size_t>> windows;
+  for (const auto& inc : a.incidents) {
+    const size_t from = inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
+    windows.emplace_back(from, inc.last);
+  }
+  other_devices(series, windows);
+  return analyzeJob(series, config);  // detection does not look at devices: same incidents
+}
+
+double goodputOf(const Analysis& a, const JobSeries& s) {
+  double lost = 0;
+  for (double l : a.gpu_seconds_lost) lost += l;
+  if (a.gpu_seconds_total > 0) return std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0);
+  double total = 0, idle = 0;
+  for (double i : s.interval_s) total += i;
+  for (const auto& inc : a.incidents) {
+    for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
+  }
+  return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 1.0;
+}
+
+std::vector<Gap> gapsOf(const JobSeries& s) {
+  std::vector<Gap> gaps;
+  if (s.size() < 2) return gaps;
+  std::vector<double> intervals(s.interval_s.begin(), s.interval_s.end());
+  std::nth_element(intervals.begin(), intervals.begin() + static_cast<long>(intervals.size() / 2), intervals.end());
+  const double typical_ms = std::max(1.0, intervals[intervals.size() / 2] * 1000.0);
+  for (size_t i = 1; i < s.size(); ++i) {
+    const double step_ms = static_cast<double>(s.ts_ms[i] - s.ts_ms[i - 1]);
+    if (step_ms > 1.5 * typical_ms) {
+      gaps.push_back({s.ts_ms[i - 1], s.ts_ms[i], static_cast<int64_t>(std::llround(step_ms / typical_ms)) - 1});
+    }
+  }
+  return gaps;
+}
+
+RankFigures rankFigures(const JobSeries& s, const RankSeries& r) {
+  Series wait(s.size());
+  for (size_t i = 0; i < s.size() && i < r.data_wait_s.size(); ++i) {
+    if (r.data_wait_s[i] && s.interval_s[i] > 0) wait[i] = *r.data_wait_s[i] / s.interval_s[i];
+  }
+  Series steps_per_s(s.size());
+  for (size_t i = 0; i < s.size() && i < r.steps.size(); ++i) {
+    if (r.steps[i] && s.interval_s[i] > 0) steps_per_s[i] = *r.steps[i] / s.interval_s[i];
+  }
+  return {r.rank,
+          r.pid,
+          r.gpu,
+          percentile(r.gpu_util_percent, 50),
+          percentile(r.gpu_work_percent, 50),
+          percentile(steps_per_s, 50),
+          percentile(wait, 50),
+          percentile(r.read_bytes_per_s, 50)};
+}
+
+JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
+  JobSummary j;
+  j.analysis = analyzeRecordedJob(series, other_devices, config);
+  j.goodput = goodputOf(j.analysis, series);
+  j.gaps = gapsOf(series);
+  for (const auto& d : series.devices) {
+    if (!d.job_reads) continue;
+    j.devices.push_back({d.name, d.via, true, d.also_direct, percentile(d.r_await_ms, 50), percentile(d.r_await_ms, 99),
+                         percentile(d.w_await_ms, 50), percentile(d.w_await_ms, 99)});
+  }
+  for (const auto& rank : series.ranks) j.ranks.push_back(rankFigures(series, rank));
+  return j;
+}
+
+}  // namespace stallwatch::correlator

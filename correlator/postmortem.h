@@ -1,0 +1,69 @@
+// The post-mortem of one recorded job: the analysis, then what a report says about it
+// (goodput, holes in the samples, device latency and per-rank figures). Pure computation like
+// the rest of the correlator: what it needs of the recording comes in through OtherDevices.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "correlator/stall_detector.h"
+
+namespace stallwatch::correlator {
+
+// Adds the host's other devices to SERIES within WINDOWS (interval index ranges, inclusive):
+// what the post-mortem reads of a recording beyond the job's own series (storage's
+// Recording::addOtherDevices), only around incidents.
+using OtherDevices = std::function<void(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows)>;
+
+// Detection, then attribution with the other devices' samples around each incident (twice
+// the baseline window before it): a week-long recording reads other disks only where there
+// is a stall to explain. Detection does not look at devices, so both passes find the same
+// incidents.
+Analysis analyzeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config = {});
+
+// A hole in the job's samples: the agent stopped, or dropped intervals it could not write.
+struct Gap {
+  int64_t start_ms = 0, end_ms = 0;
+  int64_t missing_intervals = 0;
+};
+
+struct DeviceLatency {
+  std::string name;
+  std::string via;
+  bool job_reads = false;
+  bool also_direct = false;
+  std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;  // per-interval await, ms
+};
+
+// A rank's medians over the job's span.
+struct RankFigures {
+  int32_t rank = 0;
+  uint32_t pid = 0;
+  std::string gpu;
+  std::optional<double> gpu_util_p50_percent, gpu_work_p50_percent, steps_per_second_p50, data_wait_share_p50,
+      read_bytes_per_second_p50;
+};
+
+struct JobSummary {
+  Analysis analysis;
+  double goodput = 1.0;  // share of GPU (or step) capacity not lost to stalls
+  std::vector<Gap> gaps;
+  std::vector<DeviceLatency> devices;  // the devices the job reads
+  std::vector<RankFigures> ranks;
+};
+
+JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices,
+                                const DetectorConfig& config = {});
+
+// Share of capacity not lost to stalls: by GPU-seconds where the job has GPUs; without them,
+// the share of intervals not spent in incidents, weighted by how idle they were.
+double goodputOf(const Analysis& analysis, const JobSeries& series);
+// Holes longer than one and a half of the job's typical interval.
+std::vector<Gap> gapsOf(const JobSeries& series);
+RankFigures rankFigures(const JobSeries& series, const RankSeries& rank);
+
+}  // namespace stallwatch::correlator

@@ -1,0 +1,140 @@
+#include "storage/incident_store.h"
+
+#include <nlohmann/json.hpp>
+
+#include "storage/sql_row.h"
+
+namespace stallwatch::storage {
+namespace {
+
+std::string joinRanks(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (int32_t r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+std::vector<int32_t> splitRanks(const std::string& text) {
+  std::vector<int32_t> out;
+  for (const auto& part : splitList(text)) {
+    try {
+      out.push_back(std::stoi(part));
+    } catch (const std::exception&) {
+      // a hand-edited row: skipped, the rest still read
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : evidence) {
+    j.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during}, {"supports", e.supports}});
+  }
+  return j.dump();
+}
+
+std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
+  std::vector<model::EvidenceItem> out;
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (!e.is_object()) continue;
+    out.push_back({e.value("signal", ""), e.value("baseline", 0.0), e.value("during", 0.0),
+                   e.value("supports", false)});
+  }
+  return out;
+}
+
+void bindIncident(SQLite::Statement& st, const model::Incident& inc) {
+  st.bind(":start_ms", inc.start_ms);
+  st.bind(":end_ms", inc.end_ms);
+  st.bind(":class", model::toString(inc.cls));
+  bindTextOrNull(st, ":device", inc.device);
+  bindTextOrNull(st, ":physical_device", inc.physical_device);
+  st.bind(":idle_share", inc.idle_share);
+  st.bind(":gpu_seconds_lost", inc.gpu_seconds_lost);
+  st.bind(":confidence", inc.confidence);
+  st.bind(":evidence", evidenceJson(inc.evidence));
+  if (inc.straggler) {
+    st.bind(":straggler_rank", inc.straggler->rank);
+    st.bind(":straggler_pid", static_cast<int64_t>(inc.straggler->pid));
+    st.bind(":straggler_gpu", inc.straggler->gpu);
+    st.bind(":waiting_ranks", joinRanks(inc.waiting_ranks));
+    return;
+  }
+  for (const char* name : {":straggler_rank", ":straggler_pid", ":straggler_gpu"}) st.bind(name);
+  // No straggler: the ranks that starved alike, marked so.
+  bindTextOrNull(st, ":waiting_ranks", inc.ranks_starved.empty() ? "" : "all:" + joinRanks(inc.ranks_starved));
+}
+
+void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
+                      const std::vector<model::Incident>& incidents, int64_t detected_ms) {
+  SQLite::Transaction tx(db);
+  SQLite::Statement del(db, "DELETE FROM incidents WHERE job_id = :job_id AND source = :source");
+  del.bind(":job_id", job_id);
+  del.bind(":source", source);
+  del.exec();
+  SQLite::Statement ins(db, std::string("INSERT INTO incidents (job_id, ") + kIncidentColumns +
+                                ", source, detected_ms) VALUES (:job_id, " + kIncidentValues +
+                                ", :source, :detected_ms)");
+  for (const auto& inc : incidents) {
+    ins.bind(":job_id", job_id);
+    bindIncident(ins, inc);
+    ins.bind(":source", source);
+    ins.bind(":detected_ms", detected_ms);
+    ins.exec();
+    ins.reset();
+  }
+  tx.commit();
+}
+
+std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version, std::optional<int64_t> job_id) {
+  std::vector<StoredIncident> out;
+  const bool has_ranks = schema_version >= 6;
+  SQLite::Statement q(db,
+                      std::string("SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key) AS job_label, "
+                                  "i.start_ms, i.end_ms, i.class, coalesce(i.device, '') AS device, "
+                                  "coalesce(i.physical_device, '') AS physical_device, i.idle_share, "
+                                  "i.gpu_seconds_lost, i.confidence, i.evidence, i.source, i.detected_ms, ") +
+                          (has_ranks ? "i.straggler_rank, i.straggler_pid, i.straggler_gpu, i.waiting_ranks"
+                                     : "NULL AS straggler_rank, NULL AS straggler_pid, NULL AS straggler_gpu, "
+                                       "NULL AS waiting_ranks") +
+                          " FROM incidents i JOIN jobs j USING (job_id) "
+                          "WHERE :job_id IS NULL OR i.job_id = :job_id ORDER BY i.start_ms");
+  bindOptional(q, ":job_id", job_id);
+  const Columns c(q);
+  while (q.executeStep()) {
+    StoredIncident s;
+    s.incident_id = c.int64("incident_id");
+    s.job_id = c.int64("job_id");
+    s.job_label = c.text("job_label");
+    s.incident.start_ms = c.int64("start_ms");
+    s.incident.end_ms = c.int64("end_ms");
+    s.incident.cls = model::stallClassFromString(c.text("class"));
+    s.incident.device = c.text("device");
+    s.incident.physical_device = c.text("physical_device");
+    s.incident.idle_share = c.real("idle_share");
+    s.incident.gpu_seconds_lost = c.real("gpu_seconds_lost");
+    s.incident.confidence = c.real("confidence");
+    s.incident.evidence = parseEvidenceJson(c.text("evidence"));
+    s.source = c.text("source");
+    s.detected_ms = c.int64("detected_ms");
+    if (!c.isNull("straggler_rank")) {
+      s.incident.straggler = model::Straggler{static_cast<int32_t>(c.int64("straggler_rank")),
+                                              static_cast<uint32_t>(c.int64("straggler_pid")), c.text("straggler_gpu")};
+    }
+    if (const std::string ranks = c.text("waiting_ranks"); !ranks.empty()) {
+      if (ranks.rfind("all:", 0) == 0) {
+        s.incident.ranks_starved = splitRanks(ranks.substr(4));
+      } else {
+        s.incident.waiting_ranks = splitRanks(ranks);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,54 @@
+// Keeping incidents: the one column order every statement that writes them uses, and reading
+// them back. Live incidents are written by the Store (writeIncidentEvent), recomputed ones by
+// replaceIncidents; both go through bindIncident.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/incident.h"
+
+namespace stallwatch::storage {
+
+struct StoredIncident {
+  int64_t incident_id = 0;
+  int64_t job_id = 0;
+  std::string job_label;
+  model::Incident incident;
+  std::string source;  // live, recompute
+  int64_t detected_ms = 0;
+};
+
+std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence);
+std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
+
+// Binds an incident's stored fields to the named parameters :start_ms, :end_ms, :class,
+// :device, :physical_device, :idle_share, :gpu_seconds_lost, :confidence, :evidence,
+// :straggler_rank, :straggler_pid, :straggler_gpu and :waiting_ranks of ST.
+void bindIncident(SQLite::Statement& st, const model::Incident& incident);
+// Those parameters in that order, for an INSERT's VALUES or an UPDATE's SET.
+inline constexpr const char* kIncidentColumns =
+    "start_ms, end_ms, class, device, physical_device, idle_share, gpu_seconds_lost, confidence, evidence, "
+    "straggler_rank, straggler_pid, straggler_gpu, waiting_ranks";
+inline constexpr const char* kIncidentValues =
+    ":start_ms, :end_ms, :class, :device, :physical_device, :idle_share, :gpu_seconds_lost, :confidence, "
+    ":evidence, :straggler_rank, :straggler_pid, :straggler_gpu, :waiting_ranks";
+inline constexpr const char* kIncidentAssignments =
+    "start_ms=:start_ms, end_ms=:end_ms, class=:class, device=:device, physical_device=:physical_device, "
+    "idle_share=:idle_share, gpu_seconds_lost=:gpu_seconds_lost, confidence=:confidence, evidence=:evidence, "
+    "straggler_rank=:straggler_rank, straggler_pid=:straggler_pid, straggler_gpu=:straggler_gpu, "
+    "waiting_ranks=:waiting_ranks";
+
+// Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.
+void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
+                      const std::vector<model::Incident>& incidents, int64_t detected_ms);
+
+// The stored incidents (of one job, or all), oldest first. SCHEMA_VERSION: the DB's.
+std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version,
+                                          std::optional<int64_t> job_id = {});
+
+}  // namespace stallwatch::storage

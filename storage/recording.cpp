@@ -1,0 +1,416 @@
+#include "storage/recording.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "health/reading_json.h"
+#include "storage/sql_row.h"
+#include "storage/store.h"
+
+namespace stallwatch::storage {
+namespace {
+
+void bindRange(SQLite::Statement& st, const TimeRange& r) {
+  st.bind(":since_ms", r.since_ms.value_or(INT64_MIN));
+  st.bind(":until_ms", r.until_ms.value_or(INT64_MAX));
+}
+
+// Walks rows ordered by ts_ms (column "ts_ms") alongside the series' own sorted timestamps,
+// calling FN(index) for each row whose timestamp is one of the series' ticks. Cheaper than
+// hashing millions of timestamps.
+template <typename Fn>
+void mergeByTime(SQLite::Statement& q, const std::vector<int64_t>& ts, Fn fn) {
+  const int ts_column = q.getColumnIndex("ts_ms");
+  size_t i = 0;
+  while (q.executeStep()) {
+    const int64_t t = q.getColumn(ts_column).getInt64();
+    while (i < ts.size() && ts[i] < t) ++i;
+    if (i == ts.size()) break;
+    if (ts[i] == t) fn(i);
+  }
+}
+
+void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64_t>& ts, int64_t from_ms,
+                int64_t to_ms, model::DeviceSeries& d, bool& any) {
+  SQLite::Statement q(db, "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
+                          "WHERE device_id = :device_id AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
+  q.bind(":device_id", device_id);
+  q.bind(":from_ms", from_ms);
+  q.bind(":to_ms", to_ms);
+  const Columns c(q);
+  const int r_await = c.index("r_await_ms"), w_await = c.index("w_await_ms"), aqu = c.index("aqu_sz");
+  mergeByTime(q, ts, [&](size_t i) {
+    d.r_await_ms[i] = optionalReal(q.getColumn(r_await));
+    d.w_await_ms[i] = optionalReal(q.getColumn(w_await));
+    d.aqu_sz[i] = optionalReal(q.getColumn(aqu));
+    any = true;
+  });
+}
+
+model::DeviceSeries emptyDevice(std::string name, std::string via, bool job_reads, size_t n) {
+  model::DeviceSeries d;
+  d.name = std::move(name);
+  d.via = std::move(via);
+  d.job_reads = job_reads;
+  d.r_await_ms.assign(n, std::nullopt);
+  d.w_await_ms.assign(n, std::nullopt);
+  d.aqu_sz.assign(n, std::nullopt);
+  return d;
+}
+
+// The job's ranks (schema 6), each aligned on the job's ticks.
+void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, model::JobSeries& s) {
+  const size_t n = s.size();
+  SQLite::Statement facts(db, "SELECT rank, pid, coalesce(gpu_uuid, '') AS gpu FROM job_ranks "
+                              "WHERE job_id = :job_id ORDER BY rank");
+  facts.bind(":job_id", job_id);
+  const Columns f(facts);
+  while (facts.executeStep()) {
+    model::RankSeries r;
+    r.rank = static_cast<int32_t>(f.int64("rank"));
+    r.pid = static_cast<uint32_t>(f.int64("pid"));
+    r.gpu = f.text("gpu");
+    r.forEachSeries([&](model::Series& x) { x.assign(n, std::nullopt); });
+    s.ranks.push_back(std::move(r));
+  }
+  if (s.ranks.size() < 2) {
+    s.ranks.clear();
+    return;
+  }
+  SQLite::Statement q(db,
+                      "SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, data_wait_seconds, "
+                      "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, d_state_threads "
+                      "FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND :to_ms "
+                      "ORDER BY ts_ms, rank");
+  q.bind(":job_id", job_id);
+  q.bind(":from_ms", from_ms);
+  q.bind(":to_ms", to_ms);
+  const Columns c(q);
+  const int ts_c = c.index("ts_ms"), rank_c = c.index("rank"), util_c = c.index("gpu_util_percent"),
+            work_c = c.index("gpu_work_percent"), steps_c = c.index("steps"), wait_c = c.index("data_wait_seconds"),
+            read_c = c.index("read_bytes_per_second"), write_c = c.index("write_bytes_per_second"),
+            cpu_c = c.index("workers_cpu_ratio"), d_c = c.index("d_state_threads");
+  size_t i = 0;
+  while (q.executeStep()) {
+    const int64_t t = q.getColumn(ts_c).getInt64();
+    while (i < n && s.ts_ms[i] < t) ++i;
+    if (i == n) break;
+    if (s.ts_ms[i] != t) continue;
+    const int32_t rank = q.getColumn(rank_c).getInt();
+    auto r = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const auto& x) { return x.rank == rank; });
+    if (r == s.ranks.end()) continue;
+    r->gpu_util_percent[i] = optionalReal(q.getColumn(util_c));
+    r->gpu_work_percent[i] = optionalReal(q.getColumn(work_c));
+    r->steps[i] = optionalReal(q.getColumn(steps_c));
+    r->data_wait_s[i] = optionalReal(q.getColumn(wait_c));
+    r->read_bytes_per_s[i] = optionalReal(q.getColumn(read_c));
+    r->write_bytes_per_s[i] = optionalReal(q.getColumn(write_c));
+    r->workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
+    r->d_state_threads[i] = optionalReal(q.getColumn(d_c));
+  }
+}
+
+// Throws StoreError unless DB is a stallwatch recording (schema 1 or later, with its runs
+// table) of a version this stallwatch understands; returns that version.
+int checkRecording(SQLite::Database& db, const std::string& path) {
+  int version = 0;
+  bool has_runs = false;
+  try {
+    version = db.execAndGet("PRAGMA user_version").getInt();
+    has_runs = db.tableExists("runs");
+  } catch (const SQLite::Exception& e) {
+    throw StoreError(path + " is not a readable SQLite database: " + e.what());
+  }
+  if (version < 1 || !has_runs) {
+    throw StoreError(path + " is not a stallwatch database (no stallwatch schema in it); nothing was changed");
+  }
+  if (version > kSchemaVersion) {
+    throw StoreError(path + " has schema version " + std::to_string(version) + ", newer than this stallwatch (" +
+                     std::to_string(kSchemaVersion) + ") understands; use a newer stallwatch");
+  }
+  return version;
+}
+
+const char* whatNeeds(Recording::Needs needs) {
+  switch (needs) {
+    case Recording::Needs::kAnything: return "";
+    case Recording::Needs::kJobTables: return "job tables";
+    case Recording::Needs::kIncidents: return "incidents table yet; run with --recompute to compute them";
+    case Recording::Needs::kDriveHealth: return "drive health table";
+  }
+  return "";
+}
+
+}  // namespace
+
+Recording::Recording(std::string path, SQLite::Database db, int version)
+    : path_(std::move(path)), db_(std::move(db)), version_(version) {}
+
+Recording Recording::open(const std::string& path, Needs needs) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw StoreError(path + ": no such file");
+  // One thread uses this connection: SQLite's per-call mutexes are pure cost (10 % of a report).
+  SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX);
+  const int version = checkRecording(db, path);
+  if (version < static_cast<int>(needs)) {
+    throw StoreError(path + " has no " + whatNeeds(needs) + " (recorded by an older stallwatch, schema " +
+                     std::to_string(version) + ")");
+  }
+  db.exec("PRAGMA mmap_size = 17179869184");  // up to 16 GiB mapped: reads without copies
+  db.exec("PRAGMA cache_size = -65536");      // 64 MiB
+  return Recording(path, std::move(db), version);
+}
+
+std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
+  std::vector<JobRecord> jobs;
+  if (version_ < 2) return jobs;  // no job tables before schema 2
+  SQLite::Statement q(db_,
+                      "SELECT job_id, job_key, coalesce(label, '') AS label, coalesce(labels, '') AS labels, "
+                      "coalesce(cmdline, '') AS cmdline, root_pid, coalesce(gpus, '') AS gpus, started_ms, ended_ms "
+                      "FROM jobs WHERE :job_id IS NULL OR job_id = :job_id ORDER BY started_ms");
+  bindOptional(q, ":job_id", job_id);
+  const Columns c(q);
+  while (q.executeStep()) {
+    JobRecord j;
+    j.job_id = c.int64("job_id");
+    j.key = c.text("job_key");
+    j.label = c.text("label");
+    j.labels = c.text("labels");
+    j.cmdline = c.text("cmdline");
+    j.root_pid = c.int64("root_pid");
+    for (auto& uuid : splitList(c.text("gpus"))) {
+      if (!uuid.empty()) j.gpu_uuids.push_back(std::move(uuid));
+    }
+    j.started_ms = c.int64("started_ms");
+    j.ended_ms = c.optionalInt64("ended_ms");
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+JobActivity Recording::activity(const JobRecord& job) {
+  JobActivity a;
+  SQLite::Statement p(db_, "SELECT count(*) AS processes, coalesce(sum(role = 'worker'), 0) AS workers "
+                           "FROM job_processes WHERE job_id = :job_id");
+  p.bind(":job_id", job.job_id);
+  if (p.executeStep()) {
+    const Columns c(p);
+    a.processes = c.int64("processes");
+    a.workers = c.int64("workers");
+  }
+  // Steps per second over the job's sampled lifetime, and the share of the loop's time
+  // spent waiting for data (NULL for jobs that never reported through the socket).
+  SQLite::Statement s(
+      db_,
+      "SELECT CASE WHEN count(steps) > 0 THEN total(steps) * 1000.0 / nullif(sum(interval_ms), 0) END "
+      "AS steps_per_second, "
+      "sum(data_wait_seconds) / nullif(sum(data_wait_seconds) + sum(step_seconds), 0) AS data_wait_share, "
+      "avg(read_bytes_per_second) AS read_bytes_per_second, avg(workers_cpu_ratio) AS workers_cpu, "
+      "coalesce(max(d_state_threads), 0) AS max_d_state FROM job_samples WHERE job_id = :job_id");
+  s.bind(":job_id", job.job_id);
+  if (s.executeStep()) {
+    const Columns c(s);
+    a.steps_per_second = c.optionalReal("steps_per_second");
+    a.data_wait_share = c.optionalReal("data_wait_share");
+    a.read_bytes_per_second = c.optionalReal("read_bytes_per_second");
+    a.workers_cpu = c.optionalReal("workers_cpu");
+    a.max_d_state = c.int64("max_d_state");
+  }
+  SQLite::Statement d(db_, "SELECT b.name, jd.via, jd.open_files_seen FROM job_devices jd "
+                           "JOIN block_devices b USING (device_id) WHERE jd.job_id = :job_id "
+                           "ORDER BY jd.via <> '', b.name");
+  d.bind(":job_id", job.job_id);
+  const Columns dc(d);
+  while (d.executeStep()) a.devices.push_back({dc.text("name"), dc.text("via"), dc.int64("open_files_seen")});
+  if (version_ < 6) return a;
+  SQLite::Statement r(
+      db_,
+      "SELECT r.rank, r.pid, coalesce(r.gpu_uuid, '') AS gpu, "
+      "CASE WHEN count(s.steps) > 0 THEN total(s.steps) * 1000.0 / nullif(sum(s.interval_ms), 0) END "
+      "AS steps_per_second, "
+      "sum(s.data_wait_seconds) / nullif(sum(s.data_wait_seconds) + sum(s.step_seconds), 0) AS data_wait_share, "
+      "avg(s.read_bytes_per_second) AS read_bytes_per_second, coalesce(max(s.d_state_threads), 0) AS max_d_state, "
+      "avg(s.gpu_util_percent) AS gpu_util, avg(s.gpu_work_percent) AS gpu_work "
+      "FROM job_ranks r LEFT JOIN rank_samples s USING (job_id, rank) "
+      "WHERE r.job_id = :job_id GROUP BY r.rank ORDER BY r.rank");
+  r.bind(":job_id", job.job_id);
+  const Columns rc(r);
+  while (r.executeStep()) {
+    JobActivity::Rank k;
+    k.rank = rc.int64("rank");
+    k.pid = rc.int64("pid");
+    k.gpu = rc.text("gpu");
+    k.steps_per_second = rc.optionalReal("steps_per_second");
+    k.data_wait_share = rc.optionalReal("data_wait_share");
+    k.read_bytes_per_second = rc.optionalReal("read_bytes_per_second");
+    k.max_d_state = rc.int64("max_d_state");
+    k.gpu_util = rc.optionalReal("gpu_util");
+    k.gpu_work = rc.optionalReal("gpu_work");
+    a.ranks.push_back(std::move(k));
+  }
+  return a;
+}
+
+model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& range) {
+  model::JobSeries s;
+  {
+    // Read-only readers do not migrate: a schema-2 recording has no per-job GPU mean, one
+    // before schema 6 no GPU activity.
+    SQLite::Statement q(db_,
+                        std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
+                                    "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
+                                    "d_state_threads, ") +
+                            (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
+                            (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
+                            " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
+                            "ORDER BY ts_ms");
+    q.bind(":job_id", job.job_id);
+    bindRange(q, range);
+    const Columns c(q);
+    const int ts_c = c.index("ts_ms"), interval_c = c.index("interval_ms"), steps_c = c.index("steps"),
+              wait_c = c.index("data_wait_seconds"), step_c = c.index("step_seconds"),
+              read_c = c.index("read_bytes_per_second"), write_c = c.index("write_bytes_per_second"),
+              cpu_c = c.index("workers_cpu_ratio"), d_c = c.index("d_state_threads"),
+              util_c = c.index("gpu_util_percent"), work_c = c.index("gpu_work_percent");
+    while (q.executeStep()) {
+      const int64_t ts = q.getColumn(ts_c).getInt64();
+      if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
+      s.gpu_util_percent.push_back(optionalReal(q.getColumn(util_c)));
+      s.gpu_work_percent.push_back(optionalReal(q.getColumn(work_c)));
+      s.ts_ms.push_back(ts);
+      s.interval_s.push_back(q.getColumn(interval_c).getDouble() / 1000.0);
+      s.steps.push_back(optionalReal(q.getColumn(steps_c)));
+      s.data_wait_s.push_back(optionalReal(q.getColumn(wait_c)));
+      s.step_s.push_back(optionalReal(q.getColumn(step_c)));
+      s.read_bytes_per_s.push_back(optionalReal(q.getColumn(read_c)));
+      s.write_bytes_per_s.push_back(optionalReal(q.getColumn(write_c)));
+      s.workers_cpu.push_back(optionalReal(q.getColumn(cpu_c)));
+      s.d_state_threads.push_back(optionalReal(q.getColumn(d_c)));
+    }
+  }
+  const size_t n = s.ts_ms.size();
+  if (n == 0) return s;
+  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
+  s.io_some.assign(n, std::nullopt);
+  s.cpu_some.assign(n, std::nullopt);
+
+  // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for
+  // recordings without it, the mean over the job's GPUs, one ordered index scan per GPU.
+  s.gpu_count = static_cast<uint32_t>(job.gpu_uuids.size());
+  const bool stored = std::any_of(s.gpu_util_percent.begin(), s.gpu_util_percent.end(),
+                                  [](const auto& v) { return v.has_value(); });
+  if (!stored && s.gpu_count > 0) {
+    std::vector<double> sum(n, 0.0);
+    std::vector<uint32_t> count(n, 0);
+    for (const auto& uuid : job.gpu_uuids) {
+      SQLite::Statement q(db_, "SELECT ts_ms, utilization_percent FROM gpu_samples WHERE gpu_id = "
+                               "(SELECT gpu_id FROM gpus WHERE uuid = :uuid) AND ts_ms BETWEEN :from_ms AND :to_ms "
+                               "ORDER BY ts_ms");
+      q.bind(":uuid", uuid);
+      q.bind(":from_ms", from);
+      q.bind(":to_ms", to);
+      const int util_c = q.getColumnIndex("utilization_percent");
+      mergeByTime(q, s.ts_ms, [&](size_t i) {
+        if (!q.getColumn(util_c).isNull()) {
+          sum[i] += q.getColumn(util_c).getDouble();
+          ++count[i];
+        }
+      });
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (count[i]) s.gpu_util_percent[i] = sum[i] / count[i];
+    }
+  }
+  for (auto [resource, target] : {std::pair{"io", &s.io_some}, std::pair{"cpu", &s.cpu_some}}) {
+    SQLite::Statement q(db_, "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
+                             "AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
+    q.bind(":resource", resource);
+    q.bind(":from_ms", from);
+    q.bind(":to_ms", to);
+    const int some_c = q.getColumnIndex("some_ratio");
+    mergeByTime(q, s.ts_ms, [&, t = target](size_t i) { (*t)[i] = optionalReal(q.getColumn(some_c)); });
+  }
+  SQLite::Statement devices(db_, "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
+                                 "USING (device_id) WHERE jd.job_id = :job_id ORDER BY jd.via <> '', b.name");
+  devices.bind(":job_id", job.job_id);
+  const Columns dc(devices);
+  // A device can be both where some of the job's files are and under a device holding
+  // others (vda under loop0, with the job's scripts on vda): one series, both relations.
+  std::vector<std::pair<int64_t, model::DeviceSeries>> loaded;
+  while (devices.executeStep()) {
+    const std::string name = dc.text("name");
+    const std::string via = dc.text("via");
+    auto same = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.second.name == name; });
+    if (same != loaded.end()) {
+      model::DeviceSeries& d = same->second;
+      if (d.via.empty()) {
+        d.via = via;
+        d.also_direct = true;
+      }
+      continue;
+    }
+    loaded.emplace_back(dc.int64("device_id"), emptyDevice(name, via, true, n));
+  }
+  for (auto& [id, d] : loaded) {
+    bool any = false;
+    loadDevice(db_, id, s.ts_ms, from, to, d, any);
+    if (any) s.devices.push_back(std::move(d));
+  }
+  if (version_ >= 6) loadRanks(db_, job.job_id, from, to, s);
+  return s;
+}
+
+void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s, const IntervalWindows& windows) {
+  if (windows.empty() || s.size() == 0) return;
+  SQLite::Statement q(db_, "SELECT device_id, name FROM block_devices WHERE device_id NOT IN "
+                           "(SELECT device_id FROM job_devices WHERE job_id = :job_id) ORDER BY name");
+  q.bind(":job_id", job.job_id);
+  const Columns c(q);
+  while (q.executeStep()) {
+    auto d = emptyDevice(c.text("name"), "", false, s.size());
+    bool any = false;
+    for (const auto& [first, last] : windows) {
+      loadDevice(db_, c.int64("device_id"), s.ts_ms, s.ts_ms[first], s.ts_ms[std::min(last, s.size() - 1)], d, any);
+    }
+    if (any) s.devices.push_back(std::move(d));
+  }
+}
+
+std::optional<DriveHealthNote> Recording::driveHealthAt(const std::string& device, int64_t until_ms) {
+  if (version_ < 5) return std::nullopt;
+  SQLite::Statement q(db_, "SELECT verdict, evidence FROM drive_health WHERE device = :device AND ts_ms <= :until_ms "
+                           "ORDER BY ts_ms DESC LIMIT 1");
+  q.bind(":device", device);
+  q.bind(":until_ms", until_ms);
+  if (!q.executeStep()) return std::nullopt;
+  const Columns c(q);
+  DriveHealthNote note;
+  note.verdict = c.text("verdict");
+  const auto evidence = nlohmann::json::parse(c.text("evidence"), nullptr, false);
+  if (evidence.is_array() && !evidence.empty() && evidence[0].is_object()) {
+    note.first_evidence = evidence[0].value("counter", "") + " " + evidence[0].value("value", "");
+  }
+  return note;
+}
+
+std::map<std::string, std::vector<RecordedReading>> Recording::latestDriveReadings() {
+  std::map<std::string, std::vector<RecordedReading>> readings;
+  if (version_ < 5) return readings;
+  SQLite::Statement q(db_, "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
+                           "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 "
+                           "OFFSET 1), 0) ORDER BY device, ts_ms");
+  const Columns c(q);
+  while (q.executeStep()) {
+    const auto j = nlohmann::json::parse(c.text("reading"), nullptr, false);
+    readings[c.text("device")].push_back({c.int64("ts_ms"), health::readingFromJson(j)});
+  }
+  return readings;
+}
+
+std::vector<StoredIncident> Recording::incidents(std::optional<int64_t> job_id) {
+  if (version_ < 3) return {};
+  return readIncidents(db_, version_, job_id);
+}
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,132 @@
+// A recording opened for reading: the one place that knows the tables, their columns and
+// which schema version added what. Every reader (report, incidents, jobs, health --db, replay,
+// the fleet post-mortem) goes through it; nothing outside storage/ writes SQL.
+//
+// A job's series come back aligned on the job's own sample timestamps (one batch shares one
+// tick), ready for the correlator's analysis (model/series.h).
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectors/samples.h"
+#include "health/drive_reading.h"
+#include "model/series.h"
+#include "storage/incident_store.h"
+
+namespace stallwatch::storage {
+
+struct JobRecord {
+  int64_t job_id = 0;
+  std::string key;
+  std::string label;
+  std::string labels;   // SLURM_JOB_ID=..,RANK=.. as recorded
+  std::string cmdline;
+  int64_t root_pid = 0;
+  std::vector<std::string> gpu_uuids;
+  int64_t started_ms = 0;
+  std::optional<int64_t> ended_ms;
+};
+
+struct TimeRange {
+  std::optional<int64_t> since_ms;
+  std::optional<int64_t> until_ms;
+};
+
+// Interval index ranges of a job's series, inclusive.
+using IntervalWindows = std::vector<std::pair<size_t, size_t>>;
+
+// A job's activity over its whole sampled life, as `stallwatch jobs` lists it.
+struct JobActivity {
+  int64_t processes = 0, workers = 0;
+  std::optional<double> steps_per_second;        // none: the job never reported steps
+  std::optional<double> data_wait_share;         // of the loop's time
+  std::optional<double> read_bytes_per_second;   // mean
+  std::optional<double> workers_cpu;             // mean, 1.0 = one core
+  int64_t max_d_state = 0;
+  struct Device {
+    std::string name, via;
+    int64_t open_files = 0;
+  };
+  std::vector<Device> devices;
+  struct Rank {
+    int64_t rank = 0, pid = 0;
+    std::string gpu;
+    std::optional<double> steps_per_second, data_wait_share, read_bytes_per_second, gpu_util, gpu_work;
+    int64_t max_d_state = 0;
+  };
+  std::vector<Rank> ranks;  // jobs of two or more ranks (schema 6)
+};
+
+// A drive's health verdict as recorded, and the first counter behind it.
+struct DriveHealthNote {
+  std::string verdict;
+  std::string first_evidence;  // "ata 5 Reallocated_Sector_Ct raw 304"
+};
+
+// One recorded reading of a drive.
+struct RecordedReading {
+  int64_t ts_ms = 0;
+  health::DriveReading reading;
+};
+
+struct ReplayStats {
+  uint64_t batches = 0;
+  int64_t first_ms = 0;
+  int64_t last_ms = 0;
+};
+
+class Recording {
+ public:
+  // What a reader needs of the schema; an older recording without it is refused by name.
+  enum class Needs { kAnything = 1, kJobTables = 2, kIncidents = 3, kDriveHealth = 5 };
+
+  // Opens PATH read-only (memory-mapped, a bigger cache: reports scan large files) after
+  // checking that it is a stallwatch recording of a version this one reads and has NEEDS.
+  // Throws StoreError saying what it is instead: missing, not SQLite, not stallwatch's, from
+  // an older version without NEEDS, or from a newer one.
+  static Recording open(const std::string& path, Needs needs = Needs::kAnything);
+
+  const std::string& path() const { return path_; }
+  int schemaVersion() const { return version_; }
+
+  // The jobs table, the one way it is read: every job, or the one with JOB_ID.
+  std::vector<JobRecord> jobs(std::optional<int64_t> job_id = {});
+  JobActivity activity(const JobRecord& job);
+
+  // The job's series over RANGE: its own samples, its GPUs', host pressure, and the devices
+  // the job had files on (whole).
+  model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range);
+  // Adds the host's other devices to SERIES, read only within WINDOWS: they appear in the
+  // evidence of incidents there and are never blamed. Reading them whole would cost a week's
+  // samples of every disk for a few minutes of evidence.
+  void addOtherDevices(const JobRecord& job, model::JobSeries& series, const IntervalWindows& windows);
+
+  // The drive's last verdict at or before UNTIL_MS; none before schema 5 or if never read.
+  std::optional<DriveHealthNote> driveHealthAt(const std::string& device, int64_t until_ms);
+  // Each drive's newest reading and the one before it (oldest first), by device.
+  std::map<std::string, std::vector<RecordedReading>> latestDriveReadings();
+
+  std::vector<StoredIncident> incidents(std::optional<int64_t> job_id = {});
+
+  // Turns the recording back into the batches the agent produced, tick by tick, and calls FN
+  // with each, in time order; FN returns false to stop early. Streams: memory does not grow
+  // with the recording's length (storage/recording_replay.cpp).
+  ReplayStats replay(const std::function<bool(collectors::SampleBatch&)>& fn);
+
+ private:
+  Recording(std::string path, SQLite::Database db, int version);
+
+  std::string path_;
+  SQLite::Database db_;
+  int version_ = 0;
+};
+
+}  // namespace stallwatch::storage

@@ -1,0 +1,73 @@
+// Small helpers for storage's statements: result columns read by name (resolved once per
+// statement, not per row), and the binds every reader repeats. Storage-internal.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallwatch::storage {
+
+// The current row of Q by column name. Q must have been prepared; names are its result
+// columns (an expression needs an AS name).
+class Columns {
+ public:
+  explicit Columns(SQLite::Statement& q) : q_(q) {}
+  int index(const char* name) const { return q_.getColumnIndex(name); }
+  SQLite::Column at(const char* name) const { return q_.getColumn(index(name)); }
+  bool isNull(const char* name) const { return at(name).isNull(); }
+  int64_t int64(const char* name) const { return at(name).getInt64(); }
+  double real(const char* name) const { return at(name).getDouble(); }
+  std::string text(const char* name) const { return at(name).isNull() ? std::string() : at(name).getString(); }
+  std::optional<double> optionalReal(const char* name) const {
+    const SQLite::Column c = at(name);
+    return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+  }
+  std::optional<int64_t> optionalInt64(const char* name) const {
+    const SQLite::Column c = at(name);
+    return c.isNull() ? std::nullopt : std::optional<int64_t>(c.getInt64());
+  }
+
+ private:
+  SQLite::Statement& q_;
+};
+
+inline std::optional<double> optionalReal(const SQLite::Column& c) {
+  return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+}
+
+// NAME bound to VALUE, or NULL without one (the "WHERE :x IS NULL OR col = :x" filters).
+template <typename T>
+void bindOptional(SQLite::Statement& st, const char* name, const std::optional<T>& value) {
+  if (value) {
+    st.bind(name, *value);
+  } else {
+    st.bind(name);
+  }
+}
+
+inline void bindTextOrNull(SQLite::Statement& st, const char* name, const std::string& text) {
+  if (text.empty()) {
+    st.bind(name);
+  } else {
+    st.bind(name, text);
+  }
+}
+
+// A comma-separated list as the DB keeps it (GPU UUIDs, ranks); "" is no entries.
+inline std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find(',', start);
+    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace stallwatch::storage
