@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "collectors/samples.h"
 
 namespace stallwatch::collectors {
+
+struct DeviceTree;
 
 // Three outcomes per collection: data, no data (no such file, no GPU), or an error. One
 // collector's failure never stops the others; the agent counts and logs it.
@@ -44,6 +47,13 @@ class Collector {
   // Reads the source and appends this interval's samples to `out`. The first call only
   // primes the counters: rates need two readings.
   virtual CollectResult collect(const Tick& tick, SampleBatch& out) = 0;
+
+  // Collectors that map what they see to block devices (open files → mount → device) ask
+  // for the device tree; the agent scans it only if one does, and hands each rescan over.
+  virtual bool wantsDeviceTree() const { return false; }
+  virtual void setDeviceTree(std::shared_ptr<const DeviceTree> /*tree*/) {}
+  // A line for the log when the recording ends (what it received, what it dropped); "" for none.
+  virtual std::string finalReport() const { return {}; }
 };
 
 }  // namespace stallwatch::collectors

@@ -174,8 +174,13 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
         out.gpu_processes.push_back(std::move(ps));
       }
     }
+    if (!described_) gpus_[i].memory_total_bytes = sample.memory_total_bytes;
     out.gpus.push_back(std::move(sample));
     ++reported;
+  }
+  if (reported != 0 && !described_) {
+    out.gpu_updates = gpus_;  // described once, with the first readings
+    described_ = true;
   }
   CollectResult result = reported == 0 ? CollectResult::error(problem.empty() ? "no GPU answered" : problem)
                                        : CollectResult::data(skipped);

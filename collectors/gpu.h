@@ -57,6 +57,7 @@ class GpuCollector final : public Collector {
   GpuCollectorCounters counters_;
   std::vector<GpuInfo> gpus_;
   std::vector<PerGpu> state_;
+  bool described_ = false;  // the GPUs went out in a batch's gpu_updates
   std::string unavailable_;
   bool samples_supported_ = true;
 };

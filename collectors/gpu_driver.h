@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "collectors/samples.h"
+
 namespace stallwatch::collectors {
 
 enum class DriverCode {
@@ -25,12 +27,6 @@ struct DriverResult {
   T value{};
   std::string message;
   bool ok() const { return code == DriverCode::kOk; }
-};
-
-struct GpuInfo {
-  uint32_t index = 0;
-  std::string uuid;
-  std::string name;
 };
 
 struct GpuUtilizationSample {

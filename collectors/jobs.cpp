@@ -305,7 +305,22 @@ void JobTracker::describeRanks(Job& job, SampleBatch& out) {
   }
 }
 
+std::string JobTracker::finalReport() const {
+  if (!socket_) return {};
+  const auto s = socket_->stats();
+  return "dataloader socket: " + std::to_string(s.datagrams) + " datagrams, " + std::to_string(s.metrics) +
+         " metrics, " + std::to_string(s.malformed_lines) + " malformed lines, " + std::to_string(s.unknown_metrics) +
+         " unknown metrics, " + std::to_string(s.oversized_datagrams) + " oversized datagrams, " +
+         std::to_string(s.dropped_senders) + " from senders past the cap";
+}
+
 CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
+  std::string notice;
+  if (ticks_ == 0) {
+    // Said once, at the first reading: where jobs can report their steps, or why they cannot.
+    notice = socket_ ? "dataloader socket at " + socket_->path().string()
+                     : socket_error_.empty() ? "" : "no dataloader socket: " + socket_error_;
+  }
   const bool discovery = ticks_++ % options_.discovery_every_ticks == 0;
   const double elapsed = static_cast<double>(tick.monotonic_ns - last_tick_ns_) / 1e9;
   const bool have_interval = last_tick_ns_ != 0 && elapsed > 0;
@@ -468,10 +483,11 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
   }
-  if (jobs_.empty() && out.job_updates.empty()) {
-    return CollectResult::noData(socket_ ? std::string() : "no job found yet");
-  }
-  return CollectResult::data();
+  CollectResult result = jobs_.empty() && out.job_updates.empty()
+                             ? CollectResult::noData(socket_ ? std::string() : "no job found yet")
+                             : CollectResult::data();
+  result.notice = std::move(notice);
+  return result;
 }
 
 }  // namespace stallwatch::collectors

@@ -49,7 +49,10 @@ class JobTracker final : public Collector {
   CollectResult collect(const Tick& tick, SampleBatch& out) override;
 
   // The block device tree used to map open files to devices (the recorder rescans it).
-  void setDeviceTree(std::shared_ptr<const DeviceTree> tree) { tree_ = std::move(tree); }
+  bool wantsDeviceTree() const override { return true; }
+  void setDeviceTree(std::shared_ptr<const DeviceTree> tree) override { tree_ = std::move(tree); }
+  // The dataloader socket's counts.
+  std::string finalReport() const override;
   const DataloaderSocket* socket() const { return socket_.get(); }
   const std::string& socketError() const { return socket_error_; }
   size_t activeJobs() const { return jobs_.size(); }

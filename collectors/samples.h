@@ -40,6 +40,14 @@ struct PressureSample {
   std::optional<double> full_ratio;  // share in which all non-idle tasks stalled
 };
 
+// A GPU as the driver names it, described once.
+struct GpuInfo {
+  uint32_t index = 0;
+  std::string uuid;
+  std::string name;
+  std::optional<uint64_t> memory_total_bytes;  // filled in by the collector when it describes the GPU
+};
+
 struct GpuSample {
   uint32_t gpu_index = 0;
   std::string uuid;
@@ -151,19 +159,39 @@ struct JobProcessFact {
   std::string comm;
 };
 
+// One tick: interval figures (rates and shares over the interval just ended) and facts
+// (descriptions of what was found, true whenever they were seen).
 struct SampleBatch {
   int64_t wall_time_ms = 0;     // end of the interval, Unix epoch milliseconds
   double interval_seconds = 0;  // measured on the monotonic clock
+  // Interval figures.
   std::vector<DiskSample> disks;
   std::vector<PressureSample> pressure;
   std::vector<GpuSample> gpus;
   std::vector<GpuProcessSample> gpu_processes;
-  std::vector<JobDescription> job_updates;  // jobs that started, changed or ended
   std::vector<JobSample> jobs;
+  std::vector<RankSample> ranks;              // jobs of two or more ranks only
+  // Facts.
+  std::vector<GpuInfo> gpu_updates;           // GPUs described: with their first samples
+  std::vector<JobDescription> job_updates;    // jobs that started, changed or ended
   std::vector<JobDeviceFact> job_devices;
   std::vector<JobProcessFact> job_processes;
   std::vector<RankDescription> rank_updates;  // ranks that appeared or changed
-  std::vector<RankSample> ranks;              // jobs of two or more ranks only
+
+  // The first reading of a recording only primes the collectors' counters: its figures cover
+  // no interval and are dropped, while its facts (jobs found at start) stand on their own.
+  void dropIntervalFigures() {
+    disks.clear();
+    pressure.clear();
+    gpus.clear();
+    gpu_processes.clear();
+    jobs.clear();
+    ranks.clear();
+  }
+  bool hasFacts() const {
+    return !gpu_updates.empty() || !job_updates.empty() || !job_devices.empty() || !job_processes.empty() ||
+           !rank_updates.empty();
+  }
 };
 
 // What a GPU did that moves training forward, from GPM: the busier of its tensor cores and its

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace stallwatch::storage {
@@ -42,10 +43,12 @@ inline std::optional<double> optionalReal(const SQLite::Column& c) {
 // NAME bound to VALUE, or NULL without one (the "WHERE :x IS NULL OR col = :x" filters).
 template <typename T>
 void bindOptional(SQLite::Statement& st, const char* name, const std::optional<T>& value) {
-  if (value) {
-    st.bind(name, *value);
-  } else {
+  if (!value) {
     st.bind(name);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    st.bind(name, static_cast<double>(*value));
+  } else {
+    st.bind(name, static_cast<int64_t>(*value));
   }
 }
 

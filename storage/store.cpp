@@ -15,6 +15,7 @@
 
 #include "health/reading_json.h"
 #include "storage/incident_store.h"
+#include "storage/sql_row.h"
 #include "storage/schema_sql.h"
 
 namespace fs = std::filesystem;
@@ -359,23 +360,17 @@ int64_t Store::gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms) {
   return id;
 }
 
-void Store::upsertGpus(const std::vector<collectors::GpuInfo>& gpus,
-                       const std::vector<collectors::GpuSample>& memory_hint, int64_t seen_ms) {
-  SQLite::Transaction tx(db_);
-  SQLite::Statement st(db_, "UPDATE gpus SET name = ?, memory_total_bytes = ? WHERE gpu_id = ?");
+void Store::writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms) {
+  SQLite::Statement st(db_, "UPDATE gpus SET name = :name, memory_total_bytes = :memory_total_bytes "
+                            "WHERE gpu_id = :gpu_id");
   for (const auto& g : gpus) {
     const int64_t id = gpuId(g.index, g.uuid, seen_ms);
-    bindText(st, 1, g.name);
-    std::optional<uint64_t> total;
-    for (const auto& s : memory_hint) {
-      if (s.gpu_index == g.index) total = s.memory_total_bytes;
-    }
-    bindOptional(st, 2, total);
-    st.bind(3, id);
+    bindTextOrNull(st, ":name", g.name);
+    bindOptional(st, ":memory_total_bytes", g.memory_total_bytes);
+    st.bind(":gpu_id", id);
     st.exec();
     st.reset();
   }
-  tx.commit();
 }
 
 void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
@@ -399,6 +394,7 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
 void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches) {
   SQLite::Transaction tx(db_);
   for (const auto& b : batches) {
+    if (!b.gpu_updates.empty()) writeGpuDescriptions(b.gpu_updates, b.wall_time_ms);
     const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);
     for (const auto& d : b.disks) {
       auto& st = *insert_disk_;

@@ -81,8 +81,6 @@ class Store {
   int64_t beginRun(const RunInfo& run);
   void endRun(int64_t run_id, int64_t ended_ms, uint64_t dropped_batches);
   void upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms);
-  void upsertGpus(const std::vector<collectors::GpuInfo>& gpus,
-                  const std::vector<collectors::GpuSample>& memory_hint, int64_t seen_ms);
   // Writes all batches in one transaction.
   void writeBatches(const std::vector<collectors::SampleBatch>& batches);
   void writeEvent(int64_t run_id, const AgentEvent& event);
@@ -103,6 +101,7 @@ class Store {
   int64_t gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms);
   int64_t jobId(const std::string& key);
   void writeJobFacts(const collectors::SampleBatch& batch);
+  void writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms);
   void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
 
   SQLite::Database db_;

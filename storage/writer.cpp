@@ -55,15 +55,6 @@ void SampleWriter::submitDevices(collectors::DeviceTree tree, int64_t seen_ms) {
   wake_.notify_one();
 }
 
-void SampleWriter::submitGpus(std::vector<collectors::GpuInfo> gpus,
-                              std::vector<collectors::GpuSample> memory_hint, int64_t seen_ms) {
-  {
-    std::lock_guard lock(mutex_);
-    gpus_ = GpuSnapshot{std::move(gpus), std::move(memory_hint), seen_ms};
-  }
-  wake_.notify_one();
-}
-
 void SampleWriter::submitEvent(AgentEvent event) {
   {
     std::lock_guard lock(mutex_);
@@ -112,15 +103,12 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   health.swap(health_);
   auto devices = std::move(devices_);
   devices_.reset();
-  auto gpus = std::move(gpus_);
-  gpus_.reset();
   lock.unlock();
 
   bool ok = true;
   bool batches_written = false;
   try {
     if (devices) store_->upsertDevices(devices->first, devices->second);
-    if (gpus) store_->upsertGpus(gpus->gpus, gpus->hint, gpus->seen_ms);
     if (!batches.empty()) store_->writeBatches(batches);
     batches_written = true;
     for (const auto& e : events) store_->writeEvent(run_id_, e);
@@ -175,7 +163,6 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
     incident_events_.push_front(std::move(*it));
   }
   if (!devices_ && devices) devices_ = std::move(devices);
-  if (!gpus_ && gpus) gpus_ = std::move(gpus);
   return false;
 }
 
@@ -210,7 +197,7 @@ void SampleWriter::run() {
   while (true) {
     wake_.wait(lock, [this] {
       return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() || !health_.empty() ||
-             devices_ || gpus_;
+             devices_;
     });
     if (stopping_) break;
     if (retain_.count() > 0 && std::chrono::steady_clock::now() >= next_prune_) {

@@ -40,10 +40,8 @@ class SampleWriter {
   SampleWriter& operator=(const SampleWriter&) = delete;
 
   void submit(collectors::SampleBatch batch);
-  // Device and GPU descriptions: the newest replaces any not yet written.
+  // The device tree: the newest replaces any not yet written. (GPUs are described in a batch.)
   void submitDevices(collectors::DeviceTree tree, int64_t seen_ms);
-  void submitGpus(std::vector<collectors::GpuInfo> gpus,
-                  std::vector<collectors::GpuSample> memory_hint, int64_t seen_ms);
   void submitEvent(AgentEvent event);
   void submitIncidentEvent(LiveIncidentEvent event);
   void submitHealth(HealthRecord record);
@@ -70,12 +68,6 @@ class SampleWriter {
   std::deque<LiveIncidentEvent> incident_events_;
   std::deque<HealthRecord> health_;
   std::optional<std::pair<collectors::DeviceTree, int64_t>> devices_;
-  struct GpuSnapshot {
-    std::vector<collectors::GpuInfo> gpus;
-    std::vector<collectors::GpuSample> hint;
-    int64_t seen_ms;
-  };
-  std::optional<GpuSnapshot> gpus_;
   bool stopping_ = false;
   WriterStats stats_;
   // A run of failed writes (disk full, DB locked, the DB's disk hung): recorded as one event

@@ -19,7 +19,7 @@ Harness make(std::function<void(FakeGpuDriver&)> setup,
   auto driver = std::make_unique<FakeGpuDriver>();
   FakeGpuDriver* raw = driver.get();
   FakeGpuDriver::Gpu gpu;
-  gpu.info = {0, "GPU-0000", "Fake H100"};
+  gpu.info = {0, "GPU-0000", "Fake H100", {}};
   raw->gpus.push_back(gpu);
   setup(*raw);
   return {raw, std::make_unique<GpuCollector>(std::move(driver), options)};
@@ -99,7 +99,7 @@ TEST(GpuCollector, NoDriverIsNoDataWithTheReason) {
 TEST(GpuCollector, ALostGpuIsSkippedAndTheOthersGoOn) {
   auto h = make([](FakeGpuDriver& f) {
     FakeGpuDriver::Gpu second;
-    second.info = {1, "GPU-1111", "Fake H100"};
+    second.info = {1, "GPU-1111", "Fake H100", {}};
     f.gpus.push_back(second);
   });
   h.fake->gpus[0].memory_code = DriverCode::kGpuLost;

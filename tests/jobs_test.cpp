@@ -107,9 +107,9 @@ class JobTrackerTest : public ::testing::Test {
 
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
-    g0.info = {0, "GPU-0", "Fake"};
+    g0.info = {0, "GPU-0", "Fake", {}};
     g0.compute_processes = {{101, 1ull << 30}, {200, std::nullopt}};
-    g1.info = {1, "GPU-1", "Fake"};
+    g1.info = {1, "GPU-1", "Fake", {}};
     g1.compute_processes = {{102, 1ull << 30}};
     driver->gpus = {g0, g1};
     JobTrackerOptions options;

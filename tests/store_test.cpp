@@ -234,6 +234,33 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
   EXPECT_EQ(stored[1].incident.ranks_starved, (std::vector<int32_t>{0, 1}));
 }
 
+// GPUs are described once, as facts of the batch that carries their first readings; a batch
+// of figures only (every later one) leaves the description alone.
+TEST(Store, GpuDescriptionsTravelInTheBatch) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  collectors::SampleBatch first;
+  first.wall_time_ms = 1000;
+  first.gpu_updates.push_back({0, "GPU-a", "NVIDIA H200", 150'000'000'000ull});
+  first.dropIntervalFigures();  // a priming batch: facts only
+  EXPECT_TRUE(first.hasFacts());
+  collectors::SampleBatch later;
+  later.wall_time_ms = 2000;
+  later.interval_seconds = 1;
+  collectors::GpuSample g;
+  g.uuid = "GPU-a";
+  g.utilization_percent = 50;
+  later.gpus.push_back(g);
+  EXPECT_FALSE(later.hasFacts());
+  store->writeBatches({first, later});
+  SQLite::Statement q(store->db(), "SELECT name, memory_total_bytes, (SELECT count(*) FROM gpu_samples) FROM gpus");
+  ASSERT_TRUE(q.executeStep());
+  EXPECT_EQ(q.getColumn(0).getString(), "NVIDIA H200");
+  EXPECT_EQ(q.getColumn(1).getInt64(), 150'000'000'000);
+  EXPECT_EQ(q.getColumn(2).getInt64(), 1);
+  EXPECT_FALSE(q.executeStep());  // one GPU row
+}
+
 TEST(Store, RefusesANewerSchema) {
   testing::ScratchDir dir;
   const auto path = dir.path() / "sw.db";
