@@ -20,7 +20,7 @@ namespace {
 constexpr auto kReapPoll = std::chrono::milliseconds(20);
 }  // namespace
 
-HookRunner::HookRunner(HookConfig config) : config_(std::move(config)) {
+HookRunner::HookRunner(HookConfig config) : config_(std::move(config)), queue_(config_.queue_capacity) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,12 +36,10 @@ HookRunner::~HookRunner() {
 void HookRunner::submit(std::string stdin_json, std::vector<std::pair<std::string, std::string>> environment) {
   {
     std::lock_guard lock(mutex_);
-    if (queue_.size() >= config_.queue_capacity) {
-      queue_.pop_front();
+    if (queue_.push({std::move(stdin_json), std::move(environment)}) > 0) {
       ++stats_.dropped;
       spdlog::warn("hook: {} events waiting; dropped the oldest", config_.queue_capacity);
     }
-    queue_.push_back({std::move(stdin_json), std::move(environment)});
   }
   wake_.notify_all();
 }
@@ -135,9 +133,7 @@ void HookRunner::run() {
   std::optional<std::chrono::steady_clock::time_point> give_up;
   while (true) {
     while (!queue_.empty() && running_.size() < config_.max_concurrent) {
-      Pending p = std::move(queue_.front());
-      queue_.pop_front();
-      start(std::move(p));
+      start(*queue_.pop());
     }
     reap();
     if (queue_.empty() && running_.empty()) idle_.notify_all();
@@ -150,8 +146,7 @@ void HookRunner::run() {
           common::killGroup(r.pid);
           r.killed = true;
         }
-        stats_.dropped += queue_.size();
-        queue_.clear();
+        stats_.dropped += queue_.clear();
       }
     }
     if (running_.empty() && queue_.empty() && !stopping_) {

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/drop_oldest_queue.h"
+
 namespace stallwatch::agent {
 
 struct HookConfig {
@@ -68,7 +70,7 @@ class HookRunner {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::deque<Pending> queue_;
+  common::DropOldestQueue<Pending> queue_;
   std::vector<Running> running_;
   HookStats stats_;
   bool stopping_ = false;

@@ -23,7 +23,7 @@ size_t discardBody(char*, size_t size, size_t count, void*) { return size * coun
 
 }  // namespace
 
-WebhookSender::WebhookSender(WebhookConfig config) : config_(std::move(config)) {
+WebhookSender::WebhookSender(WebhookConfig config) : config_(std::move(config)), queue_(config_.queue_capacity) {
   static const bool curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)curl_ready;
   thread_ = std::thread([this] { run(); });
@@ -41,12 +41,10 @@ WebhookSender::~WebhookSender() {
 void WebhookSender::submit(std::string body) {
   {
     std::lock_guard lock(mutex_);
-    if (queue_.size() >= config_.queue_capacity) {
-      queue_.pop_front();
+    if (queue_.push(std::move(body)) > 0) {
       ++stats_.dropped;
       spdlog::warn("webhook: {} events waiting; dropped the oldest", config_.queue_capacity);
     }
-    queue_.push_back(std::move(body));
   }
   wake_.notify_all();
 }
@@ -92,8 +90,7 @@ void WebhookSender::run() {
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) break;  // stopping, nothing left
-    std::string body = std::move(queue_.front());
-    queue_.pop_front();
+    std::string body = *queue_.pop();
     busy_ = true;
     auto backoff = config_.first_backoff;
     bool delivered = false;
@@ -119,8 +116,7 @@ void WebhookSender::run() {
       ++stats_.given_up;
       // Stopping with the receiver down: the rest would fail the same way, one timeout each.
       if (stopping_) {
-        stats_.given_up += queue_.size();
-        queue_.clear();
+        stats_.given_up += queue_.clear();
       }
     }
     busy_ = false;

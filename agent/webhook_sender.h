@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "common/drop_oldest_queue.h"
+
 namespace stallwatch::agent {
 
 // The URL as logs may show it: scheme and host only. Chat webhooks carry their secret in the
@@ -54,7 +56,7 @@ class WebhookSender {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::deque<std::string> queue_;
+  common::DropOldestQueue<std::string> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   WebhookStats stats_;

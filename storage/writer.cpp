@@ -18,8 +18,11 @@ SampleWriter::SampleWriter(std::unique_ptr<Store> store, int64_t run_id, size_t 
                            std::chrono::milliseconds flush_interval)
     : store_(std::move(store)),
       run_id_(run_id),
-      capacity_(capacity == 0 ? 1 : capacity),
-      flush_interval_(flush_interval) {
+      flush_interval_(flush_interval),
+      batches_(capacity),
+      events_(kMaxQueuedEvents),
+      incident_events_(kMaxQueuedEvents),
+      health_(kMaxQueuedEvents) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "sw-writer");
     run();
@@ -38,11 +41,7 @@ SampleWriter::~SampleWriter() {
 void SampleWriter::submit(collectors::SampleBatch batch) {
   {
     std::lock_guard lock(mutex_);
-    while (batches_.size() >= capacity_) {
-      batches_.pop_front();
-      ++stats_.dropped_batches;
-    }
-    batches_.push_back(std::move(batch));
+    stats_.dropped_batches += batches_.push(std::move(batch));
   }
   wake_.notify_one();
 }
@@ -58,8 +57,7 @@ void SampleWriter::submitDevices(collectors::DeviceTree tree, int64_t seen_ms) {
 void SampleWriter::submitEvent(AgentEvent event) {
   {
     std::lock_guard lock(mutex_);
-    if (events_.size() >= kMaxQueuedEvents) events_.pop_front();
-    events_.push_back(std::move(event));
+    events_.push(std::move(event));
   }
   wake_.notify_one();
 }
@@ -67,8 +65,7 @@ void SampleWriter::submitEvent(AgentEvent event) {
 void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
   {
     std::lock_guard lock(mutex_);
-    if (incident_events_.size() >= kMaxQueuedEvents) incident_events_.pop_front();
-    incident_events_.push_back(std::move(event));
+    incident_events_.push(std::move(event));
   }
   wake_.notify_one();
 }
@@ -76,8 +73,7 @@ void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
 void SampleWriter::submitHealth(HealthRecord record) {
   {
     std::lock_guard lock(mutex_);
-    if (health_.size() >= kMaxQueuedEvents) health_.pop_front();
-    health_.push_back(std::move(record));
+    health_.push(std::move(record));
   }
   wake_.notify_one();
 }
@@ -92,15 +88,11 @@ WriterStats SampleWriter::stats() const {
 // Takes what is queued, writes it with the lock released, and puts it back on failure so
 // that a full disk or a locked DB costs a retry, not the data (up to the queue's capacity).
 bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
-  std::vector<collectors::SampleBatch> batches(std::make_move_iterator(batches_.begin()),
-                                               std::make_move_iterator(batches_.end()));
-  batches_.clear();
-  std::deque<AgentEvent> events;
-  events.swap(events_);
-  std::deque<LiveIncidentEvent> incident_events;
-  incident_events.swap(incident_events_);
-  std::deque<HealthRecord> health;
-  health.swap(health_);
+  std::deque<collectors::SampleBatch> taken = batches_.takeAll();
+  std::vector<collectors::SampleBatch> batches(std::make_move_iterator(taken.begin()), std::make_move_iterator(taken.end()));
+  std::deque<AgentEvent> events = events_.takeAll();
+  std::deque<LiveIncidentEvent> incident_events = incident_events_.takeAll();
+  std::deque<HealthRecord> health = health_.takeAll();
   auto devices = std::move(devices_);
   devices_.reset();
   lock.unlock();
@@ -137,7 +129,7 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
                                std::to_string(failed_attempts_) + " attempts, last error: " + last_error_ + "); " +
                                std::to_string(dropped) + " intervals dropped meanwhile";
       spdlog::warn("writer: writing again: {}", text);
-      events_.push_back({now_ms, "writer", "warning", text});  // written with the next flush
+      events_.push({now_ms, "writer", "warning", text});  // written with the next flush
       failing_since_ms_.reset();
       failed_attempts_ = 0;
     }
@@ -151,17 +143,10 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   ++failed_attempts_;
   // Put back what failed, older than anything queued meanwhile, within the capacity.
   if (!batches_written) {
-    for (auto it = events.rbegin(); it != events.rend(); ++it) events_.push_front(std::move(*it));
-    while (events_.size() > kMaxQueuedEvents) events_.pop_front();
-    for (auto it = batches.rbegin(); it != batches.rend(); ++it) batches_.push_front(std::move(*it));
+    events_.putBack(std::move(events));
+    stats_.dropped_batches += batches_.putBack({std::make_move_iterator(batches.begin()), std::make_move_iterator(batches.end())});
   }
-  while (batches_.size() > capacity_) {
-    batches_.pop_front();
-    ++stats_.dropped_batches;
-  }
-  for (auto it = incident_events.rbegin(); it != incident_events.rend(); ++it) {
-    incident_events_.push_front(std::move(*it));
-  }
+  incident_events_.putBack(std::move(incident_events));
   if (!devices_ && devices) devices_ = std::move(devices);
   return false;
 }
@@ -213,7 +198,7 @@ void SampleWriter::run() {
     // Let the next flush interval's batches gather; finish() or a half-full queue cuts it short.
     if (flush_interval_.count() > 0) {
       wake_.wait_for(lock, flush_interval_,
-                     [this] { return stopping_ || batches_.size() >= capacity_ / 2; });
+                     [this] { return stopping_ || batches_.size() >= batches_.capacity() / 2; });
       if (stopping_) break;
     }
   }
@@ -229,8 +214,7 @@ bool SampleWriter::finish(int64_t ended_ms) {
   std::unique_lock lock(mutex_);
   bool ok = writePending(lock);
   if (!ok) {
-    stats_.dropped_batches += batches_.size();
-    batches_.clear();
+    stats_.dropped_batches += batches_.clear();
   }
   const uint64_t dropped = stats_.dropped_batches;
   lock.unlock();

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "common/drop_oldest_queue.h"
 #include "storage/store.h"
 
 namespace stallwatch::storage {
@@ -58,15 +59,14 @@ class SampleWriter {
 
   std::unique_ptr<Store> store_;
   const int64_t run_id_;
-  const size_t capacity_;
   const std::chrono::milliseconds flush_interval_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<collectors::SampleBatch> batches_;
-  std::deque<AgentEvent> events_;
-  std::deque<LiveIncidentEvent> incident_events_;
-  std::deque<HealthRecord> health_;
+  common::DropOldestQueue<collectors::SampleBatch> batches_;
+  common::DropOldestQueue<AgentEvent> events_;
+  common::DropOldestQueue<LiveIncidentEvent> incident_events_;
+  common::DropOldestQueue<HealthRecord> health_;
   std::optional<std::pair<collectors::DeviceTree, int64_t>> devices_;
   bool stopping_ = false;
   WriterStats stats_;
