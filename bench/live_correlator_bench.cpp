@@ -21,14 +21,14 @@ SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
     if (i == 0) {
       stallwatch::collectors::JobDescription d;
       d.key = key;
-      d.gpus = "GPU-" + std::to_string(j);
+      d.gpus = {"GPU-" + std::to_string(j)};
       b.job_updates.push_back(d);
       b.job_devices.push_back({key, "nvme0n1", 259, 0, "", 1});
       b.job_devices.push_back({key, "loop" + std::to_string(j), 7, static_cast<uint32_t>(j), "", 1});
     }
     stallwatch::collectors::JobSample s;
     s.key = key;
-    s.gpus = "GPU-" + std::to_string(j);
+    s.gpus = {"GPU-" + std::to_string(j)};
     s.gpu_util_percent = stalled ? noise(0, 5) : noise(60, 90);
     s.read_bytes_per_second = 1e8;
     b.jobs.push_back(s);

@@ -49,12 +49,6 @@ std::string jobLabels(const std::map<std::string, std::string>& env) {
   return out;
 }
 
-std::string join(const std::set<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
-  return out;
-}
-
 std::optional<int32_t> parseRank(const std::string& text) {
   constexpr long kMaxRank = 1 << 24;
   char* end = nullptr;
@@ -185,7 +179,7 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
         Job* job = attach(p.pid, {}, now_ms, out);
         if (!job) continue;
         if (job->gpus.insert(g.uuid).second) {
-          job->description.gpus = join(job->gpus);
+          job->description.gpus.assign(job->gpus.begin(), job->gpus.end());
           job->changed = true;
         }
         // A rank may hold a context on another GPU too (a stray cuda:0): its GPU is the one

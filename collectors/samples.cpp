@@ -10,14 +10,11 @@ struct GpuMeans {
   std::optional<double> active;
 };
 
-// The mean of each reading over the GPUs named in UUIDS (comma-separated).
-GpuMeans meansOf(const std::string& uuids, const std::vector<GpuSample>& gpus) {
+// The mean of each reading over the GPUs named in UUIDS.
+GpuMeans meansOf(const std::vector<std::string>& uuids, const std::vector<GpuSample>& gpus) {
   double util = 0, active = 0;
   int util_n = 0, active_n = 0;
-  size_t start = 0;
-  while (start < uuids.size()) {
-    const size_t end = uuids.find(',', start);
-    const std::string_view uuid(uuids.data() + start, (end == std::string::npos ? uuids.size() : end) - start);
+  for (const auto& uuid : uuids) {
     for (const auto& g : gpus) {
       if (g.uuid != uuid) continue;
       if (g.utilization_percent) {
@@ -29,8 +26,6 @@ GpuMeans meansOf(const std::string& uuids, const std::vector<GpuSample>& gpus) {
         ++active_n;
       }
     }
-    if (end == std::string::npos) break;
-    start = end + 1;
   }
   GpuMeans m;
   if (util_n) m.util = util / util_n;
@@ -53,7 +48,8 @@ void attachJobGpuUtilization(SampleBatch& batch) {
     job.gpu_work_percent = m.active;
   }
   for (auto& rank : batch.ranks) {
-    const GpuMeans m = meansOf(rank.gpu, batch.gpus);
+    if (rank.gpu.empty()) continue;
+    const GpuMeans m = meansOf({rank.gpu}, batch.gpus);
     rank.gpu_util_percent = m.util;
     rank.gpu_work_percent = m.active;
   }

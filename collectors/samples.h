@@ -83,7 +83,7 @@ struct JobDescription {
   uint32_t root_pid = 0;
   std::string cmdline;
   std::string labels;  // SLURM_JOB_ID=..,RANK=.. as found in the environment
-  std::string gpus;    // comma-separated GPU UUIDs the job's processes hold
+  std::vector<std::string> gpus;  // UUIDs of the GPUs the job's processes hold
   int64_t started_ms = 0;
   std::optional<int64_t> ended_ms;
 };
@@ -105,7 +105,7 @@ struct JobSample {
   std::optional<uint64_t> samples;
   std::optional<double> data_wait_seconds;
   std::optional<double> step_seconds;
-  std::string gpus;  // the job's GPU UUIDs, comma-separated (for the recorder's mean below)
+  std::vector<std::string> gpus;  // the job's GPU UUIDs (for the recorder's mean below)
   std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
   std::optional<double> gpu_work_percent;  // mean GPM work of the job's GPUs (gpuWorkPercent)
 };

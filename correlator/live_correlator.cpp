@@ -9,11 +9,6 @@ std::optional<double> toOptional(const std::optional<uint64_t>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
-uint32_t countGpus(const std::string& uuids) {
-  if (uuids.empty()) return 0;
-  return static_cast<uint32_t>(std::count(uuids.begin(), uuids.end(), ',')) + 1;
-}
-
 template <typename T>
 void dropFront(std::vector<T>& v, size_t n) {
   v.erase(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
@@ -43,7 +38,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const
   JobSeries& s = job.series;
   s.ts_ms.push_back(b.wall_time_ms);
   s.interval_s.push_back(b.interval_seconds);
-  s.gpu_count = std::max(s.gpu_count, countGpus(j.gpus));
+  s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
   s.gpu_util_percent.push_back(j.gpu_util_percent);
   s.gpu_work_percent.push_back(j.gpu_work_percent);
   s.steps.push_back(toOptional(j.steps));

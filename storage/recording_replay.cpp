@@ -1,4 +1,5 @@
 #include "storage/recording.h"
+#include "storage/sql_row.h"
 
 #include <algorithm>
 #include <memory>
@@ -98,7 +99,7 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
       j.root_pid = static_cast<uint32_t>(job.root_pid);
       j.cmdline = job.cmdline;
       j.labels = job.labels;
-      for (const auto& uuid : job.gpu_uuids) j.gpus += (j.gpus.empty() ? "" : ",") + uuid;
+      j.gpus = job.gpu_uuids;
       j.started_ms = job.started_ms;
       facts.push_back({j.started_ms, j, std::nullopt, std::nullopt});
       if (job.ended_ms) {
@@ -210,7 +211,9 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
       interval_ms = r.getColumn(1).getInt64();
       collectors::JobSample j;
       j.key = r.getColumn(2).getString();
-      j.gpus = r.getColumn(3).getString();
+      for (auto& uuid : splitList(r.getColumn(3).getString())) {
+        if (!uuid.empty()) j.gpus.push_back(std::move(uuid));
+      }
       j.processes = static_cast<uint32_t>(r.getColumn(4).getInt64());
       j.workers = static_cast<uint32_t>(r.getColumn(5).getInt64());
       j.read_bytes_per_second = optionalDouble(r.getColumn(6));

@@ -488,7 +488,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(3, static_cast<int64_t>(j.root_pid));
     bindText(st, 4, j.cmdline);
     bindText(st, 5, j.labels);
-    bindText(st, 6, j.gpus);
+    bindText(st, 6, join(j.gpus));  // comma-separated in the DB
     st.bind(7, j.started_ms);
     bindOptional(st, 8, j.ended_ms);
     st.bind(9, b.wall_time_ms);

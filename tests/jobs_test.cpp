@@ -136,7 +136,7 @@ TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   std::map<std::string, JobDescription> jobs;
   for (const auto& d : first.job_updates) jobs[d.key] = d;
   ASSERT_EQ(jobs.count("torchelastic:run7"), 1u);
-  EXPECT_EQ(jobs["torchelastic:run7"].gpus, "GPU-0,GPU-1");
+  EXPECT_EQ(jobs["torchelastic:run7"].gpus, (std::vector<std::string>{"GPU-0", "GPU-1"}));
   EXPECT_EQ(jobs["torchelastic:run7"].labels, "TORCHELASTIC_RUN_ID=run7,RANK=0");
   EXPECT_EQ(jobs["torchelastic:run7"].label, "python3 train.py");
   ASSERT_EQ(jobs.count("pid:200:1200"), 1u);  // no job label: keyed by pid and start time

@@ -29,7 +29,7 @@ std::vector<SampleBatch> syntheticRun(size_t n, const std::function<bool(size_t)
       collectors::JobDescription d;
       d.key = "pid:100:1";
       d.label = "python train.py";
-      d.gpus = "GPU-a";
+      d.gpus = {"GPU-a"};
       b.job_updates.push_back(d);
       b.job_devices.push_back({"pid:100:1", "loop1", 7, 1, "", 3});
       b.job_devices.push_back({"pid:100:1", "vda", 254, 0, "loop1", 3});
@@ -37,7 +37,7 @@ std::vector<SampleBatch> syntheticRun(size_t n, const std::function<bool(size_t)
     const bool s = stalled(i);
     collectors::JobSample j;
     j.key = "pid:100:1";
-    j.gpus = "GPU-a";
+    j.gpus = {"GPU-a"};
     j.gpu_util_percent = s ? noise(0, 5) : noise(60, 80);
     j.read_bytes_per_second = s ? 5e6 : 100e6;
     j.write_bytes_per_second = 1e6;
