@@ -30,7 +30,7 @@ int runIncidents(const IncidentsArgs& args) {
       size_t jobs = 0, found = 0;
       for (const auto& job : recording.jobs(args.job)) {
         auto series = recording.jobSeries(job, {});
-        const auto analysis = correlator::analyzeRecordedJob(
+        const auto analysis = correlator::analyzeJobOnHost(
             series, [&](model::JobSeries& s, const auto& windows) { recording.addOtherDevices(job, s, windows); });
         store->replaceIncidents(job.job_id, "recompute", analysis.incidents, nowMs());
         ++jobs;

@@ -9,25 +9,6 @@ std::optional<double> toOptional(const std::optional<uint64_t>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
-template <typename T>
-void dropFront(std::vector<T>& v, size_t n) {
-  v.erase(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
-}
-
-template <typename T>
-std::vector<T> from(const std::vector<T>& v, size_t first) {
-  return first < v.size() ? std::vector<T>(v.begin() + static_cast<long>(first), v.end()) : std::vector<T>{};
-}
-
-// The series from interval FIRST on.
-JobSeries tailOf(const JobSeries& s, size_t first) {
-  JobSeries t = s;
-  t.ts_ms = from(s.ts_ms, first);
-  t.interval_s = from(s.interval_s, first);
-  t.forEachSeries([&](Series& x) { x = from(x, first); });
-  return t;
-}
-
 }  // namespace
 
 LiveCorrelator::LiveCorrelator(LiveConfig config) : config_(std::move(config)) {
@@ -36,69 +17,47 @@ LiveCorrelator::LiveCorrelator(LiveConfig config) : config_(std::move(config)) {
 
 void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const collectors::SampleBatch& b) {
   JobSeries& s = job.series;
-  s.ts_ms.push_back(b.wall_time_ms);
-  s.interval_s.push_back(b.interval_seconds);
+  const size_t i = model::appendInterval(s, b.wall_time_ms, b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
-  s.gpu_util_percent.push_back(j.gpu_util_percent);
-  s.gpu_work_percent.push_back(j.gpu_work_percent);
-  s.steps.push_back(toOptional(j.steps));
-  s.data_wait_s.push_back(j.data_wait_seconds);
-  s.step_s.push_back(j.step_seconds);
-  s.read_bytes_per_s.push_back(j.read_bytes_per_second);
-  s.write_bytes_per_s.push_back(j.write_bytes_per_second);
-  s.workers_cpu.push_back(j.workers_cpu_ratio);
-  s.d_state_threads.push_back(static_cast<double>(j.d_state_threads));
-  std::optional<double> io, cpu;
+  s.gpu_util_percent[i] = j.gpu_util_percent;
+  s.gpu_work_percent[i] = j.gpu_work_percent;
+  s.steps[i] = toOptional(j.steps);
+  s.data_wait_s[i] = j.data_wait_seconds;
+  s.step_s[i] = j.step_seconds;
+  s.read_bytes_per_s[i] = j.read_bytes_per_second;
+  s.write_bytes_per_s[i] = j.write_bytes_per_second;
+  s.workers_cpu[i] = j.workers_cpu_ratio;
+  s.d_state_threads[i] = static_cast<double>(j.d_state_threads);
   for (const auto& p : b.pressure) {
-    if (p.resource == "io") io = p.some_ratio;
-    if (p.resource == "cpu") cpu = p.some_ratio;
+    if (p.resource == "io") s.io_some[i] = p.some_ratio;
+    if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
   }
-  s.io_some.push_back(io);
-  s.cpu_some.push_back(cpu);
   for (auto& d : s.devices) {
-    std::optional<double> r, w, q;
     for (const auto& disk : b.disks) {
-      if (disk.device == d.name) {
-        r = disk.rates.r_await_ms;
-        w = disk.rates.w_await_ms;
-        q = disk.rates.aqu_sz;
-        break;
-      }
+      if (disk.device != d.name) continue;
+      d.r_await_ms[i] = disk.rates.r_await_ms;
+      d.w_await_ms[i] = disk.rates.w_await_ms;
+      d.aqu_sz[i] = disk.rates.aqu_sz;
+      break;
     }
-    d.r_await_ms.push_back(r);
-    d.w_await_ms.push_back(w);
-    d.aqu_sz.push_back(q);
   }
-  // Ranks: this tick's sample of each, a new rank's series starting empty up to now.
+  // Ranks: this tick's sample of each; a rank with no sample this tick (exited, or not seen)
+  // keeps an empty interval.
   for (const auto& r : b.ranks) {
     if (r.key != j.key) continue;
-    auto rank = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& x) { return x.rank == r.rank; });
-    if (rank == s.ranks.end()) {
-      RankSeries fresh;
-      fresh.rank = r.rank;
-      const size_t before = s.size() - 1;
-      fresh.forEachSeries([&](Series& x) { x.assign(before, std::nullopt); });
-      s.ranks.push_back(std::move(fresh));
-      std::sort(s.ranks.begin(), s.ranks.end(), [](const RankSeries& x, const RankSeries& y) { return x.rank < y.rank; });
-      rank = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& x) { return x.rank == r.rank; });
-    }
+    RankSeries& rank = model::addRank(s, r.rank);
     if (auto d = job.rank_facts.find(r.rank); d != job.rank_facts.end()) {
-      rank->pid = d->second.pid;
-      rank->gpu = d->second.gpu;
+      rank.pid = d->second.pid;
+      rank.gpu = d->second.gpu;
     }
-    rank->gpu_util_percent.push_back(r.gpu_util_percent);
-    rank->gpu_work_percent.push_back(r.gpu_work_percent);
-    rank->steps.push_back(toOptional(r.steps));
-    rank->data_wait_s.push_back(r.data_wait_seconds);
-    rank->read_bytes_per_s.push_back(r.read_bytes_per_second);
-    rank->write_bytes_per_s.push_back(r.write_bytes_per_second);
-    rank->workers_cpu.push_back(r.workers_cpu_ratio);
-    rank->d_state_threads.push_back(static_cast<double>(r.d_state_threads));
-  }
-  // A rank with no sample this tick (exited, or not seen) gets an empty interval.
-  for (auto& rank : s.ranks) {
-    if (rank.gpu_util_percent.size() == s.size()) continue;
-    rank.forEachSeries([&](Series& x) { x.resize(s.size()); });
+    rank.gpu_util_percent[i] = r.gpu_util_percent;
+    rank.gpu_work_percent[i] = r.gpu_work_percent;
+    rank.steps[i] = toOptional(r.steps);
+    rank.data_wait_s[i] = r.data_wait_seconds;
+    rank.read_bytes_per_s[i] = r.read_bytes_per_second;
+    rank.write_bytes_per_s[i] = r.write_bytes_per_second;
+    rank.workers_cpu[i] = r.workers_cpu_ratio;
+    rank.d_state_threads[i] = static_cast<double>(r.d_state_threads);
   }
   trim(s);
 }
@@ -107,10 +66,62 @@ void LiveCorrelator::trim(JobSeries& s) const {
   // In steps of an eighth of the window: dropping one interval from the front of every
   // series each tick would move the whole window each time.
   if (s.size() <= config_.window_intervals + config_.window_intervals / 8) return;
-  const size_t n = s.size() - config_.window_intervals;
-  dropFront(s.ts_ms, n);
-  dropFront(s.interval_s, n);
-  s.forEachSeries([&](Series& x) { dropFront(x, n); });
+  model::dropFront(s, s.size() - config_.window_intervals);
+}
+
+size_t LiveCorrelator::tailMargin() const {
+  return 2 * config_.detector.baseline_intervals + config_.detector.warmup_intervals +
+         static_cast<size_t>(config_.open_after_s + config_.close_after_s) + 2;
+}
+
+void LiveCorrelator::recordHostDisks(const collectors::SampleBatch& b) {
+  for (const auto& disk : b.disks) {
+    host_disks_[disk.device].push_back({b.wall_time_ms, disk.rates.r_await_ms, disk.rates.w_await_ms, disk.rates.aqu_sz});
+  }
+  // Kept only as far back as an analysis can look: the tail margin before now, or before the
+  // start of the oldest open incident. (~30 disks x 265 intervals: 0.4 MB while all is well.)
+  const double interval_ms = std::max(b.interval_seconds, 0.001) * 1000;
+  int64_t keep_from = b.wall_time_ms;
+  for (const auto& [key, job] : jobs_) {
+    if (job.open) keep_from = std::min(keep_from, job.open->incident.start_ms);
+  }
+  keep_from -= static_cast<int64_t>(static_cast<double>(tailMargin() + 1) * interval_ms);
+  for (auto it = host_disks_.begin(); it != host_disks_.end();) {
+    auto& points = it->second;
+    while (!points.empty() && points.front().ts_ms < keep_from) points.pop_front();
+    it = points.empty() ? host_disks_.erase(it) : std::next(it);  // a device gone that long is forgotten
+  }
+}
+
+bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t from, size_t to) const {
+  auto host = host_disks_.find(d.name);
+  if (host == host_disks_.end()) return false;
+  const auto& points = host->second;
+  bool any = false;
+  for (size_t i = from; i < to; ++i) {
+    auto at = std::lower_bound(points.begin(), points.end(), s.ts_ms[i],
+                               [](const DiskPoint& p, int64_t ts) { return p.ts_ms < ts; });
+    if (at == points.end() || at->ts_ms != s.ts_ms[i]) continue;
+    d.r_await_ms[i] = at->r_await_ms;
+    d.w_await_ms[i] = at->w_await_ms;
+    d.aqu_sz[i] = at->aqu_sz;
+    any = true;
+  }
+  return any;
+}
+
+void LiveCorrelator::addOtherDevices(JobSeries& s, const std::vector<std::pair<size_t, size_t>>& windows) const {
+  for (const auto& [name, points] : host_disks_) {
+    if (std::any_of(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; })) {
+      continue;
+    }
+    DeviceSeries& d = model::addDevice(s, name, "", false);
+    bool any = false;
+    for (const auto& [first, last] : windows) any = fillFromHost(s, d, first, std::min(last + 1, s.size())) || any;
+    if (!any) {
+      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& x) { return x.name == name; }));
+    }
+  }
 }
 
 // An event about JOB's open incident as it stands.
@@ -137,6 +148,7 @@ std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, Job
 
 std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch& batch) {
   std::vector<IncidentEvent> events;
+  recordHostDisks(batch);
   for (const auto& u : batch.job_updates) {
     auto& job = this->job(u.key);
     job.label = u.label;
@@ -155,21 +167,11 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     auto it = jobs_.find(f.key);
     if (it == jobs_.end() || !it->second.devices.insert({f.device, f.via}).second) continue;
     JobSeries& s = it->second.series;
-    auto same = std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == f.device; });
-    if (same != s.devices.end()) {
-      // Both where some files are and under a device holding others: one series, both roles.
-      if (same->via.empty() && !f.via.empty()) same->via = f.via;
-      same->also_direct = true;
-      continue;
-    }
-    DeviceSeries d;
-    d.name = f.device;
-    d.via = f.via;
-    d.job_reads = true;
-    d.r_await_ms.assign(s.size(), std::nullopt);
-    d.w_await_ms.assign(s.size(), std::nullopt);
-    d.aqu_sz.assign(s.size(), std::nullopt);
-    s.devices.push_back(std::move(d));
+    const bool fresh = std::none_of(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == f.device; });
+    DeviceSeries& d = model::addDevice(s, f.device, f.via, true);
+    // Found now (open files are scanned every few ticks), sampled all along: its history
+    // comes from the host's recent disk samples, as a post-mortem reads it from the DB.
+    if (fresh) fillFromHost(s, d, 0, s.size());
   }
 
   for (const auto& sample : batch.jobs) {
@@ -187,10 +189,10 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       stall_start = static_cast<size_t>(
           std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), job.open->incident.start_ms) - whole.ts_ms.begin());
     }
-    const size_t margin = 2 * config_.detector.baseline_intervals + config_.detector.warmup_intervals +
-                          static_cast<size_t>(config_.open_after_s + config_.close_after_s) + 2;
-    const JobSeries s = tailOf(whole, stall_start > margin ? stall_start - margin : 0);
-    const Analysis a = analyzeJob(s, config_.detector);
+    const size_t margin = tailMargin();
+    JobSeries s = model::tailOf(whole, stall_start > margin ? stall_start - margin : 0);
+    const Analysis a = analyzeJobOnHost(
+        s, [this](JobSeries& t, const auto& windows) { addOtherDevices(t, windows); }, config_.detector);
     // The incident still going on: its last stalled interval is this one or the one before
     // (the detector bridges a single healthy interval).
     const Incident* ongoing = nullptr;

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -85,11 +87,25 @@ class LiveCorrelator {
 
   void append(JobState& job, const collectors::JobSample& sample, const collectors::SampleBatch& batch);
   void trim(JobSeries& s) const;
+  // The host's disks over the last window, for the evidence of which disks were slow besides
+  // the job's (the post-mortem reads the same from the recording).
+  struct DiskPoint {
+    int64_t ts_ms = 0;
+    std::optional<double> r_await_ms, w_await_ms, aqu_sz;
+  };
+  void recordHostDisks(const collectors::SampleBatch& batch);
+  // How far before an open stall (or now) the analysis looks: twice the baseline window, the
+  // warm-up and the open/close delays.
+  size_t tailMargin() const;
+  void addOtherDevices(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows) const;
+  // Fills D's intervals FROM..TO (exclusive) of SERIES from the host's disk samples; true if any.
+  bool fillFromHost(const JobSeries& series, DeviceSeries& d, size_t from, size_t to) const;
   static IncidentEvent eventOf(IncidentEventKind kind, const std::string& key, const JobState& job, int64_t ts_ms);
   std::optional<IncidentEvent> closeOf(const std::string& key, JobState& job, int64_t ts_ms, int64_t end_ms);
 
   LiveConfig config_;
   std::map<std::string, JobState> jobs_;
+  std::map<std::string, std::deque<DiskPoint>> host_disks_;  // by device name
   uint64_t next_id_ = 1;
 };
 

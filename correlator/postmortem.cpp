@@ -5,18 +5,6 @@
 
 namespace stallwatch::correlator {
 
-Analysis analyzeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
-  Analysis a = analyzeJob(series, config);
-  if (a.incidents.empty() || !other_devices) return a;
-  std::vector<std::pair<size_t, size_t>> windows;
-  for (const auto& inc : a.incidents) {
-    const size_t from = inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
-    windows.emplace_back(from, inc.last);
-  }
-  other_devices(series, windows);
-  return analyzeJob(series, config);  // detection does not look at devices: same incidents
-}
-
 double goodputOf(const Analysis& a, const JobSeries& s) {
   double lost = 0;
   for (double l : a.gpu_seconds_lost) lost += l;
@@ -65,7 +53,7 @@ RankFigures rankFigures(const JobSeries& s, const RankSeries& r) {
 
 JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
   JobSummary j;
-  j.analysis = analyzeRecordedJob(series, other_devices, config);
+  j.analysis = analyzeJobOnHost(series, other_devices, config);
   j.goodput = goodputOf(j.analysis, series);
   j.gaps = gapsOf(series);
   for (const auto& d : series.devices) {

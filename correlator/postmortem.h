@@ -1,6 +1,7 @@
 // The post-mortem of one recorded job: the analysis, then what a report says about it
 // (goodput, holes in the samples, device latency and per-rank figures). Pure computation like
-// the rest of the correlator: what it needs of the recording comes in through OtherDevices.
+// the rest of the correlator: what it needs of the recording comes in through OtherDevices
+// (storage's Recording::addOtherDevices).
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,6 @@
 #include "correlator/stall_detector.h"
 
 namespace stallwatch::correlator {
-
-// Adds the host's other devices to SERIES within WINDOWS (interval index ranges, inclusive):
-// what the post-mortem reads of a recording beyond the job's own series (storage's
-// Recording::addOtherDevices), only around incidents.
-using OtherDevices = std::function<void(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows)>;
-
-// Detection, then attribution with the other devices' samples around each incident (twice
-// the baseline window before it): a week-long recording reads other disks only where there
-// is a stall to explain. Detection does not look at devices, so both passes find the same
-// incidents.
-Analysis analyzeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config = {});
 
 // A hole in the job's samples: the agent stopped, or dropped intervals it could not write.
 struct Gap {

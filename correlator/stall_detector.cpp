@@ -475,4 +475,16 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   return a;
 }
 
+Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
+  Analysis a = analyzeJob(series, config);
+  if (a.incidents.empty() || !other_devices) return a;
+  std::vector<std::pair<size_t, size_t>> windows;
+  for (const auto& inc : a.incidents) {
+    const size_t from = inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
+    windows.emplace_back(from, inc.last);
+  }
+  other_devices(series, windows);
+  return analyzeJob(series, config);  // detection does not look at devices: same incidents
+}
+
 }  // namespace stallwatch::correlator

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,18 @@ struct Analysis {
 };
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
+
+// Adds the host's other devices to SERIES within WINDOWS (interval index ranges, inclusive),
+// as devices the job does not read: evidence that a slow disk was the job's alone, or the
+// whole host's. The post-mortem reads them from the recording, the live correlator from the
+// host's recent disk samples.
+using OtherDevices = std::function<void(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows)>;
+
+// Detection, then attribution with the other devices' samples around each incident (twice the
+// baseline window before it): the live agent and the post-mortem make the same claim with the
+// same evidence, and a week-long recording reads other disks only where there is a stall to
+// explain. Detection does not look at devices, so both passes find the same incidents.
+Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config = {});
 
 // The progress baseline and the stall rule, one interval at a time: the median of the last
 // baseline_intervals healthy progress values (however old), kept both in arrival order and

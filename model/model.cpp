@@ -1,7 +1,93 @@
 #include "model/incident.h"
 #include "model/series.h"
 
+#include <algorithm>
+#include <tuple>
+
 namespace stallwatch::model {
+namespace {
+
+template <typename T>
+void dropFrontOf(std::vector<T>& v, size_t n) {
+  v.erase(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
+}
+
+// Where a device sits in the one order: the job's before the host's others; among the job's,
+// those it reads directly before those only under another device; then by name.
+auto deviceOrder(const DeviceSeries& d) { return std::make_tuple(!d.job_reads, !d.direct(), d.name); }
+
+}  // namespace
+
+size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
+  s.ts_ms.push_back(ts_ms);
+  s.interval_s.push_back(interval_s);
+  s.forEachSeries([](Series& x) { x.emplace_back(); });
+  return s.ts_ms.size() - 1;
+}
+
+DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string& via, bool job_reads) {
+  auto same = std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; });
+  if (same != s.devices.end()) {
+    if (!job_reads || !same->job_reads || same->via == via) return *same;
+    // Both where some of the job's files are and under a device holding others (vda under
+    // loop0, with the job's scripts on vda): one series, both relations.
+    if (same->via.empty()) {
+      same->via = via;
+      same->also_direct = true;
+    } else if (via.empty()) {
+      same->also_direct = true;
+    }
+  } else {
+    DeviceSeries d;
+    d.name = name;
+    d.via = via;
+    d.job_reads = job_reads;
+    for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) x->assign(s.size(), std::nullopt);
+    s.devices.push_back(std::move(d));
+  }
+  std::stable_sort(s.devices.begin(), s.devices.end(),
+                   [](const DeviceSeries& a, const DeviceSeries& b) { return deviceOrder(a) < deviceOrder(b); });
+  return *std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; });
+}
+
+RankSeries& addRank(JobSeries& s, int32_t rank) {
+  auto at = std::lower_bound(s.ranks.begin(), s.ranks.end(), rank,
+                             [](const RankSeries& r, int32_t value) { return r.rank < value; });
+  if (at != s.ranks.end() && at->rank == rank) return *at;
+  RankSeries fresh;
+  fresh.rank = rank;
+  fresh.forEachSeries([&](Series& x) { x.assign(s.size(), std::nullopt); });
+  return *s.ranks.insert(at, std::move(fresh));
+}
+
+void dropFront(JobSeries& s, size_t n) {
+  dropFrontOf(s.ts_ms, n);
+  dropFrontOf(s.interval_s, n);
+  s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
+}
+
+JobSeries tailOf(const JobSeries& s, size_t first) {
+  // Copies only the tail: the live correlator cuts one from an hour's window while a stall is on.
+  JobSeries t;
+  t.gpu_count = s.gpu_count;
+  for (const auto& d : s.devices) t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
+  for (const auto& r : s.ranks) {
+    RankSeries e;
+    e.rank = r.rank;
+    e.pid = r.pid;
+    e.gpu = r.gpu;
+    t.ranks.push_back(std::move(e));
+  }
+  auto from = [first](const auto& v) { return std::vector(v.begin() + static_cast<long>(std::min(first, v.size())), v.end()); };
+  t.ts_ms = from(s.ts_ms);
+  t.interval_s = from(s.interval_s);
+  // forEachSeries visits both in the same order; it does not modify S.
+  std::vector<const Series*> source;
+  const_cast<JobSeries&>(s).forEachSeries([&](Series& x) { source.push_back(&x); });
+  size_t k = 0;
+  t.forEachSeries([&](Series& x) { x = from(*source[k++]); });
+  return t;
+}
 
 const char* toString(ProgressSignal signal) {
   switch (signal) {

@@ -4,6 +4,7 @@
 // that judges it (correlator), so that neither includes the other.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,6 +70,25 @@ struct JobSeries {
     for (auto& r : ranks) r.forEachSeries(fn);
   }
 };
+
+// Building a JobSeries: the one way the live correlator (a batch at a time) and the recording
+// reader (row by row) assemble one, so that every series keeps the same length and devices and
+// ranks the same order whichever path built it.
+//
+// Opens interval I = size() at TS_MS, every series (the job's, each device's, each rank's)
+// empty for it; returns I.
+size_t appendInterval(JobSeries& series, int64_t ts_ms, double interval_s);
+// The device NAME the job's files were seen on (directly, or under VIA), or, with JOB_READS
+// false, one of the host's other devices: created with an empty history, or given its second
+// relation (a device both holding files and under a device that holds others). Devices stay
+// in one order: the job's, those it reads directly first, then by name; then the others by name.
+DeviceSeries& addDevice(JobSeries& series, const std::string& name, const std::string& via, bool job_reads);
+// The rank RANK, created with an empty history; ranks stay in rank order.
+RankSeries& addRank(JobSeries& series, int32_t rank);
+// Drops the first N intervals of every series.
+void dropFront(JobSeries& series, size_t n);
+// The series from interval FIRST on.
+JobSeries tailOf(const JobSeries& series, size_t first);
 
 // What a job's progress is judged by, best first (correlator/stall_detector.h says why):
 // dataloader steps, GPM work, the least busy rank's GPU utilisation, GPU utilisation.

@@ -48,17 +48,6 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
   });
 }
 
-model::DeviceSeries emptyDevice(std::string name, std::string via, bool job_reads, size_t n) {
-  model::DeviceSeries d;
-  d.name = std::move(name);
-  d.via = std::move(via);
-  d.job_reads = job_reads;
-  d.r_await_ms.assign(n, std::nullopt);
-  d.w_await_ms.assign(n, std::nullopt);
-  d.aqu_sz.assign(n, std::nullopt);
-  return d;
-}
-
 // The job's ranks (schema 6), each aligned on the job's ticks.
 void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, model::JobSeries& s) {
   const size_t n = s.size();
@@ -67,12 +56,9 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
   facts.bind(":job_id", job_id);
   const Columns f(facts);
   while (facts.executeStep()) {
-    model::RankSeries r;
-    r.rank = static_cast<int32_t>(f.int64("rank"));
+    model::RankSeries& r = model::addRank(s, static_cast<int32_t>(f.int64("rank")));
     r.pid = static_cast<uint32_t>(f.int64("pid"));
     r.gpu = f.text("gpu");
-    r.forEachSeries([&](model::Series& x) { x.assign(n, std::nullopt); });
-    s.ranks.push_back(std::move(r));
   }
   if (s.ranks.size() < 2) {
     s.ranks.clear();
@@ -276,24 +262,21 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     while (q.executeStep()) {
       const int64_t ts = q.getColumn(ts_c).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
-      s.gpu_util_percent.push_back(optionalReal(q.getColumn(util_c)));
-      s.gpu_work_percent.push_back(optionalReal(q.getColumn(work_c)));
-      s.ts_ms.push_back(ts);
-      s.interval_s.push_back(q.getColumn(interval_c).getDouble() / 1000.0);
-      s.steps.push_back(optionalReal(q.getColumn(steps_c)));
-      s.data_wait_s.push_back(optionalReal(q.getColumn(wait_c)));
-      s.step_s.push_back(optionalReal(q.getColumn(step_c)));
-      s.read_bytes_per_s.push_back(optionalReal(q.getColumn(read_c)));
-      s.write_bytes_per_s.push_back(optionalReal(q.getColumn(write_c)));
-      s.workers_cpu.push_back(optionalReal(q.getColumn(cpu_c)));
-      s.d_state_threads.push_back(optionalReal(q.getColumn(d_c)));
+      const size_t i = model::appendInterval(s, ts, q.getColumn(interval_c).getDouble() / 1000.0);
+      s.gpu_util_percent[i] = optionalReal(q.getColumn(util_c));
+      s.gpu_work_percent[i] = optionalReal(q.getColumn(work_c));
+      s.steps[i] = optionalReal(q.getColumn(steps_c));
+      s.data_wait_s[i] = optionalReal(q.getColumn(wait_c));
+      s.step_s[i] = optionalReal(q.getColumn(step_c));
+      s.read_bytes_per_s[i] = optionalReal(q.getColumn(read_c));
+      s.write_bytes_per_s[i] = optionalReal(q.getColumn(write_c));
+      s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
+      s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
     }
   }
   const size_t n = s.ts_ms.size();
   if (n == 0) return s;
   const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
-  s.io_some.assign(n, std::nullopt);
-  s.cpu_some.assign(n, std::nullopt);
 
   // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for
   // recordings without it, the mean over the job's GPUs, one ordered index scan per GPU.
@@ -335,27 +318,16 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
                                  "USING (device_id) WHERE jd.job_id = :job_id ORDER BY jd.via <> '', b.name");
   devices.bind(":job_id", job.job_id);
   const Columns dc(devices);
-  // A device can be both where some of the job's files are and under a device holding
-  // others (vda under loop0, with the job's scripts on vda): one series, both relations.
-  std::vector<std::pair<int64_t, model::DeviceSeries>> loaded;
+  std::map<std::string, int64_t> device_ids;
   while (devices.executeStep()) {
-    const std::string name = dc.text("name");
-    const std::string via = dc.text("via");
-    auto same = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.second.name == name; });
-    if (same != loaded.end()) {
-      model::DeviceSeries& d = same->second;
-      if (d.via.empty()) {
-        d.via = via;
-        d.also_direct = true;
-      }
-      continue;
-    }
-    loaded.emplace_back(dc.int64("device_id"), emptyDevice(name, via, true, n));
+    model::addDevice(s, dc.text("name"), dc.text("via"), true);
+    device_ids.emplace(dc.text("name"), dc.int64("device_id"));
   }
-  for (auto& [id, d] : loaded) {
+  // Only devices with samples in the span stay.
+  for (auto it = s.devices.begin(); it != s.devices.end();) {
     bool any = false;
-    loadDevice(db_, id, s.ts_ms, from, to, d, any);
-    if (any) s.devices.push_back(std::move(d));
+    loadDevice(db_, device_ids.at(it->name), s.ts_ms, from, to, *it, any);
+    it = any ? std::next(it) : s.devices.erase(it);
   }
   if (version_ >= 6) loadRanks(db_, job.job_id, from, to, s);
   return s;
@@ -368,12 +340,15 @@ void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s, const
   q.bind(":job_id", job.job_id);
   const Columns c(q);
   while (q.executeStep()) {
-    auto d = emptyDevice(c.text("name"), "", false, s.size());
+    const std::string name = c.text("name");
+    model::DeviceSeries& d = model::addDevice(s, name, "", false);
     bool any = false;
     for (const auto& [first, last] : windows) {
       loadDevice(db_, c.int64("device_id"), s.ts_ms, s.ts_ms[first], s.ts_ms[std::min(last, s.size() - 1)], d, any);
     }
-    if (any) s.devices.push_back(std::move(d));
+    if (!any) {
+      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(), [&](const auto& x) { return x.name == name; }));
+    }
   }
 }
 
