@@ -9,17 +9,20 @@ namespace {
 
 const char* outcomeName(collectors::Outcome o) {
   switch (o) {
-    case collectors::Outcome::kData: return "data";
-    case collectors::Outcome::kNoData: return "no data";
-    case collectors::Outcome::kError: return "error";
+    case collectors::Outcome::kData:
+      return "data";
+    case collectors::Outcome::kNoData:
+      return "no data";
+    case collectors::Outcome::kError:
+      return "error";
   }
   return "?";
 }
 
 }  // namespace
 
-CollectorSet::CollectorSet(const std::set<std::string>& enabled, const collectors::CollectorConfig& config,
-                           EventSink events)
+CollectorSet::CollectorSet(const std::set<std::string>& enabled,
+                           const collectors::CollectorConfig& config, EventSink events)
     : events_(std::move(events)) {
   for (const auto& entry : collectors::collectorTable()) {
     if (!enabled.count(entry.name)) continue;
@@ -44,9 +47,15 @@ void CollectorSet::account(Active& a, const collectors::CollectResult& r, int64_
   a.stats.last_ok = r.outcome != collectors::Outcome::kError;
   a.stats.skipped += r.skipped;
   switch (r.outcome) {
-    case collectors::Outcome::kData: ++a.stats.data; break;
-    case collectors::Outcome::kNoData: ++a.stats.no_data; break;
-    case collectors::Outcome::kError: ++a.stats.errors; break;
+    case collectors::Outcome::kData:
+      ++a.stats.data;
+      break;
+    case collectors::Outcome::kNoData:
+      ++a.stats.no_data;
+      break;
+    case collectors::Outcome::kError:
+      ++a.stats.errors;
+      break;
   }
   if (!r.notice.empty()) {
     spdlog::info("{}: {}", a.stats.name, r.notice);
@@ -57,12 +66,13 @@ void CollectorSet::account(Active& a, const collectors::CollectResult& r, int64_
   // success.
   const bool priming = r.outcome == collectors::Outcome::kNoData && r.message.empty();
   if (!priming) {
-    const bool changed =
-        a.last_outcome != r.outcome || (r.outcome == collectors::Outcome::kError && r.message != a.last_message);
+    const bool changed = a.last_outcome != r.outcome ||
+                         (r.outcome == collectors::Outcome::kError && r.message != a.last_message);
     const bool first_success = !a.last_outcome && r.outcome == collectors::Outcome::kData;
     if (changed && !first_success) {
       const bool bad = r.outcome == collectors::Outcome::kError;
-      const std::string text = std::string(outcomeName(r.outcome)) + (r.message.empty() ? "" : ": " + r.message);
+      const std::string text =
+          std::string(outcomeName(r.outcome)) + (r.message.empty() ? "" : ": " + r.message);
       if (bad) {
         spdlog::warn("{}: {}", a.stats.name, text);
       } else {
@@ -74,7 +84,8 @@ void CollectorSet::account(Active& a, const collectors::CollectResult& r, int64_
     a.last_message = r.message;
   }
   if (r.skipped > 0 && r.outcome == collectors::Outcome::kData && a.stats.skipped == r.skipped) {
-    spdlog::warn("{}: skipped {} malformed value(s), first: {}", a.stats.name, r.skipped, r.message);
+    spdlog::warn("{}: skipped {} malformed value(s), first: {}", a.stats.name, r.skipped,
+                 r.message);
   }
 }
 

@@ -22,7 +22,8 @@ class CollectorSet {
   using EventSink = std::function<void(storage::AgentEvent)>;
 
   // The collectors of collectorTable() named in ENABLED, in the table's order.
-  CollectorSet(const std::set<std::string>& enabled, const collectors::CollectorConfig& config, EventSink events);
+  CollectorSet(const std::set<std::string>& enabled, const collectors::CollectorConfig& config,
+               EventSink events);
 
   // Runs every collector into BATCH. A notice is said once; a change of outcome (not every
   // repetition of it) is logged and recorded.

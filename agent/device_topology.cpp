@@ -4,7 +4,8 @@
 
 namespace stallwatch::agent {
 
-DeviceTopology::DeviceTopology(const collectors::SystemRoot& root, std::chrono::seconds rescan_every)
+DeviceTopology::DeviceTopology(const collectors::SystemRoot& root,
+                               std::chrono::seconds rescan_every)
     : root_(root),
       rescan_every_(rescan_every),
       udev_(collectors::makeUdevSourceFor(root)),
@@ -12,15 +13,18 @@ DeviceTopology::DeviceTopology(const collectors::SystemRoot& root, std::chrono::
       last_rescan_(std::chrono::steady_clock::now()) {}
 
 void DeviceTopology::rescan() {
-  const auto tree = std::make_shared<const collectors::DeviceTree>(collectors::scanBlockDevices(root_, *udev_));
+  const auto tree =
+      std::make_shared<const collectors::DeviceTree>(collectors::scanBlockDevices(root_, *udev_));
   for (const auto& s : subscribers_) s(tree);
   last_rescan_ = std::chrono::steady_clock::now();
 }
 
-void DeviceTopology::afterTick(const collectors::SampleBatch& batch, std::chrono::steady_clock::time_point now) {
-  const bool same = batch.disks.size() == disk_names_.size() &&
-                    std::equal(batch.disks.begin(), batch.disks.end(), disk_names_.begin(),
-                               [](const auto& d, const std::string& name) { return d.device == name; });
+void DeviceTopology::afterTick(const collectors::SampleBatch& batch,
+                               std::chrono::steady_clock::time_point now) {
+  const bool same =
+      batch.disks.size() == disk_names_.size() &&
+      std::equal(batch.disks.begin(), batch.disks.end(), disk_names_.begin(),
+                 [](const auto& d, const std::string& name) { return d.device == name; });
   const bool devices_changed = !same && !disk_names_.empty();
   if (!same) {
     disk_names_.clear();

@@ -6,13 +6,15 @@ namespace stallwatch::agent {
 namespace {
 
 int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
 }  // namespace
 
-HealthMonitor::HealthMonitor(HealthConfig config, std::shared_ptr<health::DriveReader> reader, Callback on_result)
+HealthMonitor::HealthMonitor(HealthConfig config, std::shared_ptr<health::DriveReader> reader,
+                             Callback on_result)
     : config_(config), reader_(std::move(reader)), on_result_(std::move(on_result)) {
   thread_ = std::thread([this] { run(); });
 }
@@ -31,7 +33,8 @@ void HealthMonitor::setTargets(std::vector<health::DriveTarget> targets) {
     std::lock_guard lock(mutex_);
     // A rescan that found the same drives changes nothing; a new drive is read at once.
     bool same = targets.size() == targets_.size();
-    for (size_t i = 0; same && i < targets.size(); ++i) same = targets[i].device == targets_[i].device;
+    for (size_t i = 0; same && i < targets.size(); ++i)
+      same = targets[i].device == targets_[i].device;
     if (same) return;
     targets_ = std::move(targets);
     targets_changed_ = true;
@@ -77,7 +80,8 @@ void HealthMonitor::readOne(const health::DriveTarget& target) {
       ++stats_.timeouts;
       hung_[target.device] = pending;
       r.timed_out = true;
-      r.error = "no answer within " + std::to_string(config_.timeout.count()) + " ms (abandoned; not asked again until it returns)";
+      r.error = "no answer within " + std::to_string(config_.timeout.count()) +
+                " ms (abandoned; not asked again until it returns)";
       r.reading.device = target.device;
       r.reading.kind = target.kind;
       r.reading.note = r.error;
@@ -90,9 +94,11 @@ void HealthMonitor::readOne(const health::DriveTarget& target) {
       r.reading.note = t.error;
       if (health::isPermissionError(t.error)) {
         if (!warned_permission_) {
-          spdlog::warn("health: reading SMART needs root (or CAP_SYS_RAWIO for ATA, CAP_SYS_ADMIN for NVMe): "
-                       "{}; drive health is unknown until then, recording goes on",
-                       t.error);
+          spdlog::warn(
+              "health: reading SMART needs root (or CAP_SYS_RAWIO for ATA, CAP_SYS_ADMIN for "
+              "NVMe): "
+              "{}; drive health is unknown until then, recording goes on",
+              t.error);
           warned_permission_ = true;
         }
       } else {
@@ -103,7 +109,8 @@ void HealthMonitor::readOne(const health::DriveTarget& target) {
     }
   }
   const auto previous = last_reading_.find(target.device);
-  r.verdict = health::judge(r.reading, previous == last_reading_.end() ? nullptr : &previous->second);
+  r.verdict =
+      health::judge(r.reading, previous == last_reading_.end() ? nullptr : &previous->second);
   const std::string verdict = health::toString(r.verdict.verdict);
   if (auto last = last_verdict_.find(target.device); last != last_verdict_.end()) {
     r.previous_verdict = last->second;
@@ -111,7 +118,8 @@ void HealthMonitor::readOne(const health::DriveTarget& target) {
   }
   last_verdict_[target.device] = verdict;
   // Rising rules compare with the last reading that had data.
-  if (r.error.empty() && (r.reading.smart_available || r.reading.passed)) last_reading_[target.device] = r.reading;
+  if (r.error.empty() && (r.reading.smart_available || r.reading.passed))
+    last_reading_[target.device] = r.reading;
   on_result_(r);
 }
 
@@ -119,7 +127,8 @@ void HealthMonitor::run() {
   std::unique_lock lock(mutex_);
   auto next_round = std::chrono::steady_clock::now();
   while (true) {
-    wake_.wait_until(lock, next_round, [&] { return stopping_ || !requested_.empty() || targets_changed_; });
+    wake_.wait_until(lock, next_round,
+                     [&] { return stopping_ || !requested_.empty() || targets_changed_; });
     if (stopping_) break;
     const bool round = std::chrono::steady_clock::now() >= next_round || targets_changed_;
     std::vector<health::DriveTarget> due;
@@ -127,7 +136,8 @@ void HealthMonitor::run() {
       if (round || requested_.count(t.device)) due.push_back(t);
     }
     requested_.clear();
-    if (round && !targets_changed_) next_round = std::chrono::steady_clock::now() + config_.interval;
+    if (round && !targets_changed_)
+      next_round = std::chrono::steady_clock::now() + config_.interval;
     if (targets_changed_ && next_round <= std::chrono::steady_clock::now()) {
       next_round = std::chrono::steady_clock::now() + config_.interval;
     }

@@ -30,9 +30,9 @@ struct HealthResult {
   health::DriveReading reading;
   health::HealthVerdict verdict;
   int64_t ts_ms = 0;
-  bool changed = false;     // the verdict differs from this drive's previous one this run
+  bool changed = false;  // the verdict differs from this drive's previous one this run
   std::string previous_verdict;
-  std::string error;        // the read failed, or timed out
+  std::string error;  // the read failed, or timed out
   bool timed_out = false;
 };
 
@@ -46,7 +46,8 @@ struct HealthStats {
 class HealthMonitor {
  public:
   using Callback = std::function<void(const HealthResult&)>;
-  HealthMonitor(HealthConfig config, std::shared_ptr<health::DriveReader> reader, Callback on_result);
+  HealthMonitor(HealthConfig config, std::shared_ptr<health::DriveReader> reader,
+                Callback on_result);
   ~HealthMonitor();
   HealthMonitor(const HealthMonitor&) = delete;
   HealthMonitor& operator=(const HealthMonitor&) = delete;

@@ -2,17 +2,16 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
-
-#include "common/spawn.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+
+#include "common/spawn.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -20,7 +19,8 @@ namespace {
 constexpr auto kReapPoll = std::chrono::milliseconds(20);
 }  // namespace
 
-HookRunner::HookRunner(HookConfig config) : config_(std::move(config)), queue_(config_.queue_capacity) {
+HookRunner::HookRunner(HookConfig config)
+    : config_(std::move(config)), queue_(config_.queue_capacity) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -33,7 +33,8 @@ HookRunner::~HookRunner() {
   thread_.join();
 }
 
-void HookRunner::submit(std::string stdin_json, std::vector<std::pair<std::string, std::string>> environment) {
+void HookRunner::submit(std::string stdin_json,
+                        std::vector<std::pair<std::string, std::string>> environment) {
   {
     std::lock_guard lock(mutex_);
     if (queue_.push({std::move(stdin_json), std::move(environment)}) > 0) {

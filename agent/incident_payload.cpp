@@ -13,9 +13,12 @@ using model::IncidentEventKind;
 
 std::string verb(IncidentEventKind kind) {
   switch (kind) {
-    case IncidentEventKind::kOpen: return "opened";
-    case IncidentEventKind::kChange: return "changed";
-    case IncidentEventKind::kClose: return "closed";
+    case IncidentEventKind::kOpen:
+      return "opened";
+    case IncidentEventKind::kChange:
+      return "changed";
+    case IncidentEventKind::kClose:
+      return "closed";
   }
   return "?";
 }
@@ -28,7 +31,8 @@ std::string deviceText(const model::Incident& i) {
 // The strongest supporting evidence, "await_ms loop0 41.2 vs 0.4 normal".
 std::string evidenceText(const model::Incident& i) {
   for (const auto& e : i.evidence) {
-    if (e.supports) return fmt::format("{} {:.3g} vs {:.3g} normal", e.signal, e.during, e.baseline);
+    if (e.supports)
+      return fmt::format("{} {:.3g} vs {:.3g} normal", e.signal, e.during, e.baseline);
   }
   return "";
 }
@@ -46,18 +50,21 @@ std::string isoTime(int64_t ms) {
 
 std::string incidentSummary(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
-  std::string text = fmt::format("stall {} on {}: job '{}' lost {:.0f}% of its progress", verb(e.kind), host,
-                                 e.job_label.empty() ? e.job_key : e.job_label, i.idle_share * 100);
+  std::string text =
+      fmt::format("stall {} on {}: job '{}' lost {:.0f}% of its progress", verb(e.kind), host,
+                  e.job_label.empty() ? e.job_key : e.job_label, i.idle_share * 100);
   if (e.kind == IncidentEventKind::kClose) {
-    text += fmt::format(" for {:.0f}s ({} to {})", static_cast<double>(i.end_ms - i.start_ms) / 1000.0,
-                        isoTime(i.start_ms).substr(11, 8), isoTime(i.end_ms).substr(11, 8) + "Z");
+    text +=
+        fmt::format(" for {:.0f}s ({} to {})", static_cast<double>(i.end_ms - i.start_ms) / 1000.0,
+                    isoTime(i.start_ms).substr(11, 8), isoTime(i.end_ms).substr(11, 8) + "Z");
   } else {
     text += " since " + isoTime(i.start_ms).substr(11, 8) + "Z";
   }
   text += std::string("; ") + model::toString(i.cls);
   if (const std::string d = deviceText(i); !d.empty()) text += " on " + d;
   if (e.kind == IncidentEventKind::kChange) {
-    text += " (was " + e.previous_class + (e.previous_device.empty() ? "" : " on " + e.previous_device) + ")";
+    text += " (was " + e.previous_class +
+            (e.previous_device.empty() ? "" : " on " + e.previous_device) + ")";
   }
   if (const std::string ev = evidenceText(i); !ev.empty()) text += ": " + ev;
   if (const std::string ranks = correlator::rankSummary(i); !ranks.empty()) text += "; " + ranks;
@@ -70,7 +77,9 @@ nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   nlohmann::json evidence = nlohmann::json::array();
   for (const auto& item : i.evidence) {
-    evidence.push_back({{"signal", item.signal}, {"baseline", item.baseline}, {"during", item.during},
+    evidence.push_back({{"signal", item.signal},
+                        {"baseline", item.baseline},
+                        {"during", item.during},
                         {"supports", item.supports}});
   }
   nlohmann::json j = {
@@ -91,7 +100,8 @@ nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
       {"gpu_seconds_lost", i.gpu_seconds_lost},
       {"confidence", i.confidence},
       {"evidence", evidence},
-      {"straggler", i.straggler ? nlohmann::json{{"rank", i.straggler->rank}, {"pid", i.straggler->pid},
+      {"straggler", i.straggler ? nlohmann::json{{"rank", i.straggler->rank},
+                                                 {"pid", i.straggler->pid},
                                                  {"gpu", i.straggler->gpu}}
                                 : nlohmann::json(nullptr)},
       {"waiting_ranks", i.waiting_ranks},
@@ -111,7 +121,8 @@ std::string incidentJson(const IncidentEvent& e, const std::string& host) {
   return eventObject(e, host).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::vector<std::pair<std::string, std::string>> incidentEnvironment(const IncidentEvent& e, const std::string& host) {
+std::vector<std::pair<std::string, std::string>> incidentEnvironment(const IncidentEvent& e,
+                                                                     const std::string& host) {
   const auto& i = e.incident;
   std::vector<std::pair<std::string, std::string>> env = {
       {"STALLWATCH_EVENT", model::toString(e.kind)},
@@ -143,13 +154,13 @@ std::string webhookBody(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   const bool resolved = e.kind == IncidentEventKind::kClose;
   const std::string status = resolved ? "resolved" : "firing";
-  const nlohmann::json labels = {{"alertname", "StallwatchStall"}, {"instance", host},
-                                 {"job_key", e.job_key},         {"class", model::toString(i.cls)},
-                                 {"device", i.device},           {"severity", "warning"},
-                                 {"rank", correlator::stallRankLabel(i)}};
+  const nlohmann::json labels = {
+      {"alertname", "StallwatchStall"},       {"instance", host},   {"job_key", e.job_key},
+      {"class", model::toString(i.cls)},      {"device", i.device}, {"severity", "warning"},
+      {"rank", correlator::stallRankLabel(i)}};
   const std::string summary = incidentSummary(e, host);
-  const nlohmann::json annotations = {{"summary", summary}, {"job_label", e.job_label},
-                                      {"physical_device", i.physical_device}};
+  const nlohmann::json annotations = {
+      {"summary", summary}, {"job_label", e.job_label}, {"physical_device", i.physical_device}};
   const nlohmann::json alert = {
       {"status", status},
       {"labels", labels},
@@ -160,18 +171,12 @@ std::string webhookBody(const IncidentEvent& e, const std::string& host) {
       {"fingerprint", fmt::format("{}-{}", host, e.live_id)},
   };
   const nlohmann::json body = {
-      {"version", "4"},
-      {"groupKey", "stallwatch/" + host + "/" + e.job_key},
-      {"truncatedAlerts", 0},
-      {"status", status},
-      {"receiver", "stallwatch"},
-      {"groupLabels", {{"alertname", "StallwatchStall"}}},
-      {"commonLabels", labels},
-      {"commonAnnotations", annotations},
-      {"externalURL", ""},
-      {"alerts", nlohmann::json::array({alert})},
-      {"text", summary},
-      {"stallwatch", eventObject(e, host)},
+      {"version", "4"},           {"groupKey", "stallwatch/" + host + "/" + e.job_key},
+      {"truncatedAlerts", 0},     {"status", status},
+      {"receiver", "stallwatch"}, {"groupLabels", {{"alertname", "StallwatchStall"}}},
+      {"commonLabels", labels},   {"commonAnnotations", annotations},
+      {"externalURL", ""},        {"alerts", nlohmann::json::array({alert})},
+      {"text", summary},          {"stallwatch", eventObject(e, host)},
   };
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -21,8 +21,8 @@ std::string incidentSummary(const model::IncidentEvent& event, const std::string
 std::string incidentJson(const model::IncidentEvent& event, const std::string& host);
 
 // NAME=VALUE pairs for the hook's environment, all prefixed STALLWATCH_.
-std::vector<std::pair<std::string, std::string>> incidentEnvironment(const model::IncidentEvent& event,
-                                                                     const std::string& host);
+std::vector<std::pair<std::string, std::string>> incidentEnvironment(
+    const model::IncidentEvent& event, const std::string& host);
 
 // Alertmanager's webhook format (version 4) with one alert, plus "text" for chat webhooks
 // (Slack, Mattermost) and the full event under "stallwatch".

@@ -68,7 +68,8 @@ void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) {
 void LivePipeline::drain(std::chrono::milliseconds max) {
   const auto deadline = std::chrono::steady_clock::now() + max;
   auto left = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
   };
   if (hooks_) hooks_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));
   if (webhook_) webhook_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));

@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,7 +28,7 @@ struct LiveOptions {
   std::optional<HookConfig> hook;        // --on-incident
   std::optional<WebhookConfig> webhook;  // --webhook
   std::chrono::milliseconds repeat_window = std::chrono::minutes(10);
-  std::optional<ListenAddress> listen;   // --listen
+  std::optional<ListenAddress> listen;  // --listen
   std::string host;
 };
 
@@ -47,7 +47,8 @@ class LivePipeline {
   ~LivePipeline();
 
   // WRITER may be null (replay without a DB).
-  void onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer, const AgentCounters& counters);
+  void onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer,
+               const AgentCounters& counters);
   void setHealth(std::vector<DriveHealthMetric> health);
   // Also tell FN about each event (replay prints them).
   void onEvent(std::function<void(const model::IncidentEvent&)> fn) { on_event_ = std::move(fn); }

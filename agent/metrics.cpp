@@ -14,10 +14,17 @@ std::string escape(const std::string& value) {
   out.reserve(value.size());
   for (char c : value) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -34,7 +41,8 @@ class Writer {
   // Starts a family: HELP and TYPE once, then its samples.
   void family(const char* name, const char* type, const char* help) {
     name_ = name;
-    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
+                   type);
   }
   using Labels = std::vector<std::pair<const char*, std::string>>;
   void sample(const Labels& labels, double value) {
@@ -65,17 +73,21 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   Writer w;
   w.family("stallwatch_build_info", "gauge", "The agent's version; always 1.");
   w.sample({{"version", s.version}}, 1);
-  w.family("stallwatch_last_sample_timestamp_seconds", "gauge", "When the latest interval ended (Unix time).");
+  w.family("stallwatch_last_sample_timestamp_seconds", "gauge",
+           "When the latest interval ended (Unix time).");
   w.sample(static_cast<double>(s.last_sample_ms) / 1000.0);
   w.family("stallwatch_intervals_total", "counter", "Sampling intervals completed.");
   w.sample(static_cast<double>(s.intervals));
-  w.family("stallwatch_late_ticks_total", "counter", "Ticks skipped because a cycle overran the interval.");
+  w.family("stallwatch_late_ticks_total", "counter",
+           "Ticks skipped because a cycle overran the interval.");
   w.sample(static_cast<double>(s.late_ticks));
 
   // The agent's own health, per collector.
-  w.family("stallwatch_collector_success", "gauge", "1 if the collector's last run succeeded, else 0.");
+  w.family("stallwatch_collector_success", "gauge",
+           "1 if the collector's last run succeeded, else 0.");
   for (const auto& c : s.collectors) w.sample({{"collector", c.name}}, c.last_ok ? 1 : 0);
-  w.family("stallwatch_collector_duration_seconds", "gauge", "How long the collector's last run took.");
+  w.family("stallwatch_collector_duration_seconds", "gauge",
+           "How long the collector's last run took.");
   for (const auto& c : s.collectors) {
     w.sample({{"collector", c.name}}, std::chrono::duration<double>(c.last_time).count());
   }
@@ -85,16 +97,20 @@ std::string renderMetrics(const MetricsSnapshot& s) {
     w.sample({{"collector", c.name}, {"outcome", "no_data"}}, static_cast<double>(c.no_data));
     w.sample({{"collector", c.name}, {"outcome", "error"}}, static_cast<double>(c.errors));
   }
-  w.family("stallwatch_collector_skipped_values_total", "counter", "Malformed or out-of-range values skipped.");
-  for (const auto& c : s.collectors) w.sample({{"collector", c.name}}, static_cast<double>(c.skipped));
+  w.family("stallwatch_collector_skipped_values_total", "counter",
+           "Malformed or out-of-range values skipped.");
+  for (const auto& c : s.collectors)
+    w.sample({{"collector", c.name}}, static_cast<double>(c.skipped));
   w.family("stallwatch_writer_queue_depth", "gauge", "Intervals waiting for the database writer.");
   w.sample(static_cast<double>(s.writer.queue_depth));
-  w.family("stallwatch_writer_written_batches_total", "counter", "Intervals written to the database.");
+  w.family("stallwatch_writer_written_batches_total", "counter",
+           "Intervals written to the database.");
   w.sample(static_cast<double>(s.writer.written_batches));
   w.family("stallwatch_writer_dropped_batches_total", "counter",
            "Intervals dropped because the database writer fell behind (oldest first).");
   w.sample(static_cast<double>(s.writer.dropped_batches));
-  w.family("stallwatch_writer_failed_writes_total", "counter", "Database transactions that failed.");
+  w.family("stallwatch_writer_failed_writes_total", "counter",
+           "Database transactions that failed.");
   w.sample(static_cast<double>(s.writer.failed_writes));
 
   // Devices, over the last interval (iostat -x's figures in base units).
@@ -105,25 +121,39 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   };
   static const DiskGauge disk_gauges[] = {
       {"stallwatch_disk_reads_per_second", "Reads completed per second (r/s).",
-       [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.reads_per_second; }},
-      {"stallwatch_disk_writes_per_second", "Writes completed per second (w/s).",
-       [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.writes_per_second; }},
-      {"stallwatch_disk_read_bytes_per_second", "Bytes read per second.",
-       [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.read_bytes_per_second; }},
-      {"stallwatch_disk_write_bytes_per_second", "Bytes written per second.",
-       [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.write_bytes_per_second; }},
-      {"stallwatch_disk_read_await_seconds", "Mean time per completed read (r_await); absent without reads.",
        [](const collectors::DiskSample& d) -> std::optional<double> {
-         return d.rates.r_await_ms ? std::optional<double>(*d.rates.r_await_ms / 1000.0) : std::nullopt;
+         return d.rates.reads_per_second;
        }},
-      {"stallwatch_disk_write_await_seconds", "Mean time per completed write (w_await); absent without writes.",
+      {"stallwatch_disk_writes_per_second", "Writes completed per second (w/s).",
        [](const collectors::DiskSample& d) -> std::optional<double> {
-         return d.rates.w_await_ms ? std::optional<double>(*d.rates.w_await_ms / 1000.0) : std::nullopt;
+         return d.rates.writes_per_second;
+       }},
+      {"stallwatch_disk_read_bytes_per_second", "Bytes read per second.",
+       [](const collectors::DiskSample& d) -> std::optional<double> {
+         return d.rates.read_bytes_per_second;
+       }},
+      {"stallwatch_disk_write_bytes_per_second", "Bytes written per second.",
+       [](const collectors::DiskSample& d) -> std::optional<double> {
+         return d.rates.write_bytes_per_second;
+       }},
+      {"stallwatch_disk_read_await_seconds",
+       "Mean time per completed read (r_await); absent without reads.",
+       [](const collectors::DiskSample& d) -> std::optional<double> {
+         return d.rates.r_await_ms ? std::optional<double>(*d.rates.r_await_ms / 1000.0)
+                                   : std::nullopt;
+       }},
+      {"stallwatch_disk_write_await_seconds",
+       "Mean time per completed write (w_await); absent without writes.",
+       [](const collectors::DiskSample& d) -> std::optional<double> {
+         return d.rates.w_await_ms ? std::optional<double>(*d.rates.w_await_ms / 1000.0)
+                                   : std::nullopt;
        }},
       {"stallwatch_disk_queue_length", "Mean requests queued or in service (aqu-sz).",
        [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.aqu_sz; }},
       {"stallwatch_disk_busy_ratio", "Share of the interval the device was busy (%util / 100).",
-       [](const collectors::DiskSample& d) -> std::optional<double> { return d.rates.util_percent / 100.0; }},
+       [](const collectors::DiskSample& d) -> std::optional<double> {
+         return d.rates.util_percent / 100.0;
+       }},
   };
   for (const auto& g : disk_gauges) {
     w.family(g.name, "gauge", g.help);
@@ -132,31 +162,38 @@ std::string renderMetrics(const MetricsSnapshot& s) {
     }
   }
 
-  w.family("stallwatch_pressure_some_ratio", "gauge", "Share of the interval some task stalled on the resource (PSI).");
+  w.family("stallwatch_pressure_some_ratio", "gauge",
+           "Share of the interval some task stalled on the resource (PSI).");
   for (const auto& p : s.pressure) {
     if (p.some_ratio) w.sample({{"resource", p.resource}}, *p.some_ratio);
   }
-  w.family("stallwatch_pressure_full_ratio", "gauge", "Share of the interval all non-idle tasks stalled (PSI).");
+  w.family("stallwatch_pressure_full_ratio", "gauge",
+           "Share of the interval all non-idle tasks stalled (PSI).");
   for (const auto& p : s.pressure) {
     if (p.full_ratio) w.sample({{"resource", p.resource}}, *p.full_ratio);
   }
 
-  w.family("stallwatch_gpu_utilization_ratio", "gauge", "GPU busy share over the interval (NVML utilisation / 100).");
+  w.family("stallwatch_gpu_utilization_ratio", "gauge",
+           "GPU busy share over the interval (NVML utilisation / 100).");
   for (const auto& g : s.gpus) {
     if (g.utilization_percent) {
-      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.utilization_percent / 100.0);
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}},
+               *g.utilization_percent / 100.0);
     }
   }
   w.family("stallwatch_gpu_sm_active_ratio", "gauge",
-           "Share of the GPU's SMs busy over the interval (NVML GPM; a collective that waits for another "
+           "Share of the GPU's SMs busy over the interval (NVML GPM; a collective that waits for "
+           "another "
            "rank reads low here and near 1 in utilisation).");
   for (const auto& g : s.gpus) {
     if (g.sm_active_percent) {
-      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.sm_active_percent / 100.0);
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}},
+               *g.sm_active_percent / 100.0);
     }
   }
   w.family("stallwatch_gpu_work_ratio", "gauge",
-           "GPM work: the busier of the GPU's tensor cores and DRAM bandwidth over the interval (0 while "
+           "GPM work: the busier of the GPU's tensor cores and DRAM bandwidth over the interval (0 "
+           "while "
            "a collective only waits).");
   for (const auto& g : s.gpus) {
     if (const auto work = collectors::gpuWorkPercent(g)) {
@@ -165,16 +202,19 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   }
   w.family("stallwatch_gpu_power_watts", "gauge", "GPU power draw.");
   for (const auto& g : s.gpus) {
-    if (g.power_watts) w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.power_watts);
+    if (g.power_watts)
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, *g.power_watts);
   }
   w.family("stallwatch_gpu_memory_used_bytes", "gauge", "GPU memory in use.");
   for (const auto& g : s.gpus) {
     if (g.memory_used_bytes) {
-      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}}, static_cast<double>(*g.memory_used_bytes));
+      w.sample({{"gpu", std::to_string(g.gpu_index)}, {"uuid", g.uuid}},
+               static_cast<double>(*g.memory_used_bytes));
     }
   }
 
-  w.family("stallwatch_job_gpu_utilization_ratio", "gauge", "Mean utilisation of the job's GPUs over the interval.");
+  w.family("stallwatch_job_gpu_utilization_ratio", "gauge",
+           "Mean utilisation of the job's GPUs over the interval.");
   for (const auto& j : s.jobs) {
     if (j.gpu_util_percent) w.sample({{"job", j.key}}, *j.gpu_util_percent / 100.0);
   }
@@ -185,15 +225,19 @@ std::string renderMetrics(const MetricsSnapshot& s) {
       w.sample({{"job", j.key}}, *j.data_wait_seconds / (*j.data_wait_seconds + *j.step_seconds));
     }
   }
-  w.family("stallwatch_job_steps_per_second", "gauge", "Training steps per second (dataloader socket).");
+  w.family("stallwatch_job_steps_per_second", "gauge",
+           "Training steps per second (dataloader socket).");
   for (const auto& j : s.jobs) {
-    if (j.steps && s.interval_seconds > 0) w.sample({{"job", j.key}}, static_cast<double>(*j.steps) / s.interval_seconds);
+    if (j.steps && s.interval_seconds > 0)
+      w.sample({{"job", j.key}}, static_cast<double>(*j.steps) / s.interval_seconds);
   }
-  w.family("stallwatch_job_read_bytes_per_second", "gauge", "Bytes the job's processes read from storage per second.");
+  w.family("stallwatch_job_read_bytes_per_second", "gauge",
+           "Bytes the job's processes read from storage per second.");
   for (const auto& j : s.jobs) {
     if (j.read_bytes_per_second) w.sample({{"job", j.key}}, *j.read_bytes_per_second);
   }
-  w.family("stallwatch_job_uninterruptible_threads", "gauge", "The job's threads in uninterruptible sleep at the tick.");
+  w.family("stallwatch_job_uninterruptible_threads", "gauge",
+           "The job's threads in uninterruptible sleep at the tick.");
   for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
 
   w.family("stallwatch_stall_active", "gauge",
@@ -201,16 +245,19 @@ std::string renderMetrics(const MetricsSnapshot& s) {
            "(\"all\": every rank starved alike; empty: a one-rank job).");
   // The rank label only where the job has ranks: one-rank jobs keep the series they had.
   auto stallLabels = [](const correlator::ActiveStall& st) {
-    Writer::Labels labels{{"job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
+    Writer::Labels labels{
+        {"job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
     if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
     return labels;
   };
   for (const auto& st : s.stalls) w.sample(stallLabels(st), 1);
-  w.family("stallwatch_stall_start_timestamp_seconds", "gauge", "When the active stall began (Unix time).");
+  w.family("stallwatch_stall_start_timestamp_seconds", "gauge",
+           "When the active stall began (Unix time).");
   for (const auto& st : s.stalls) {
     w.sample(stallLabels(st), static_cast<double>(st.start_ms) / 1000.0);
   }
-  w.family("stallwatch_incidents_total", "counter", "Incidents opened by the live correlator, by class.");
+  w.family("stallwatch_incidents_total", "counter",
+           "Incidents opened by the live correlator, by class.");
   for (int c = 0; c < model::kStallClassCount; ++c) {
     w.sample({{"class", model::toString(static_cast<model::StallClass>(c))}},
              static_cast<double>(s.incidents_opened[static_cast<size_t>(c)]));
@@ -220,7 +267,8 @@ std::string renderMetrics(const MetricsSnapshot& s) {
     w.sample({{"event", model::toString(static_cast<model::IncidentEventKind>(k))}},
              static_cast<double>(s.incident_events[static_cast<size_t>(k)]));
   }
-  w.family("stallwatch_notifications_total", "counter", "Incident events sent to the hook and webhook, or suppressed as a flap.");
+  w.family("stallwatch_notifications_total", "counter",
+           "Incident events sent to the hook and webhook, or suppressed as a flap.");
   w.sample({{"result", "sent"}}, static_cast<double>(s.notifier.sent));
   w.sample({{"result", "suppressed"}}, static_cast<double>(s.notifier.suppressed));
   if (s.hooks) {
@@ -238,11 +286,13 @@ std::string renderMetrics(const MetricsSnapshot& s) {
     w.sample({{"result", "delivered"}}, static_cast<double>(s.webhook->delivered));
     w.sample({{"result", "given_up"}}, static_cast<double>(s.webhook->given_up));
     w.sample({{"result", "dropped"}}, static_cast<double>(s.webhook->dropped));
-    w.family("stallwatch_webhook_failed_attempts_total", "counter", "Webhook POSTs that failed (each retry counts).");
+    w.family("stallwatch_webhook_failed_attempts_total", "counter",
+             "Webhook POSTs that failed (each retry counts).");
     w.sample(static_cast<double>(s.webhook->failed_attempts));
   }
   w.family("stallwatch_drive_health", "gauge",
-           "1 for the drive's current health verdict (ok, warning, failing, worn-out, unknown, unsupported).");
+           "1 for the drive's current health verdict (ok, warning, failing, worn-out, unknown, "
+           "unsupported).");
   for (const auto& h : s.health) w.sample({{"device", h.device}, {"verdict", h.verdict}}, 1);
   return w.take();
 }

@@ -1,8 +1,8 @@
 #include "agent/metrics_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <charconv>
 #include <stdexcept>
@@ -26,7 +26,8 @@ std::optional<ListenAddress> parseListenAddress(const std::string& text) {
   }
   if (a.host.empty()) a.host = "127.0.0.1";
   int port = -1;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
     return std::nullopt;
   }
@@ -62,11 +63,14 @@ MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& b
     port_ = address.port;
   }
   if (port_ <= 0) {
-    throw std::runtime_error("cannot listen on " + address.host + ":" + std::to_string(address.port) +
+    throw std::runtime_error("cannot listen on " + address.host + ":" +
+                             std::to_string(address.port) +
                              " (in use, or not an address of this host)");
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  spdlog::info("metrics at http://{}:{}/metrics", address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host, port_);
+  spdlog::info(
+      "metrics at http://{}:{}/metrics",
+      address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host, port_);
 }
 
 MetricsServer::~MetricsServer() {

@@ -23,7 +23,8 @@ struct NotifierStats {
 
 class Notifier {
  public:
-  Notifier(std::string host, std::chrono::milliseconds repeat_window, HookRunner* hooks, WebhookSender* webhook);
+  Notifier(std::string host, std::chrono::milliseconds repeat_window, HookRunner* hooks,
+           WebhookSender* webhook);
 
   // Never blocks: the hook and webhook queue the work. Returns false for a suppressed event.
   bool notify(const model::IncidentEvent& event);

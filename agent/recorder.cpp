@@ -1,22 +1,21 @@
 #include "agent/recorder.h"
 
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <future>
-#include <thread>
 #include <ctime>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "agent/collector_set.h"
 #include "agent/device_topology.h"
-#include "storage/writer_lock.h"
 #include "storage/writer.h"
+#include "storage/writer_lock.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -33,7 +32,6 @@ int64_t monotonicNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
 }
-
 
 // Sleeps until DEADLINE unless a stop signal arrives first; true means "stop".
 bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
@@ -54,26 +52,30 @@ bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
 }
 
 // The writer thread, with this run begun in the DB (a corrupt DB moved aside first).
-std::shared_ptr<storage::SampleWriter> startWriter(const RecorderOptions& options, const std::string& collector_names,
+std::shared_ptr<storage::SampleWriter> startWriter(const RecorderOptions& options,
+                                                   const std::string& collector_names,
                                                    int64_t started_ms) {
   std::string moved_to;
   auto store = storage::Store::openOrMoveAside(options.db_path, &moved_to);
   if (!moved_to.empty()) {
-    spdlog::error("the database was corrupt and was moved aside to {}; recording into a new {}", moved_to,
-                  options.db_path.string());
+    spdlog::error("the database was corrupt and was moved aside to {}; recording into a new {}",
+                  moved_to, options.db_path.string());
   }
-  const int64_t interval_ms = std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
-  const int64_t run_id = store->beginRun({started_ms, hostName(), STALLWATCH_VERSION, interval_ms, collector_names});
+  const int64_t interval_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
+  const int64_t run_id =
+      store->beginRun({started_ms, hostName(), STALLWATCH_VERSION, interval_ms, collector_names});
   // Shared with the thread that finishes it (finishWriter): a stop must not wait on a disk
   // that does not answer.
-  auto writer = std::make_shared<storage::SampleWriter>(std::move(store), run_id, options.queue_capacity,
-                                                        options.flush_interval);
+  auto writer = std::make_shared<storage::SampleWriter>(
+      std::move(store), run_id, options.queue_capacity, options.flush_interval);
   writer->setRetention(options.retain);
   if (!moved_to.empty()) {
-    writer->submitEvent({started_ms, "writer", "error", "the database found at start was corrupt; moved aside to " + moved_to});
+    writer->submitEvent({started_ms, "writer", "error",
+                         "the database found at start was corrupt; moved aside to " + moved_to});
   }
-  spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(), interval_ms, run_id,
-               collector_names.empty() ? "none" : collector_names);
+  spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
+               interval_ms, run_id, collector_names.empty() ? "none" : collector_names);
   return writer;
 }
 
@@ -88,26 +90,32 @@ class HealthWiring {
       spdlog::info("health: off (--root is not the live host)");
       return;
     }
-    auto reader = options.drive_reader ? options.drive_reader : std::make_shared<health::NativeDriveReader>();
-    monitor_ = std::make_unique<HealthMonitor>(*options.health, reader, [this, &writer, &live](const HealthResult& r) {
-      writer.submitHealth({r.ts_ms, r.reading, r.verdict});
-      const std::string verdict = health::toString(r.verdict.verdict);
-      if (r.changed) {
-        const std::string text = "drive " + r.target.device + ": " + r.previous_verdict + " -> " + verdict;
-        spdlog::warn("health: {}", text);
-        writer.submitEvent({r.ts_ms, "health", "warning", text});
-      }
-      std::vector<DriveHealthMetric> all;
-      {
-        std::lock_guard lock(mutex_);
-        verdicts_[r.target.device] = verdict;
-        for (const auto& [device, v] : verdicts_) all.push_back({device, v});
-      }
-      live.setHealth(std::move(all));
-    });
+    auto reader =
+        options.drive_reader ? options.drive_reader : std::make_shared<health::NativeDriveReader>();
+    monitor_ = std::make_unique<HealthMonitor>(
+        *options.health, reader, [this, &writer, &live](const HealthResult& r) {
+          writer.submitHealth({r.ts_ms, r.reading, r.verdict});
+          const std::string verdict = health::toString(r.verdict.verdict);
+          if (r.changed) {
+            const std::string text =
+                "drive " + r.target.device + ": " + r.previous_verdict + " -> " + verdict;
+            spdlog::warn("health: {}", text);
+            writer.submitEvent({r.ts_ms, "health", "warning", text});
+          }
+          std::vector<DriveHealthMetric> all;
+          {
+            std::lock_guard lock(mutex_);
+            verdicts_[r.target.device] = verdict;
+            for (const auto& [device, v] : verdicts_) all.push_back({device, v});
+          }
+          live.setHealth(std::move(all));
+        });
     live.onEvent([this](const model::IncidentEvent& e) {
-      if (e.kind == model::IncidentEventKind::kClose || e.incident.cls != model::StallClass::kDiskSlow) return;
-      monitor_->requestNow(e.incident.physical_device.empty() ? e.incident.device : e.incident.physical_device);
+      if (e.kind == model::IncidentEventKind::kClose ||
+          e.incident.cls != model::StallClass::kDiskSlow)
+        return;
+      monitor_->requestNow(e.incident.physical_device.empty() ? e.incident.device
+                                                              : e.incident.physical_device);
     });
   }
   HealthMonitor* monitor() { return monitor_.get(); }
@@ -127,14 +135,16 @@ class HealthWiring {
 
 // The ticks: one batch per interval from the collectors, through the live half, to the
 // writer, until the duration passes or a stop signal arrives.
-void runTicks(const RecorderOptions& options, const sigset_t& stop_signals, CollectorSet& collectors,
-              DeviceTopology* topology, LivePipeline& live, storage::SampleWriter& writer, RecorderSummary& summary) {
+void runTicks(const RecorderOptions& options, const sigset_t& stop_signals,
+              CollectorSet& collectors, DeviceTopology* topology, LivePipeline& live,
+              storage::SampleWriter& writer, RecorderSummary& summary) {
   collectors::Tick previous{monotonicNs(), wallTimeMs()};
   if (auto facts = collectors.prime(previous); facts.hasFacts()) writer.submit(std::move(facts));
   const auto start = Clock::now();
   // --duration D records the ticks that fall within D, one interval each.
   const uint64_t last_tick =
-      options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count()) : UINT64_MAX;
+      options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
+                       : UINT64_MAX;
   uint64_t k = 0;
   while (k < last_tick) {
     ++k;
@@ -176,8 +186,8 @@ void runTicks(const RecorderOptions& options, const sigset_t& stop_signals, Coll
 // timeout the stop goes on and says what was not written; the thread is left with the writer
 // (the process exits with it still blocked in the kernel).
 void finishWriter(const std::shared_ptr<storage::SampleWriter>& writer,
-                  const std::shared_ptr<const storage::WriterLock>& db_lock, std::chrono::milliseconds stop_timeout,
-                  RecorderSummary& summary) {
+                  const std::shared_ptr<const storage::WriterLock>& db_lock,
+                  std::chrono::milliseconds stop_timeout, RecorderSummary& summary) {
   const auto before_stop = writer->stats();
   auto finished = std::make_shared<std::promise<bool>>();
   auto result = finished->get_future();
@@ -227,20 +237,24 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   HealthWiring health(options, *writer, live);
 
   std::optional<DeviceTopology> topology;
-  if (options.enabled_collectors.count("diskstats") > 0 || collectors.wantsDeviceTree() || health.monitor()) {
+  if (options.enabled_collectors.count("diskstats") > 0 || collectors.wantsDeviceTree() ||
+      health.monitor()) {
     topology.emplace(options.collector_config.root, options.device_rescan);
     topology->subscribe([&](const auto& tree) { collectors.setDeviceTree(tree); });
     if (HealthMonitor* monitor = health.monitor()) {
       topology->subscribe([monitor, &options](const auto& tree) {
-        monitor->setTargets(health::driveTargets(*tree, options.collector_config.root.dev.string()));
+        monitor->setTargets(
+            health::driveTargets(*tree, options.collector_config.root.dev.string()));
       });
     }
-    topology->subscribe([&writer](const auto& tree) { writer->submitDevices(*tree, wallTimeMs()); });
+    topology->subscribe(
+        [&writer](const auto& tree) { writer->submitDevices(*tree, wallTimeMs()); });
     topology->rescan();
   }
 
   RecorderSummary summary;
-  runTicks(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer, summary);
+  runTicks(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer,
+           summary);
 
   for (const auto& line : collectors.finalReports()) spdlog::info("{}", line);
   // Hooks and posts of the last events get their timeouts; then the run is closed.

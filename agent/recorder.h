@@ -33,7 +33,7 @@ struct RecorderOptions {
   // The device tree is rescanned when diskstats' device set or the mount table changes, and
   // at least this often (identity, loop backing files). A rescan costs ~4.5 ms.
   std::chrono::seconds device_rescan = std::chrono::seconds(600);
-  LiveOptions live;  // its host is filled in by record()
+  LiveOptions live;                                     // its host is filled in by record()
   std::optional<HealthConfig> health = HealthConfig{};  // none: no drive health thread
   std::shared_ptr<health::DriveReader> drive_reader;    // null: the native readers
 };

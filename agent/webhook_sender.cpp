@@ -12,8 +12,10 @@ std::string redactUrl(const std::string& url) {
   if (scheme_end == std::string::npos) return "(a URL)";
   const size_t host_start = scheme_end + 3;
   const size_t path_start = url.find_first_of("/?#", host_start);
-  std::string authority = url.substr(host_start, path_start == std::string::npos ? std::string::npos : path_start - host_start);
-  if (const size_t at = authority.rfind('@'); at != std::string::npos) authority = "***@" + authority.substr(at + 1);
+  std::string authority = url.substr(
+      host_start, path_start == std::string::npos ? std::string::npos : path_start - host_start);
+  if (const size_t at = authority.rfind('@'); at != std::string::npos)
+    authority = "***@" + authority.substr(at + 1);
   const bool more = path_start != std::string::npos && path_start + 1 < url.size();
   return url.substr(0, host_start) + authority + (more ? "/..." : "");
 }
@@ -23,7 +25,8 @@ size_t discardBody(char*, size_t size, size_t count, void*) { return size * coun
 
 }  // namespace
 
-WebhookSender::WebhookSender(WebhookConfig config) : config_(std::move(config)), queue_(config_.queue_capacity) {
+WebhookSender::WebhookSender(WebhookConfig config)
+    : config_(std::move(config)), queue_(config_.queue_capacity) {
   static const bool curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)curl_ready;
   thread_ = std::thread([this] { run(); });
@@ -72,7 +75,8 @@ std::string WebhookSender::post(const std::string& body) {
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.request_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config_.request_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(config_.request_timeout.count()));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_USERAGENT, "stallwatch/" STALLWATCH_VERSION);
@@ -103,8 +107,8 @@ void WebhookSender::run() {
         break;
       }
       ++stats_.failed_attempts;
-      spdlog::warn("webhook {}: attempt {} of {} failed: {}", redactUrl(config_.url), attempt, config_.max_attempts,
-                   error);
+      spdlog::warn("webhook {}: attempt {} of {} failed: {}", redactUrl(config_.url), attempt,
+                   config_.max_attempts, error);
       if (stopping_ || attempt == config_.max_attempts) break;
       // Interruptible: a stop does not wait out the backoff.
       wake_.wait_for(lock, backoff, [&] { return stopping_; });

@@ -73,8 +73,6 @@ BENCHMARK(BM_DiskstatsAndPressureCycle);
 
 }  // namespace
 
-
-
 namespace {
 
 // The same cycle as the agent runs it: once in a while, with caches gone cold in between.
@@ -107,7 +105,6 @@ void BM_DiskstatsAndPressureCycleCold(benchmark::State& state) {
 BENCHMARK(BM_DiskstatsAndPressureCycleCold)->Arg(0)->Arg(1)->Iterations(50)->ArgName("read_only");
 
 }  // namespace
-
 
 namespace {
 

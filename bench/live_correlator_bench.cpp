@@ -12,7 +12,9 @@ namespace {
 using stallwatch::collectors::SampleBatch;
 
 SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
-  auto noise = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto noise = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   SampleBatch b;
   b.wall_time_ms = 1'000'000 + static_cast<int64_t>(i) * 1000;
   b.interval_seconds = 1;
@@ -24,7 +26,8 @@ SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
       d.gpus = {"GPU-" + std::to_string(j)};
       b.job_updates.push_back(d);
       b.job_devices.push_back({key, "nvme0n1", 259, 0, "", 1});
-      b.job_devices.push_back({key, "loop" + std::to_string(j), 7, static_cast<uint32_t>(j), "", 1});
+      b.job_devices.push_back(
+          {key, "loop" + std::to_string(j), 7, static_cast<uint32_t>(j), "", 1});
     }
     stallwatch::collectors::JobSample s;
     s.key = key;
@@ -61,7 +64,12 @@ void BM_OnBatch(benchmark::State& state) {
     ++k;
   }
 }
-BENCHMARK(BM_OnBatch)->ArgNames({"jobs", "stalled"})->Args({1, 0})->Args({1, 1})->Args({4, 0})->Args({4, 1})
+BENCHMARK(BM_OnBatch)
+    ->ArgNames({"jobs", "stalled"})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({4, 0})
+    ->Args({4, 1})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and the median CPU time of the calling thread (what the agent pays).
 // Run on a GPU host: build/bench/nvml_call_bench [CALLS=20]
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <time.h>
 
 #include "collectors/gpu_driver.h"
 
@@ -26,7 +25,8 @@ double threadCpuUs() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
 
-void measure(const std::string& name, int calls, const std::function<DriverCode()>& call, int pause_ms = 0) {
+void measure(const std::string& name, int calls, const std::function<DriverCode()>& call,
+             int pause_ms = 0) {
   std::vector<double> us, cpu;
   DriverCode last = DriverCode::kOk;
   for (int i = 0; i < calls; ++i) {
@@ -34,13 +34,15 @@ void measure(const std::string& name, int calls, const std::function<DriverCode(
     const double c0 = threadCpuUs();
     const auto t0 = std::chrono::steady_clock::now();
     last = call();
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     cpu.push_back(threadCpuUs() - c0);
   }
   std::sort(us.begin(), us.end());
   std::sort(cpu.begin(), cpu.end());
-  fmt::print("{:<40} median {:>10.1f} us   max {:>10.1f} us   cpu median {:>8.1f} us   last code {}\n", name,
-             us[us.size() / 2], us.back(), cpu[cpu.size() / 2], static_cast<int>(last));
+  fmt::print(
+      "{:<40} median {:>10.1f} us   max {:>10.1f} us   cpu median {:>8.1f} us   last code {}\n",
+      name, us[us.size() / 2], us.back(), cpu[cpu.size() / 2], static_cast<int>(last));
 }
 
 }  // namespace
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
       for (const auto& s : r.value) since = std::max(since, s.timestamp_us);
       return r.code;
     });
-    measure("nvmlDeviceGetUtilizationRates", calls, [&] { return driver->utilizationRates(i).code; });
+    measure("nvmlDeviceGetUtilizationRates", calls,
+            [&] { return driver->utilizationRates(i).code; });
     measure("nvmlDeviceGetMemoryInfo", calls, [&] { return driver->memory(i).code; });
     measure("nvmlDeviceGetClockInfo (SM)", calls, [&] { return driver->smClockMhz(i).code; });
     measure("nvmlDeviceGetPcieThroughput (TX)", std::min(calls, 10),
@@ -73,15 +76,20 @@ int main(int argc, char** argv) {
     // each tick; 100 ms apart so that each pair spans real time.
     driver->activity(i);
     GpuActivity last{};
-    measure("GPM: nvmlGpmSampleGet + MetricsGet (4)", calls, [&] {
-      auto r = driver->activity(i);
-      if (r.ok()) last = r.value;
-      return r.code;
-    }, 100);
-    auto show = [](const std::optional<double>& v) { return v ? fmt::format("{:.1f}", *v) : std::string("-"); };
+    measure(
+        "GPM: nvmlGpmSampleGet + MetricsGet (4)", calls,
+        [&] {
+          auto r = driver->activity(i);
+          if (r.ok()) last = r.value;
+          return r.code;
+        },
+        100);
+    auto show = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.1f}", *v) : std::string("-");
+    };
     fmt::print("  last GPM reading: SM active {} %, occupancy {} %, tensor {} %, DRAM {} %\n",
-               show(last.sm_active_percent), show(last.sm_occupancy_percent), show(last.tensor_active_percent),
-               show(last.dram_active_percent));
+               show(last.sm_active_percent), show(last.sm_occupancy_percent),
+               show(last.tensor_active_percent), show(last.dram_active_percent));
     uint64_t process_since = 0;
     measure("nvmlDeviceGetProcessUtilization", calls, [&] {
       auto r = driver->processUtilization(i, process_since);

@@ -73,12 +73,14 @@ nlohmann::json toJson(const collectors::DeviceTree& tree, const collectors::Bloc
   j["serial"] = d.identity.serial;
   j["wwn"] = d.identity.wwn;
   j["transport"] = d.identity.transport;
-  j["rotational"] = d.identity.rotational ? nlohmann::json(*d.identity.rotational) : nlohmann::json(nullptr);
+  j["rotational"] =
+      d.identity.rotational ? nlohmann::json(*d.identity.rotational) : nlohmann::json(nullptr);
   j["size_bytes"] =
       d.identity.size_bytes ? nlohmann::json(*d.identity.size_bytes) : nlohmann::json(nullptr);
   nlohmann::json mounts = nlohmann::json::array();
   for (const auto& m : d.mounts) {
-    mounts.push_back({{"mount_point", m.mount_point}, {"fs_type", m.fs_type}, {"source", m.source}});
+    mounts.push_back(
+        {{"mount_point", m.mount_point}, {"fs_type", m.fs_type}, {"source", m.source}});
   }
   j["mounts"] = mounts;
   return j;
@@ -112,7 +114,8 @@ int runDevices(const DevicesArgs& args) {
     for (const auto& g : gpus) {
       nlohmann::json j{{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}};
       for (const auto& s : gpu_samples) {
-        if (s.gpu_index == g.index && s.memory_total_bytes) j["memory_total_bytes"] = *s.memory_total_bytes;
+        if (s.gpu_index == g.index && s.memory_total_bytes)
+          j["memory_total_bytes"] = *s.memory_total_bytes;
       }
       out["gpus"].push_back(j);
     }
@@ -126,7 +129,8 @@ int runDevices(const DevicesArgs& args) {
                            "MOUNTS / UNDERNEATH");
   for (const auto& d : tree.devices) {
     std::string where;
-    for (const auto& m : d.mounts) where += (where.empty() ? "" : " ") + m.mount_point + " (" + m.fs_type + ")";
+    for (const auto& m : d.mounts)
+      where += (where.empty() ? "" : " ") + m.mount_point + " (" + m.fs_type + ")";
     const std::string under = underneath(tree, d);
     if (!under.empty()) where += (where.empty() ? "" : "; ") + under;
     const std::string name = d.kind == collectors::BlockKind::kPartition ? "└─" + d.name : d.name;
@@ -138,7 +142,8 @@ int runDevices(const DevicesArgs& args) {
         d.identity.model.empty() ? "-" : d.identity.model.substr(0, 24),
         d.identity.serial.empty() ? "-" : d.identity.serial.substr(0, 20), where);
   }
-  if (tree.devices.empty()) std::cout << "(no block devices in " << root.sys.string() << "/block)\n";
+  if (tree.devices.empty())
+    std::cout << "(no block devices in " << root.sys.string() << "/block)\n";
   std::cout << "\n";
   if (gpus.empty()) {
     std::cout << "GPUs: none (" << gpu_note << ")\n";
@@ -149,7 +154,8 @@ int runDevices(const DevicesArgs& args) {
       for (const auto& s : gpu_samples) {
         if (s.gpu_index == g.index) total = s.memory_total_bytes;
       }
-      std::cout << fmt::format("{:<4} {:<32} {:<42} {}\n", g.index, g.name, g.uuid, humanBytes(total));
+      std::cout << fmt::format("{:<4} {:<32} {:<42} {}\n", g.index, g.name, g.uuid,
+                               humanBytes(total));
     }
   }
   return 0;
@@ -162,7 +168,8 @@ CommandRunner addDevicesCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "devices", "List block devices (with partitions, dm/md/loop stacks and mounts) and GPUs");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
-  cmd->add_option("--nvml-library", args->nvml_library, "NVML library to load")->capture_default_str();
+  cmd->add_option("--nvml-library", args->nvml_library, "NVML library to load")
+      ->capture_default_str();
   addRootOptions(*cmd, args->root);
   return [args] { return runDevices(*args); };
 }

@@ -18,7 +18,8 @@ std::optional<double> parseTerm(std::string_view text, size_t& used) {
   if (unit_start == 0) return std::nullopt;
   double value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + unit_start, value);
-  if (ec != std::errc() || ptr != text.data() + unit_start || !std::isfinite(value)) return std::nullopt;
+  if (ec != std::errc() || ptr != text.data() + unit_start || !std::isfinite(value))
+    return std::nullopt;
   size_t unit_end = unit_start;
   while (unit_end < text.size() && text[unit_end] >= 'a' && text[unit_end] <= 'z') ++unit_end;
   const std::string_view unit = text.substr(unit_start, unit_end - unit_start);

@@ -54,12 +54,13 @@ std::string slurp(const fs::path& p) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw std::runtime_error("not a regular file (a FIFO, device or socket is not smartctl output)");
+    throw std::runtime_error(
+        "not a regular file (a FIFO, device or socket is not smartctl output)");
   }
   if (st.st_size > kMaxSmartctlJsonBytes) {
     ::close(fd);
-    throw std::runtime_error(fmt::format("{} bytes: larger than any smartctl output ({} at most)", st.st_size,
-                                         kMaxSmartctlJsonBytes));
+    throw std::runtime_error(fmt::format("{} bytes: larger than any smartctl output ({} at most)",
+                                         st.st_size, kMaxSmartctlJsonBytes));
   }
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -103,18 +104,20 @@ void print(const std::vector<Row>& rows, bool as_json) {
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", "DEVICE", "KIND", "MODEL", "VERDICT", "TEMP",
-                           "POWER-ON");
+  std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", "DEVICE", "KIND", "MODEL",
+                           "VERDICT", "TEMP", "POWER-ON");
   for (const auto& r : rows) {
     const auto& d = r.reading;
-    std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", r.label, health::toString(d.kind),
-                             d.model.substr(0, 28), health::toString(r.verdict.verdict),
+    std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", r.label,
+                             health::toString(d.kind), d.model.substr(0, 28),
+                             health::toString(r.verdict.verdict),
                              d.temperature_c ? fmt::format("{:.0f}°C", *d.temperature_c) : "-",
                              d.power_on_hours ? fmt::format("{} h", *d.power_on_hours) : "-");
     for (const auto& e : r.verdict.evidence) {
       if (e.counter == "note") continue;
-      std::cout << "    * " << e.counter << ": " << e.value << (e.previous.empty() ? "" : " (was " + e.previous + ")")
-                << "  -> " << health::toString(e.implies) << ": " << e.rule << "\n";
+      std::cout << "    * " << e.counter << ": " << e.value
+                << (e.previous.empty() ? "" : " (was " + e.previous + ")") << "  -> "
+                << health::toString(e.implies) << ": " << e.rule << "\n";
     }
     if (!d.note.empty()) std::cout << "    " << d.note << "\n";
   }
@@ -132,7 +135,8 @@ int fromSmartctl(const HealthArgs& args) {
         std::error_code entry_ec;
         const bool regular = it->is_regular_file(entry_ec);
         if (entry_ec) {
-          std::cerr << "stallwatch health: " << it->path().string() << ": skipped: " << entry_ec.message() << "\n";
+          std::cerr << "stallwatch health: " << it->path().string()
+                    << ": skipped: " << entry_ec.message() << "\n";
           rc |= kExitBadInput;
         } else if (regular && it->path().extension() == ".json") {
           in_dir.push_back(it->path());
@@ -158,7 +162,8 @@ int fromSmartctl(const HealthArgs& args) {
       if (parsed.kind == health::SmartctlOutput::kScan) {
         std::string names;
         for (const auto& n : parsed.scanned) names += (names.empty() ? "" : " ") + n;
-        row.reading.note = fmt::format("a device list (smartctl --scan), {} devices: {}", parsed.scanned.size(), names);
+        row.reading.note = fmt::format("a device list (smartctl --scan), {} devices: {}",
+                                       parsed.scanned.size(), names);
       }
     } catch (const std::exception& e) {
       std::cerr << "stallwatch health: " << f.string() << ": " << e.what() << "\n";
@@ -174,14 +179,16 @@ int fromSmartctl(const HealthArgs& args) {
 
 int fromDatabase(const HealthArgs& args) {
   // The newest reading of each drive, judged against the one before it.
-  const auto readings = storage::Recording::open(args.db, storage::Recording::Needs::kDriveHealth).latestDriveReadings();
+  const auto readings = storage::Recording::open(args.db, storage::Recording::Needs::kDriveHealth)
+                            .latestDriveReadings();
   std::vector<Row> rows;
   for (auto& [device, list] : readings) {
     Row row;
     row.label = device;
     row.ts_ms = list.back().ts_ms;
     row.reading = list.back().reading;
-    const health::DriveReading* previous = list.size() > 1 ? &list[list.size() - 2].reading : nullptr;
+    const health::DriveReading* previous =
+        list.size() > 1 ? &list[list.size() - 2].reading : nullptr;
     row.verdict = health::judge(row.reading, previous);
     rows.push_back(std::move(row));
   }
@@ -196,7 +203,8 @@ int fromDatabase(const HealthArgs& args) {
 int fromHost(const HealthArgs& args) {
   const auto timeout = parseDuration(args.timeout);
   if (!timeout || timeout->count() <= 0) {
-    std::cerr << "stallwatch health: --timeout '" << args.timeout << "' is not a duration (examples: 5s, 30s)\n";
+    std::cerr << "stallwatch health: --timeout '" << args.timeout
+              << "' is not a duration (examples: 5s, 30s)\n";
     return 2;
   }
   collectors::SystemRoot root;
@@ -216,14 +224,16 @@ int fromHost(const HealthArgs& args) {
     } else {
       ++capable;
       const auto result =
-          health::waitFor(health::startRead(reader, t), std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
+          health::waitFor(health::startRead(reader, t),
+                          std::chrono::duration_cast<std::chrono::milliseconds>(*timeout));
       row.reading.kind = t.kind;
       if (!result.finished) {
         row.reading.note = "no answer within " + args.timeout + " (the drive may be hung)";
       } else if (!result.ok) {
         row.reading.note = result.error;
         if (health::isPermissionError(result.error)) {
-          row.reading.note += " (reading SMART needs root, or CAP_SYS_RAWIO for ATA and CAP_SYS_ADMIN for NVMe)";
+          row.reading.note +=
+              " (reading SMART needs root, or CAP_SYS_RAWIO for ATA and CAP_SYS_ADMIN for NVMe)";
         }
       } else {
         row.reading = result.reading;
@@ -261,16 +271,20 @@ int runHealth(const HealthArgs& args) {
 CommandRunner addHealthCommand(CLI::App& app) {
   auto args = std::make_shared<HealthArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "health", "Each drive's health verdict (ok, warning, failing, worn-out) and the counters behind it. "
-                "Exit status, a bit mask like smartctl's: 1 an input could not be read, 8 a drive failing or "
-                "worn out, 32 a drive with a warning");
-  cmd->add_option("--db", args->db, "Show what `stallwatch record` recorded in this database instead of reading now")
+      "health",
+      "Each drive's health verdict (ok, warning, failing, worn-out) and the counters behind it. "
+      "Exit status, a bit mask like smartctl's: 1 an input could not be read, 8 a drive failing or "
+      "worn out, 32 a drive with a warning");
+  cmd->add_option("--db", args->db,
+                  "Show what `stallwatch record` recorded in this database instead of reading now")
       ->check(CLI::ExistingFile);
   cmd->add_option("--smartctl-json", args->smartctl_json,
-                  "Judge smartctl --json output files (or directories of them) instead of this host's drives")
+                  "Judge smartctl --json output files (or directories of them) instead of this "
+                  "host's drives")
       ->check(CLI::ExistingPath);
   cmd->add_flag("--json", args->json, "JSON output");
-  cmd->add_option("--timeout", args->timeout, "Give up on a drive that has not answered after this long")
+  cmd->add_option("--timeout", args->timeout,
+                  "Give up on a drive that has not answered after this long")
       ->capture_default_str();
   return [args] { return runHealth(*args); };
 }

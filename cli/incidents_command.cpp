@@ -30,15 +30,18 @@ int runIncidents(const IncidentsArgs& args) {
       size_t jobs = 0, found = 0;
       for (const auto& job : recording.jobs(args.job)) {
         auto series = recording.jobSeries(job, {});
-        const auto analysis = correlator::analyzeJobOnHost(
-            series, [&](model::JobSeries& s, const auto& windows) { recording.addOtherDevices(job, s, windows); });
+        const auto analysis =
+            correlator::analyzeJobOnHost(series, [&](model::JobSeries& s, const auto& windows) {
+              recording.addOtherDevices(job, s, windows);
+            });
         store->replaceIncidents(job.job_id, "recompute", analysis.incidents, nowMs());
         ++jobs;
         found += analysis.incidents.size();
       }
       std::cerr << "recomputed " << jobs << " job(s): " << found << " incident(s)\n";
     }
-    const auto incidents = storage::Recording::open(path, storage::Recording::Needs::kIncidents).incidents(args.job);
+    const auto incidents =
+        storage::Recording::open(path, storage::Recording::Needs::kIncidents).incidents(args.job);
     if (args.json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& s : incidents) {
@@ -76,7 +79,8 @@ int runIncidents(const IncidentsArgs& args) {
 
 CommandRunner addIncidentsCommand(CLI::App& app) {
   auto args = std::make_shared<IncidentsArgs>();
-  CLI::App* cmd = app.add_subcommand("incidents", "List the stalls found in a database, with their causes");
+  CLI::App* cmd =
+      app.add_subcommand("incidents", "List the stalls found in a database, with their causes");
   cmd->add_option("--db", args->db, "Database file (default: the recorder's default)");
   cmd->add_flag("--recompute", args->recompute,
                 "Recompute every job's incidents from its samples and store them first");

@@ -67,22 +67,34 @@ int runJobs(const JobsArgs& args) {
       }
       nlohmann::json ranks = nlohmann::json::array();
       for (const auto& k : j.ranks) {
-        ranks.push_back({{"rank", k.rank}, {"pid", k.pid}, {"gpu", k.gpu},
+        ranks.push_back({{"rank", k.rank},
+                         {"pid", k.pid},
+                         {"gpu", k.gpu},
                          {"steps_per_second", orNull(k.steps_per_second)},
                          {"data_wait_share", orNull(k.data_wait_share)},
                          {"mean_read_bytes_per_second", orNull(k.read_bytes_per_second)},
-                         {"mean_gpu_util_percent", orNull(k.gpu_util)}, {"mean_gpu_work_percent", orNull(k.gpu_work)},
+                         {"mean_gpu_util_percent", orNull(k.gpu_util)},
+                         {"mean_gpu_work_percent", orNull(k.gpu_work)},
                          {"max_d_state_threads", k.max_d_state}});
       }
-      out.push_back({{"job_id", job.job_id}, {"key", job.key}, {"label", job.label}, {"labels", job.labels},
-                     {"ranks", ranks}, {"cmdline", job.cmdline}, {"root_pid", job.root_pid}, {"gpus", gpus},
-                     {"started_ms", job.started_ms}, {"ended_ms", orNull(job.ended_ms)},
-                     {"processes", j.processes}, {"workers", j.workers},
+      out.push_back({{"job_id", job.job_id},
+                     {"key", job.key},
+                     {"label", job.label},
+                     {"labels", job.labels},
+                     {"ranks", ranks},
+                     {"cmdline", job.cmdline},
+                     {"root_pid", job.root_pid},
+                     {"gpus", gpus},
+                     {"started_ms", job.started_ms},
+                     {"ended_ms", orNull(job.ended_ms)},
+                     {"processes", j.processes},
+                     {"workers", j.workers},
                      {"steps_per_second", orNull(j.steps_per_second)},
                      {"data_wait_share", orNull(j.data_wait_share)},
                      {"mean_read_bytes_per_second", orNull(j.read_bytes_per_second)},
                      {"mean_workers_cpu_ratio", orNull(j.workers_cpu)},
-                     {"max_d_state_threads", j.max_d_state}, {"devices", devices}});
+                     {"max_d_state_threads", j.max_d_state},
+                     {"devices", devices}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -93,29 +105,40 @@ int runJobs(const JobsArgs& args) {
   }
   for (const auto& [job, j, gpus] : jobs) {
     std::cout << fmt::format("job {}  {}  ({})\n", job.job_id, job.label, job.key);
-    std::cout << fmt::format("  span        {} .. {}\n", timeText(job.started_ms),
-                             job.ended_ms ? timeText(*job.ended_ms) : std::string("running (or agent stopped first)"));
+    std::cout << fmt::format(
+        "  span        {} .. {}\n", timeText(job.started_ms),
+        job.ended_ms ? timeText(*job.ended_ms) : std::string("running (or agent stopped first)"));
     if (!job.labels.empty()) std::cout << "  labels      " << job.labels << "\n";
     std::cout << "  gpus        " << (gpus.empty() ? "-" : gpus) << "\n";
-    std::cout << fmt::format("  processes   {} ({} workers), root pid {}\n", j.processes, j.workers, job.root_pid);
+    std::cout << fmt::format("  processes   {} ({} workers), root pid {}\n", j.processes, j.workers,
+                             job.root_pid);
     std::cout << "  reads from  " << devicesText(j) << "\n";
     std::cout << "  steps/s     "
-              << (j.steps_per_second ? fmt::format("{:.2f}", *j.steps_per_second) : "- (no dataloader reports)") << "\n";
+              << (j.steps_per_second ? fmt::format("{:.2f}", *j.steps_per_second)
+                                     : "- (no dataloader reports)")
+              << "\n";
     std::cout << "  data wait   "
-              << (j.data_wait_share ? fmt::format("{:.1f} % of loop time", *j.data_wait_share * 100) : "-") << "\n";
+              << (j.data_wait_share ? fmt::format("{:.1f} % of loop time", *j.data_wait_share * 100)
+                                    : "-")
+              << "\n";
     std::cout << "  read        "
-              << (j.read_bytes_per_second ? fmt::format("{:.1f} MB/s mean", *j.read_bytes_per_second / 1e6) : "-")
-              << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "") << "\n";
+              << (j.read_bytes_per_second
+                      ? fmt::format("{:.1f} MB/s mean", *j.read_bytes_per_second / 1e6)
+                      : "-")
+              << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "")
+              << "\n";
     if (!j.ranks.empty()) {
-      std::cout << "  ranks       rank  pid      GPU            steps/s  data wait  read MB/s  GPU util  GPU work  D max\n";
+      std::cout << "  ranks       rank  pid      GPU            steps/s  data wait  read MB/s  GPU "
+                   "util  GPU work  D max\n";
       auto num = [](const std::optional<double>& v, double scale, const char* format) {
         return v ? fmt::format(fmt::runtime(format), *v * scale) : std::string("-");
       };
       for (const auto& k : j.ranks) {
-        std::cout << fmt::format("              {:>4}  {:<8} {:<14} {:>7}  {:>9}  {:>9}  {:>8}  {:>8}  {:>5}\n", k.rank, k.pid,
-                                 k.gpu.empty() ? "-" : k.gpu.substr(0, 12), num(k.steps_per_second, 1, "{:.2f}"),
-                                 num(k.data_wait_share, 100, "{:.1f} %"), num(k.read_bytes_per_second, 1e-6, "{:.1f}"),
-                                 num(k.gpu_util, 1, "{:.0f} %"), num(k.gpu_work, 1, "{:.1f} %"), k.max_d_state);
+        std::cout << fmt::format(
+            "              {:>4}  {:<8} {:<14} {:>7}  {:>9}  {:>9}  {:>8}  {:>8}  {:>5}\n", k.rank,
+            k.pid, k.gpu.empty() ? "-" : k.gpu.substr(0, 12), num(k.steps_per_second, 1, "{:.2f}"),
+            num(k.data_wait_share, 100, "{:.1f} %"), num(k.read_bytes_per_second, 1e-6, "{:.1f}"),
+            num(k.gpu_util, 1, "{:.0f} %"), num(k.gpu_work, 1, "{:.1f} %"), k.max_d_state);
       }
     }
     std::cout << "\n";

@@ -33,7 +33,8 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "visible to every user in ps")
       ->envname("STALLWATCH_WEBHOOK_URL")
       ->group("Live");
-  cmd.add_option("--webhook-file", args.webhook_file, "Read the webhook URL from the first line of this file")
+  cmd.add_option("--webhook-file", args.webhook_file,
+                 "Read the webhook URL from the first line of this file")
       ->group("Live");
   cmd.add_option("--webhook-timeout", args.webhook_timeout, "Timeout of one webhook request")
       ->capture_default_str()
@@ -46,7 +47,8 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Serve Prometheus metrics at ADDR/metrics: PORT or :PORT (loopback), "
                  "HOST:PORT, [V6]:PORT; 0.0.0.0:PORT for every interface (off by default)")
       ->group("Live");
-  cmd.add_option("--stall-open-after", args.open_after, "Report a stall once it has lasted this long")
+  cmd.add_option("--stall-open-after", args.open_after,
+                 "Report a stall once it has lasted this long")
       ->capture_default_str()
       ->group("Live");
   cmd.add_option("--stall-close-after", args.close_after,
@@ -63,9 +65,12 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command) {
   agent::LiveOptions o;
   o.correlate = args.correlate;
-  auto duration = [&](const std::string& text, const char* option) -> std::optional<std::chrono::nanoseconds> {
+  auto duration = [&](const std::string& text,
+                      const char* option) -> std::optional<std::chrono::nanoseconds> {
     auto d = parseDuration(text);
-    if (!d) std::cerr << "stallwatch " << command << ": " << option << " '" << text << "' is not a duration (examples: 500ms, 10s, 5m)\n";
+    if (!d)
+      std::cerr << "stallwatch " << command << ": " << option << " '" << text
+                << "' is not a duration (examples: 500ms, 10s, 5m)\n";
     return d;
   };
   const auto open_after = duration(args.open_after, "--stall-open-after");
@@ -73,7 +78,8 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   const auto repeat = duration(args.repeat_window, "--notify-repeat-window");
   const auto hook_timeout = duration(args.hook_timeout, "--hook-timeout");
   const auto webhook_timeout = duration(args.webhook_timeout, "--webhook-timeout");
-  if (!open_after || !close_after || !repeat || !hook_timeout || !webhook_timeout) return std::nullopt;
+  if (!open_after || !close_after || !repeat || !hook_timeout || !webhook_timeout)
+    return std::nullopt;
   o.correlator.open_after_s = std::chrono::duration<double>(*open_after).count();
   o.correlator.close_after_s = std::chrono::duration<double>(*close_after).count();
   o.repeat_window = std::chrono::duration_cast<std::chrono::milliseconds>(*repeat);
@@ -88,10 +94,12 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   if (!args.webhook_file.empty()) {
     std::ifstream in(args.webhook_file);
     if (!in || !std::getline(in, webhook)) {
-      std::cerr << "stallwatch " << command << ": cannot read a URL from --webhook-file " << args.webhook_file << "\n";
+      std::cerr << "stallwatch " << command << ": cannot read a URL from --webhook-file "
+                << args.webhook_file << "\n";
       return std::nullopt;
     }
-    while (!webhook.empty() && (webhook.back() == '\r' || webhook.back() == ' ')) webhook.pop_back();
+    while (!webhook.empty() && (webhook.back() == '\r' || webhook.back() == ' '))
+      webhook.pop_back();
   }
   if (!webhook.empty()) {
     if (webhook.rfind("http://", 0) != 0 && webhook.rfind("https://", 0) != 0) {
@@ -114,23 +122,29 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
     }
   }
   if ((o.hook || o.webhook) && !o.correlate) {
-    std::cerr << "stallwatch " << command << ": --on-incident and --webhook need the correlator (drop --no-correlate)\n";
+    std::cerr << "stallwatch " << command
+              << ": --on-incident and --webhook need the correlator (drop --no-correlate)\n";
     return std::nullopt;
   }
   return o;
 }
 
 void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
-                    const std::optional<agent::HookStats>& hooks, const std::optional<agent::WebhookStats>& webhook) {
-  spdlog::info("incidents: {} opened, {} changed, {} closed; {} events notified, {} suppressed as flaps",
-               events[0], events[1], events[2], notifier.sent, notifier.suppressed);
+                    const std::optional<agent::HookStats>& hooks,
+                    const std::optional<agent::WebhookStats>& webhook) {
+  spdlog::info(
+      "incidents: {} opened, {} changed, {} closed; {} events notified, {} suppressed as flaps",
+      events[0], events[1], events[2], notifier.sent, notifier.suppressed);
   if (hooks) {
-    spdlog::info("hook: {} started, {} succeeded, {} failed, {} killed at the timeout, {} could not start, {} dropped",
-                 hooks->started, hooks->succeeded, hooks->failed, hooks->timed_out, hooks->spawn_errors, hooks->dropped);
+    spdlog::info(
+        "hook: {} started, {} succeeded, {} failed, {} killed at the timeout, {} could not start, "
+        "{} dropped",
+        hooks->started, hooks->succeeded, hooks->failed, hooks->timed_out, hooks->spawn_errors,
+        hooks->dropped);
   }
   if (webhook) {
-    spdlog::info("webhook: {} delivered, {} failed attempts, {} given up, {} dropped", webhook->delivered,
-                 webhook->failed_attempts, webhook->given_up, webhook->dropped);
+    spdlog::info("webhook: {} delivered, {} failed attempts, {} given up, {} dropped",
+                 webhook->delivered, webhook->failed_attempts, webhook->given_up, webhook->dropped);
   }
 }
 

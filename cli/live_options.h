@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +30,7 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args);
 // Nullopt after printing why the arguments are wrong. COMMAND names the subcommand in errors.
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command);
 void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
-                    const std::optional<agent::HookStats>& hooks, const std::optional<agent::WebhookStats>& webhook);
+                    const std::optional<agent::HookStats>& hooks,
+                    const std::optional<agent::WebhookStats>& webhook);
 
 }  // namespace stallwatch::cli

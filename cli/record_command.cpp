@@ -1,5 +1,4 @@
 #include <signal.h>
-
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -10,8 +9,8 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/live_options.h"
-#include "health/smartctl_reader.h"
 #include "cli/root_options.h"
+#include "health/smartctl_reader.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
@@ -43,7 +42,8 @@ struct RecordArgs {
 
 int runRecord(const RecordArgs& args) {
   agent::RecorderOptions options;
-  options.db_path = args.db.empty() ? storage::defaultDatabasePath() : std::filesystem::path(args.db);
+  options.db_path =
+      args.db.empty() ? storage::defaultDatabasePath() : std::filesystem::path(args.db);
   auto interval = parseDuration(args.interval);
   if (!interval || interval->count() < 10'000'000) {
     std::cerr << "stallwatch record: --interval '" << args.interval
@@ -69,7 +69,8 @@ int runRecord(const RecordArgs& args) {
   options.flush_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*flush);
   auto stop_timeout = parseDuration(args.stop_timeout);
   if (!stop_timeout) {
-    std::cerr << "stallwatch record: --stop-timeout '" << args.stop_timeout << "' is not a duration (examples: 5s, 1m)\n";
+    std::cerr << "stallwatch record: --stop-timeout '" << args.stop_timeout
+              << "' is not a duration (examples: 5s, 1m)\n";
     return 2;
   }
   options.stop_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_timeout);
@@ -99,29 +100,33 @@ int runRecord(const RecordArgs& args) {
   if (auto retain = parseDuration(args.retain)) {
     options.retain = std::chrono::duration_cast<std::chrono::milliseconds>(*retain);
   } else {
-    std::cerr << "stallwatch record: --retain '" << args.retain << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
+    std::cerr << "stallwatch record: --retain '" << args.retain
+              << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
     return 2;
   }
   {
     const auto every = parseDuration(args.health_interval);
     const auto timeout = parseDuration(args.health_timeout);
     if (!every || !timeout || timeout->count() <= 0) {
-      std::cerr << "stallwatch record: --health-interval and --health-timeout take durations (10m, 10s; "
-                   "--health-interval 0s turns drive health off)\n";
+      std::cerr
+          << "stallwatch record: --health-interval and --health-timeout take durations (10m, 10s; "
+             "--health-interval 0s turns drive health off)\n";
       return 2;
     }
     if (every->count() == 0) {
       options.health.reset();
     } else {
-      options.health = agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
-                                           std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
+      options.health =
+          agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
     }
     if (args.smartctl_option->count() > 0) {
       // smartctl gets a little less than the health read's timeout, so that it is killed,
       // not abandoned.
       const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout) * 9 / 10;
       options.drive_reader = std::make_shared<health::SmartctlFallbackReader>(
-          std::make_shared<health::NativeDriveReader>(), args.smartctl.empty() ? "smartctl" : args.smartctl, limit);
+          std::make_shared<health::NativeDriveReader>(),
+          args.smartctl.empty() ? "smartctl" : args.smartctl, limit);
     }
   }
   if (auto live = toLiveOptions(args.live, "record")) {
@@ -154,21 +159,24 @@ int runRecord(const RecordArgs& args) {
                summary.dropped_batches, summary.late_ticks);
   for (const auto& c : summary.collectors) {
     const uint64_t runs = c.data + c.no_data + c.errors;
-    spdlog::info("collector {}: {} with data, {} without, {} errors, {} values skipped, "
-                 "{:.1f} us per collection",
-                 c.name, c.data, c.no_data, c.errors, c.skipped,
-                 runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs)
-                      : 0.0);
+    spdlog::info(
+        "collector {}: {} with data, {} without, {} errors, {} values skipped, "
+        "{:.1f} us per collection",
+        c.name, c.data, c.no_data, c.errors, c.skipped,
+        runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs) : 0.0);
   }
   if (summary.health) {
-    spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung", summary.health->reads,
-                 summary.health->errors, summary.health->timeouts, summary.health->skipped_hung);
+    spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung",
+                 summary.health->reads, summary.health->errors, summary.health->timeouts,
+                 summary.health->skipped_hung);
   }
   logLiveSummary(summary.incident_events, summary.notifier, summary.hooks, summary.webhook);
   if (summary.abandoned) {
-    spdlog::error("the database's disk did not answer within --stop-timeout: {} queued intervals were not written "
-                  "and the run is not closed in {}; stopping anyway",
-                  summary.unwritten_batches, options.db_path.string());
+    spdlog::error(
+        "the database's disk did not answer within --stop-timeout: {} queued intervals were not "
+        "written "
+        "and the run is not closed in {}; stopping anyway",
+        summary.unwritten_batches, options.db_path.string());
     spdlog::default_logger()->flush();
     // A thread is still blocked in a write on that disk: no destructor may wait for it.
     std::_Exit(1);
@@ -193,12 +201,14 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Write to the database at most this often, in one transaction; a crash loses "
                   "at most this much (0s: every interval)")
       ->capture_default_str();
-  cmd->add_option("--stop-timeout", args->stop_timeout,
-                  "On a stop, wait this long for the last writes; past it (a frozen or hung disk under the "
-                  "database) say what was not written and exit 1")
+  cmd->add_option(
+         "--stop-timeout", args->stop_timeout,
+         "On a stop, wait this long for the last writes; past it (a frozen or hung disk under the "
+         "database) say what was not written and exit 1")
       ->capture_default_str();
   cmd->add_option("--retain", args->retain,
-                  "Keep this much history; older samples, events and incidents are pruned at start and every "
+                  "Keep this much history; older samples, events and incidents are pruned at start "
+                  "and every "
                   "hour (0s: keep everything)")
       ->capture_default_str();
   cmd->add_option("--queue-capacity", args->queue_capacity,
@@ -209,9 +219,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
   addRootOptions(*cmd, args->root);
   for (const auto& entry : collectors::collectorTable()) {
     args->collectors[entry.name] = entry.enabled_by_default;
-    cmd->add_flag("--collector." + entry.name + ",!--no-collector." + entry.name,
-                  args->collectors[entry.name],
-                  entry.help + (entry.enabled_by_default ? " (on by default)" : " (off by default)"))
+    cmd->add_flag(
+           "--collector." + entry.name + ",!--no-collector." + entry.name,
+           args->collectors[entry.name],
+           entry.help + (entry.enabled_by_default ? " (on by default)" : " (off by default)"))
         ->group("Collectors");
   }
   cmd->add_option("--nvml-library", args->nvml_library, "NVML library to load")
@@ -238,18 +249,21 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Permissions of the dataloader socket; 0666 lets every user's jobs report")
       ->capture_default_str()
       ->group("Jobs");
-  cmd->add_option("--health-interval", args->health_interval,
-                  "Read every drive's SMART / NVMe health this often (0s: off); a drive blamed for a stall "
-                  "is read at once")
+  cmd->add_option(
+         "--health-interval", args->health_interval,
+         "Read every drive's SMART / NVMe health this often (0s: off); a drive blamed for a stall "
+         "is read at once")
       ->capture_default_str()
       ->group("Drive health");
-  cmd->add_option("--health-timeout", args->health_timeout,
-                  "Abandon a health read after this long (a hung drive is not asked again until it answers)")
+  cmd->add_option(
+         "--health-timeout", args->health_timeout,
+         "Abandon a health read after this long (a hung drive is not asked again until it answers)")
       ->capture_default_str()
       ->group("Drive health");
   args->smartctl_option =
       cmd->add_option("--collector.smartctl", args->smartctl,
-                      "Also read drives the native readers cannot reach (SAS/SCSI, USB bridges) with smartctl "
+                      "Also read drives the native readers cannot reach (SAS/SCSI, USB bridges) "
+                      "with smartctl "
                       "--json -x [=PATH to smartctl] on the health cadence (off by default)")
           ->expected(0, 1)
           ->group("Drive health");

@@ -1,9 +1,8 @@
 // `stallwatch replay`: drives the live half of the agent (correlator, hook, webhook, metrics)
 // with a recording instead of the running system, as fast as it can or at a chosen speed.
 // For trying a hook or an alerting setup against a real stall, and for the live tests.
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <iostream>
@@ -45,8 +44,9 @@ int runReplay(const ReplayArgs& args) {
       if (args.speed > 0) {
         // Paced: the recording's own time, divided by the speed.
         if (!first_ms) first_ms = batch.wall_time_ms;
-        const auto due = started + std::chrono::duration<double, std::milli>(
-                                       static_cast<double>(batch.wall_time_ms - *first_ms) / args.speed);
+        const auto due =
+            started + std::chrono::duration<double, std::milli>(
+                          static_cast<double>(batch.wall_time_ms - *first_ms) / args.speed);
         std::this_thread::sleep_until(due);
       }
       ++intervals;
@@ -72,9 +72,12 @@ CommandRunner addReplayCommand(CLI::App& app) {
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* cmd = app.add_subcommand(
       "replay", "Run a recording through the live correlator, hooks, webhook and metrics endpoint");
-  cmd->add_option("--db", args->db, "The recording to replay")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--speed", args->speed,
-                  "Replay at this multiple of the recording's pace (1: as recorded); 0: as fast as possible")
+  cmd->add_option("--db", args->db, "The recording to replay")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option(
+         "--speed", args->speed,
+         "Replay at this multiple of the recording's pace (1: as recorded); 0: as fast as possible")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   addLiveOptions(*cmd, args->live);

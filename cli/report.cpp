@@ -35,8 +35,10 @@ std::vector<JobReport> buildReports(storage::Recording& recording, std::optional
     r.job = std::move(job);
     r.series = recording.jobSeries(r.job, range);
     if (r.series.size() == 0) continue;
-    auto summary = correlator::summarizeRecordedJob(
-        r.series, [&](model::JobSeries& s, const auto& windows) { recording.addOtherDevices(r.job, s, windows); });
+    auto summary =
+        correlator::summarizeRecordedJob(r.series, [&](model::JobSeries& s, const auto& windows) {
+          recording.addOtherDevices(r.job, s, windows);
+        });
     r.analysis = std::move(summary.analysis);
     r.goodput = summary.goodput;
     r.gaps = std::move(summary.gaps);
@@ -57,31 +59,35 @@ std::vector<JobReport> buildReports(storage::Recording& recording, std::optional
 std::string describeIncident(const model::Incident& inc) {
   std::string where;
   if (!inc.device.empty()) {
-    where = " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+    where =
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
   }
-  return fmt::format("{} .. {} ({:.0f} s)  {}{}  idle {:.0f} %  {:.1f} GPU-s lost  confidence {:.2f}",
-                     timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
-                     static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
-                     model::toString(inc.cls), where, inc.idle_share * 100, inc.gpu_seconds_lost,
-                     inc.confidence);
+  return fmt::format(
+      "{} .. {} ({:.0f} s)  {}{}  idle {:.0f} %  {:.1f} GPU-s lost  confidence {:.2f}",
+      timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
+      static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0, model::toString(inc.cls), where,
+      inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence);
 }
 
 nlohmann::json incidentJson(const model::Incident& inc) {
   nlohmann::json straggler = nullptr;
   if (inc.straggler) {
-    straggler = {{"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
+    straggler = {
+        {"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
   }
   nlohmann::json evidence = nlohmann::json::array();
   for (const auto& e : inc.evidence) {
-    evidence.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during},
+    evidence.push_back({{"signal", e.signal},
+                        {"baseline", e.baseline},
+                        {"during", e.during},
                         {"supports", e.supports}});
   }
   return {{"start_ms", inc.start_ms},
           {"end_ms", inc.end_ms},
           {"class", model::toString(inc.cls)},
           {"device", inc.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.device)},
-          {"physical_device",
-           inc.physical_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(inc.physical_device)},
+          {"physical_device", inc.physical_device.empty() ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(inc.physical_device)},
           {"idle_share", inc.idle_share},
           {"gpu_seconds_lost", inc.gpu_seconds_lost},
           {"confidence", inc.confidence},
@@ -95,19 +101,27 @@ namespace {
 
 std::string progressText(const correlator::Analysis& a, const model::JobSeries& s) {
   switch (a.progress_signal) {
-    case model::ProgressSignal::kNone: return "nothing (no GPU readings, no dataloader reports)";
-    case model::ProgressSignal::kSteps: return "dataloader steps per second";
+    case model::ProgressSignal::kNone:
+      return "nothing (no GPU readings, no dataloader reports)";
+    case model::ProgressSignal::kSteps:
+      return "dataloader steps per second";
     case model::ProgressSignal::kGpuWork:
       return fmt::format("GPU work (GPM tensor/DRAM activity) of {} GPU(s)", s.gpu_count);
     case model::ProgressSignal::kSlowestRankGpuUtil:
-      return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)", s.ranks.size());
-    case model::ProgressSignal::kGpuUtil: break;
+      return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)",
+                         s.ranks.size());
+    case model::ProgressSignal::kGpuUtil:
+      break;
   }
   return fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count);
 }
 
-std::string share(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v * 100) : "-"; }
-std::string percent(const std::optional<double>& v) { return v ? fmt::format("{:.0f} %", *v) : "-"; }
+std::string share(const std::optional<double>& v) {
+  return v ? fmt::format("{:.0f} %", *v * 100) : "-";
+}
+std::string percent(const std::optional<double>& v) {
+  return v ? fmt::format("{:.0f} %", *v) : "-";
+}
 
 nlohmann::json rankJson(const correlator::RankFigures& f) {
   return {{"rank", f.rank},
@@ -141,18 +155,21 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
     }
     out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
-    out += fmt::format("  incidents   {} ({} shorter blips not reported)\n", r.analysis.incidents.size(),
-                       r.analysis.blips);
-    // Said, not smoothed over: an interval that was never written is not an interval that was healthy.
+    out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
+                       r.analysis.incidents.size(), r.analysis.blips);
+    // Said, not smoothed over: an interval that was never written is not an interval that was
+    // healthy.
     for (const auto& g : r.gaps) {
-      out += fmt::format("  gap         {} .. {} ({:.0f} s): {} intervals missing (the agent stopped, or could "
-                         "not write them)\n",
-                         timeText(g.start_ms), timeText(g.end_ms).substr(11),
-                         static_cast<double>(g.end_ms - g.start_ms) / 1000.0, g.missing_intervals);
+      out += fmt::format(
+          "  gap         {} .. {} ({:.0f} s): {} intervals missing (the agent stopped, or could "
+          "not write them)\n",
+          timeText(g.start_ms), timeText(g.end_ms).substr(11),
+          static_cast<double>(g.end_ms - g.start_ms) / 1000.0, g.missing_intervals);
     }
     for (const auto& inc : r.analysis.incidents) {
       out += "    " + describeIncident(inc) + "\n";
-      if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty()) out += "      " + ranks + "\n";
+      if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
+        out += "      " + ranks + "\n";
       for (const auto& e : inc.evidence) {
         if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
         out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
@@ -160,27 +177,37 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
     }
     if (!r.ranks.empty()) {
-      out += "  ranks       rank  pid      GPU            util p50    work p50  steps/s p50  data wait p50  read MB/s p50\n";
+      out +=
+          "  ranks       rank  pid      GPU            util p50    work p50  steps/s p50  data "
+          "wait p50  read MB/s p50\n";
       for (const auto& f : r.ranks) {
         const auto& read = f.read_bytes_per_second_p50;
         const auto& steps = f.steps_per_second_p50;
-        out += fmt::format("              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", f.rank, f.pid,
-                           f.gpu.empty() ? "-" : f.gpu.substr(0, 12), percent(f.gpu_util_p50_percent),
-                           percent(f.gpu_work_p50_percent), steps ? fmt::format("{:.1f}", *steps) : "-",
-                           share(f.data_wait_share_p50), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
+        out += fmt::format(
+            "              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", f.rank,
+            f.pid, f.gpu.empty() ? "-" : f.gpu.substr(0, 12), percent(f.gpu_util_p50_percent),
+            percent(f.gpu_work_p50_percent), steps ? fmt::format("{:.1f}", *steps) : "-",
+            share(f.data_wait_share_p50), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
       }
     }
-    out += "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
+    out +=
+        "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
     bool any_health = false;
     for (const auto& d : r.devices) {
       any_health = any_health || !d.health.empty();
-      out += fmt::format("    {:<36} {:>8} {:>8} {:>8} {:>8}  {}\n",
-                         d.name + (d.via.empty() ? "" : " (under " + d.via + (d.also_direct ? ", and direct" : "") + ")"),
-                         ms(d.r_await_p50), ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99),
-                         d.health.empty() ? "-" : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
+      out += fmt::format(
+          "    {:<36} {:>8} {:>8} {:>8} {:>8}  {}\n",
+          d.name + (d.via.empty()
+                        ? ""
+                        : " (under " + d.via + (d.also_direct ? ", and direct" : "") + ")"),
+          ms(d.r_await_p50), ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99),
+          d.health.empty()
+              ? "-"
+              : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
-    if (!any_health) out += "  health      not recorded (stallwatch record reads it every --health-interval)\n";
+    if (!any_health)
+      out += "  health      not recorded (stallwatch record reads it every --health-interval)\n";
     out += "\n";
   }
   return out;
@@ -199,15 +226,21 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
     for (const auto& f : r.ranks) ranks.push_back(rankJson(f));
     nlohmann::json gaps = nlohmann::json::array();
     for (const auto& g : r.gaps) {
-      gaps.push_back({{"start_ms", g.start_ms}, {"end_ms", g.end_ms}, {"missing_intervals", g.missing_intervals}});
+      gaps.push_back({{"start_ms", g.start_ms},
+                      {"end_ms", g.end_ms},
+                      {"missing_intervals", g.missing_intervals}});
     }
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : r.devices) {
-      devices.push_back({{"device", d.name}, {"via", d.via}, {"r_await_p50_ms", orNull(d.r_await_p50)},
-                         {"r_await_p99_ms", orNull(d.r_await_p99)}, {"w_await_p50_ms", orNull(d.w_await_p50)},
-                         {"w_await_p99_ms", orNull(d.w_await_p99)},
-                         {"health", d.health.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.health)},
-                         {"health_evidence", d.health_evidence}});
+      devices.push_back(
+          {{"device", d.name},
+           {"via", d.via},
+           {"r_await_p50_ms", orNull(d.r_await_p50)},
+           {"r_await_p99_ms", orNull(d.r_await_p99)},
+           {"w_await_p50_ms", orNull(d.w_await_p50)},
+           {"w_await_p99_ms", orNull(d.w_await_p99)},
+           {"health", d.health.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.health)},
+           {"health_evidence", d.health_evidence}});
     }
     out.push_back({{"job_id", r.job.job_id},
                    {"key", r.job.key},

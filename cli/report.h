@@ -14,7 +14,7 @@ namespace stallwatch::cli {
 
 // A device the job reads: its latency over the job's span, and the drive's recorded health.
 struct DeviceRow : correlator::DeviceLatency {
-  std::string health;           // the drive's verdict at the end of the job's span; "" if never read
+  std::string health;  // the drive's verdict at the end of the job's span; "" if never read
   std::string health_evidence;  // its first counter, "ata 5 Reallocated_Sector_Ct raw 304"
 };
 

@@ -29,7 +29,8 @@ int runReport(const ReportArgs& args) {
     *target = parseTimeArg(*text, now);
     if (!*target) {
       std::cerr << "stallwatch report: " << flag << " '" << *text
-                << "' is not a time (2026-11-22, 2026-11-22T02:00:00Z, '2026-11-22 04:00+02:00', epoch seconds "
+                << "' is not a time (2026-11-22, 2026-11-22T02:00:00Z, '2026-11-22 04:00+02:00', "
+                   "epoch seconds "
                    "1795318660 or milliseconds 1795318660000, or a duration ago: 2h, 1h30m)\n";
       return 2;
     }
@@ -67,7 +68,9 @@ CommandRunner addReportCommand(CLI::App& app) {
       "report", "Post-mortem of recorded runs: goodput, stalls and their causes, device latency");
   cmd->add_option("--db", args->db, "Database file (default: the recorder's default)");
   cmd->add_option("--job", args->job, "Only this job (its id in `stallwatch jobs`)");
-  cmd->add_option("--since", args->since, "From this time: ISO 8601 (2026-11-22, 2026-11-22T02:00Z, an offset +02:00; UTC without one), "
+  cmd->add_option("--since", args->since,
+                  "From this time: ISO 8601 (2026-11-22, 2026-11-22T02:00Z, an offset +02:00; UTC "
+                  "without one), "
                   "epoch seconds or milliseconds, or a duration ago (2h, 1h30m)");
   cmd->add_option("--until", args->until, "Up to this time (same forms)");
   cmd->add_flag("--json", args->json, "Print JSON");

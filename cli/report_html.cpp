@@ -18,11 +18,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -106,10 +115,13 @@ std::string timeline(const JobReport& r, size_t job_index) {
     progress_title = "steps per second";
     progress_unit = "steps/s";
     for (size_t i = 0; i < s.size(); ++i) {
-      progress[i] = s.steps[i] && s.interval_s[i] > 0 ? std::optional<double>(*s.steps[i] / s.interval_s[i]) : std::nullopt;
+      progress[i] = s.steps[i] && s.interval_s[i] > 0
+                        ? std::optional<double>(*s.steps[i] / s.interval_s[i])
+                        : std::nullopt;
     }
   } else if (r.analysis.progress_signal == model::ProgressSignal::kGpuWork) {
-    progress_title = "GPU work (GPM: the busier of tensor-core and DRAM activity; 0 while a collective waits)";
+    progress_title =
+        "GPU work (GPM: the busier of tensor-core and DRAM activity; 0 while a collective waits)";
     progress = s.gpu_work_percent;
     fit_progress = true;
   } else if (r.analysis.progress_signal == model::ProgressSignal::kSlowestRankGpuUtil) {
@@ -120,8 +132,14 @@ std::string timeline(const JobReport& r, size_t job_index) {
   }
   std::vector<Panel> panels = {
       {"series-progress", progress_title, progress_unit, progress, "#1f77b4", {}, "", fit_progress},
-      {"series-latency", "await of " + (device_name.empty() ? std::string("(no device)") : device_name), "ms",
-       latency, "#d62728", {}, "", false},
+      {"series-latency",
+       "await of " + (device_name.empty() ? std::string("(no device)") : device_name),
+       "ms",
+       latency,
+       "#d62728",
+       {},
+       "",
+       false},
       {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd", {}, "", false},
       {"series-data-wait", "dataloader wait share", "%", wait_share, "#2ca02c", {}, "", false},
   };
@@ -129,16 +147,20 @@ std::string timeline(const JobReport& r, size_t job_index) {
   // the job back in an incident is marked; the others' utilisation stays high while they wait.
   for (const auto& rank : s.ranks) {
     bool straggler = false;
-    for (const auto& inc : r.analysis.incidents) straggler = straggler || (inc.straggler && inc.straggler->rank == rank.rank);
-    const std::string title = fmt::format("rank {} (pid {}{}): GPU utilisation, work dashed{}", rank.rank, rank.pid,
-                                          rank.gpu.empty() ? "" : ", " + rank.gpu.substr(0, 12),
-                                          straggler ? " \u2014 held the job back" : "");
+    for (const auto& inc : r.analysis.incidents)
+      straggler = straggler || (inc.straggler && inc.straggler->rank == rank.rank);
+    const std::string title =
+        fmt::format("rank {} (pid {}{}): GPU utilisation, work dashed{}", rank.rank, rank.pid,
+                    rank.gpu.empty() ? "" : ", " + rank.gpu.substr(0, 12),
+                    straggler ? " \u2014 held the job back" : "");
     panels.push_back({fmt::format("series-rank-{}", rank.rank), title, "%", rank.gpu_util_percent,
-                      straggler ? "#d62728" : "#7f7f7f", rank.gpu_work_percent, straggler ? "#ff9896" : "#bcbd22", false});
+                      straggler ? "#d62728" : "#7f7f7f", rank.gpu_work_percent,
+                      straggler ? "#ff9896" : "#bcbd22", false});
   }
   const double height = static_cast<double>(panels.size()) * (kPanelHeight + kGap) + 30;
   std::string svg = fmt::format(
-      "<svg class=\"timeline\" id=\"timeline-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "<svg class=\"timeline\" id=\"timeline-{}\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" "
       "height=\"{}\" viewBox=\"0 0 {} {}\">\n",
       job_index, kWidth, height, kWidth, height);
   const double plot_w = kWidth - kLeft - kRight;
@@ -149,43 +171,54 @@ std::string timeline(const JobReport& r, size_t job_index) {
     const double x1 = std::max(x0 + 2, xOf(static_cast<double>(inc.end_ms)));
     const std::string cls = model::toString(inc.cls);
     svg += fmt::format(
-        "<rect class=\"incident\" data-class=\"{}\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"{:.1f}\" "
+        "<rect class=\"incident\" data-class=\"{}\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" "
+        "height=\"{:.1f}\" "
         "fill=\"{}\" fill-opacity=\"0.18\"><title>{}</title></rect>\n",
-        cls, x0, x1 - x0, height - 40, cls == "disk-slow" ? "#d62728" : "#ff7f0e", escape(describeIncident(inc)));
-    svg += fmt::format("<text class=\"incident-label\" x=\"{:.1f}\" y=\"22\" font-size=\"12\">{}{}</text>\n",
-                       x0 + 3, cls, inc.device.empty() ? "" : " " + escape(inc.device));
+        cls, x0, x1 - x0, height - 40, cls == "disk-slow" ? "#d62728" : "#ff7f0e",
+        escape(describeIncident(inc)));
+    svg += fmt::format(
+        "<text class=\"incident-label\" x=\"{:.1f}\" y=\"22\" font-size=\"12\">{}{}</text>\n",
+        x0 + 3, cls, inc.device.empty() ? "" : " " + escape(inc.device));
   }
   for (size_t p = 0; p < panels.size(); ++p) {
     const Panel& panel = panels[p];
     const double y0 = 30 + static_cast<double>(p) * (kPanelHeight + kGap);
     double y_max = panel.unit == "%" && !panel.fit ? 100.0 : 1.0;
-    if (panel.unit != "%" || panel.fit) {  // shares have a natural top; the rest scale to their data
+    if (panel.unit != "%" ||
+        panel.fit) {  // shares have a natural top; the rest scale to their data
       for (const auto& v : panel.values) {
         if (v) y_max = std::max(y_max, *v * 1.1);
       }
     }
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n", kLeft,
-                       y0 - 6, escape(panel.title));
-    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n",
-                       kLeft, y0, plot_w, kPanelHeight);
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g} {}</text>\n",
-                       kLeft - 4, y0 + 10, y_max, escape(panel.unit));
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">0</text>\n", kLeft - 4,
-                       y0 + kPanelHeight);
-    svg += fmt::format("<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
-                       "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
-                       panel.id, job_index, panel.id, pathFor(s, panel.values, y0, y_max, t0, t1), panel.color);
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
+                    kLeft, y0 - 6, escape(panel.title));
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n",
+        kLeft, y0, plot_w, kPanelHeight);
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g} {}</text>\n",
+        kLeft - 4, y0 + 10, y_max, escape(panel.unit));
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">0</text>\n",
+                    kLeft - 4, y0 + kPanelHeight);
+    svg += fmt::format(
+        "<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
+        "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
+        panel.id, job_index, panel.id, pathFor(s, panel.values, y0, y_max, t0, t1), panel.color);
     if (!panel.second.empty()) {
-      svg += fmt::format("<path class=\"series second\" data-series=\"{}-work\" d=\"{}\" fill=\"none\" "
-                         "stroke=\"{}\" stroke-width=\"1.3\" stroke-dasharray=\"4 3\"/>\n",
-                         panel.id, pathFor(s, panel.second, y0, y_max, t0, t1), panel.second_color);
+      svg += fmt::format(
+          "<path class=\"series second\" data-series=\"{}-work\" d=\"{}\" fill=\"none\" "
+          "stroke=\"{}\" stroke-width=\"1.3\" stroke-dasharray=\"4 3\"/>\n",
+          panel.id, pathFor(s, panel.second, y0, y_max, t0, t1), panel.second_color);
     }
   }
   for (int k = 0; k <= 4; ++k) {
     const double t = t0 + (t1 - t0) * k / 4.0;
     const char* anchor = k == 0 ? "start" : (k == 4 ? "end" : "middle");
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>\n",
-                       xOf(t), height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
+    svg += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>\n", xOf(t),
+        height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
   }
   return svg + "</svg>\n";
 }
@@ -193,53 +226,67 @@ std::string timeline(const JobReport& r, size_t job_index) {
 }  // namespace
 
 std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title) {
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
-                     escape(title) +
-                     "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-                     "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
-                     "th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}</style>\n"
-                     "</head><body>\n<h1>" + escape(title) + "</h1>\n";
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
+      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+      "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
+      "th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}</style>\n"
+      "</head><body>\n<h1>" +
+      escape(title) + "</h1>\n";
   if (reports.empty()) html += "<p>No job with samples in the range.</p>\n";
   for (size_t j = 0; j < reports.size(); ++j) {
     const auto& r = reports[j];
-    html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n", r.job.job_id, r.job.job_id,
-                        escape(r.job.label));
-    html += fmt::format("<p>{} .. {} UTC &middot; {} &middot; goodput <b>{:.1f} %</b> &middot; {} incident(s), "
-                        "{} blip(s)</p>\n",
-                        timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
-                        r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
+    html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n",
+                        r.job.job_id, r.job.job_id, escape(r.job.label));
+    html += fmt::format(
+        "<p>{} .. {} UTC &middot; {} &middot; goodput <b>{:.1f} %</b> &middot; {} incident(s), "
+        "{} blip(s)</p>\n",
+        timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
+        r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
     html += timeline(r, j);
-    html += "<table class=\"incidents\"><tr><th>when (UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
-            "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
+    html +=
+        "<table class=\"incidents\"><tr><th>when "
+        "(UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
+        "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
     for (const auto& inc : r.analysis.incidents) {
       std::string evidence;
       for (const auto& e : inc.evidence) {
         if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
-        evidence += fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>", e.supports ? "supports" : "",
-                                escape(e.signal), e.baseline, e.during);
+        evidence +=
+            fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
+                        e.supports ? "supports" : "", escape(e.signal), e.baseline, e.during);
       }
       const std::string ranks = correlator::rankSummary(inc);
-      html += fmt::format("<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
-                          "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
-                          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), model::toString(inc.cls),
-                          escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
-                          ranks.empty() ? "-" : escape(ranks),
-                          inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence, evidence);
+      html += fmt::format(
+          "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
+          "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
+          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), model::toString(inc.cls),
+          escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
+          ranks.empty() ? "-" : escape(ranks), inc.idle_share * 100, inc.gpu_seconds_lost,
+          inc.confidence, evidence);
     }
-    html += "</table>\n<table class=\"devices\"><tr><th>device</th><th>r_await p50</th><th>r_await p99</th>"
-            "<th>w_await p50</th><th>w_await p99</th><th>health</th></tr>\n";
-    auto cell = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f} ms", *v) : std::string("-"); };
+    html +=
+        "</table>\n<table class=\"devices\"><tr><th>device</th><th>r_await p50</th><th>r_await "
+        "p99</th>"
+        "<th>w_await p50</th><th>w_await p99</th><th>health</th></tr>\n";
+    auto cell = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
+    };
     for (const auto& d : r.devices) {
-      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                          escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), cell(d.r_await_p50),
-                          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99),
-                          escape(d.health.empty() ? "not recorded" : d.health + (d.health_evidence.empty() ? "" : ": " + d.health_evidence)));
+      html += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+          escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), cell(d.r_await_p50),
+          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99),
+          escape(d.health.empty()
+                     ? "not recorded"
+                     : d.health + (d.health_evidence.empty() ? "" : ": " + d.health_evidence)));
     }
     html += "</table></section>\n";
   }
   // Marks the page as rendered for tests in a real browser; it needs nothing from outside.
-  html += "<script>document.body.dataset.rendered = document.querySelectorAll('svg.timeline').length + "
-          "' timelines';</script>\n</body></html>\n";
+  html +=
+      "<script>document.body.dataset.rendered = document.querySelectorAll('svg.timeline').length + "
+      "' timelines';</script>\n</body></html>\n";
   return html;
 }
 

@@ -20,8 +20,9 @@ void addRootOptions(CLI::App& command, RootOptions& options) {
 }
 
 collectors::SystemRoot toSystemRoot(const RootOptions& options) {
-  collectors::SystemRoot root =
-      options.prefix.empty() ? collectors::SystemRoot{} : collectors::SystemRoot::under(options.prefix);
+  collectors::SystemRoot root = options.prefix.empty()
+                                    ? collectors::SystemRoot{}
+                                    : collectors::SystemRoot::under(options.prefix);
   if (!options.proc.empty()) root.proc = options.proc;
   if (!options.sys.empty()) root.sys = options.sys;
   if (!options.udev_data.empty()) root.udev_data = options.udev_data;

@@ -61,7 +61,8 @@ std::optional<int> offsetSeconds(std::string_view z) {
 }
 
 std::optional<int64_t> parseIso8601(std::string_view s) {
-  if (!digits(s, 0, 4) || s.size() < 10 || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' || !digits(s, 8, 2)) {
+  if (!digits(s, 0, 4) || s.size() < 10 || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' ||
+      !digits(s, 8, 2)) {
     return std::nullopt;
   }
   std::tm tm{};
@@ -71,7 +72,8 @@ std::optional<int64_t> parseIso8601(std::string_view s) {
   size_t at = 10;
   double fraction = 0;
   if (at < s.size() && (s[at] == 'T' || s[at] == 't' || s[at] == ' ')) {
-    if (!digits(s, at + 1, 2) || at + 3 >= s.size() || s[at + 3] != ':' || !digits(s, at + 4, 2)) return std::nullopt;
+    if (!digits(s, at + 1, 2) || at + 3 >= s.size() || s[at + 3] != ':' || !digits(s, at + 4, 2))
+      return std::nullopt;
     tm.tm_hour = number(s, at + 1, 2);
     tm.tm_min = number(s, at + 4, 2);
     at += 6;
@@ -83,15 +85,16 @@ std::optional<int64_t> parseIso8601(std::string_view s) {
         size_t end = at + 1;
         while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
         if (end == at + 1) return std::nullopt;
-        fraction = std::stod("0." + std::string(s.substr(at + 1, std::min<size_t>(end - at - 1, 9))));
+        fraction =
+            std::stod("0." + std::string(s.substr(at + 1, std::min<size_t>(end - at - 1, 9))));
         at = end;
       }
     }
   }
   const auto offset = offsetSeconds(s.substr(at));
   if (!offset) return std::nullopt;
-  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-      tm.tm_sec > 60) {
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
     return std::nullopt;
   }
   const int64_t utc_s = static_cast<int64_t>(timegm(&tm)) - *offset;
@@ -103,12 +106,14 @@ std::optional<int64_t> parseEpoch(std::string_view s) {
   const size_t dot = s.find('.');
   const std::string_view whole = s.substr(0, dot);
   if (whole.empty() || !digits(whole, 0, whole.size())) return std::nullopt;
-  if (dot != std::string_view::npos && (dot + 1 == s.size() || !digits(s, dot + 1, s.size() - dot - 1))) {
+  if (dot != std::string_view::npos &&
+      (dot + 1 == s.size() || !digits(s, dot + 1, s.size() - dot - 1))) {
     return std::nullopt;
   }
   double value = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(value) || value > 9.2e15) return std::nullopt;
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(value) || value > 9.2e15)
+    return std::nullopt;
   return value < kEpochMillisecondsFrom ? static_cast<int64_t>(std::llround(value * 1000))
                                         : static_cast<int64_t>(std::llround(value));
 }

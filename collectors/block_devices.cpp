@@ -52,11 +52,16 @@ BlockKind kindOf(const fs::path& dir, const std::string& name) {
 
 const char* toString(BlockKind kind) {
   switch (kind) {
-    case BlockKind::kDisk: return "disk";
-    case BlockKind::kPartition: return "partition";
-    case BlockKind::kDeviceMapper: return "dm";
-    case BlockKind::kMd: return "md";
-    case BlockKind::kLoop: return "loop";
+    case BlockKind::kDisk:
+      return "disk";
+    case BlockKind::kPartition:
+      return "partition";
+    case BlockKind::kDeviceMapper:
+      return "dm";
+    case BlockKind::kMd:
+      return "md";
+    case BlockKind::kLoop:
+      return "loop";
   }
   return "unknown";
 }

@@ -18,7 +18,7 @@ enum class Outcome { kData, kNoData, kError };
 
 struct CollectResult {
   Outcome outcome = Outcome::kData;
-  std::string message;  // why there is no data, or what failed
+  std::string message;   // why there is no data, or what failed
   uint64_t skipped = 0;  // malformed lines or out-of-range values dropped this time
   // Said once by the collector, whatever the outcome: a reading this host cannot give and the
   // fallback used instead (logged and stored as an event by the agent).

@@ -4,7 +4,9 @@
 
 namespace stallwatch::collectors {
 
-uint64_t forwardDelta(uint64_t previous, uint64_t current) { return current - std::min(current, previous); }
+uint64_t forwardDelta(uint64_t previous, uint64_t current) {
+  return current - std::min(current, previous);
+}
 
 std::optional<double> perSecond(double amount, double elapsed_seconds) {
   if (!(elapsed_seconds > 0)) return std::nullopt;
@@ -43,8 +45,8 @@ uint64_t deltaWrapping32(uint64_t previous, uint64_t current) {
   return current + k32BitWrap - previous;
 }
 
-DiskRatesResult computeDiskRates(const DiskStats& previous,
-                                 const DiskStats& current, double elapsed_seconds) {
+DiskRatesResult computeDiskRates(const DiskStats& previous, const DiskStats& current,
+                                 double elapsed_seconds) {
   if (!(elapsed_seconds > 0)) return {std::nullopt, RateGap::kNoTimeElapsed};
   if (current.reads_completed < previous.reads_completed ||
       current.writes_completed < previous.writes_completed ||
@@ -59,9 +61,9 @@ DiskRatesResult computeDiskRates(const DiskStats& previous,
   DiskRates r;
   r.reads_per_second = static_cast<double>(reads) / elapsed_seconds;
   r.writes_per_second = static_cast<double>(writes) / elapsed_seconds;
-  r.read_bytes_per_second =
-      static_cast<double>((current.read_sectors - previous.read_sectors) * collectors::kSectorBytes) /
-      elapsed_seconds;
+  r.read_bytes_per_second = static_cast<double>((current.read_sectors - previous.read_sectors) *
+                                                collectors::kSectorBytes) /
+                            elapsed_seconds;
   r.write_bytes_per_second = static_cast<double>((current.write_sectors - previous.write_sectors) *
                                                  collectors::kSectorBytes) /
                              elapsed_seconds;
@@ -75,9 +77,9 @@ DiskRatesResult computeDiskRates(const DiskStats& previous,
       perSecond(previous.flushes_completed, current.flushes_completed, elapsed_seconds);
   r.f_await_ms = optionalAwait(previous.flush_time_ms, current.flush_time_ms,
                                previous.flushes_completed, current.flushes_completed);
-  r.aqu_sz =
-      static_cast<double>(deltaWrapping32(previous.weighted_io_time_ms, current.weighted_io_time_ms)) /
-      elapsed_ms;
+  r.aqu_sz = static_cast<double>(
+                 deltaWrapping32(previous.weighted_io_time_ms, current.weighted_io_time_ms)) /
+             elapsed_ms;
   // io_ticks can run a little ahead of the wall interval (jiffies granularity); iostat caps it.
   r.util_percent = std::min(
       100.0, static_cast<double>(deltaWrapping32(previous.io_ticks_ms, current.io_ticks_ms)) /

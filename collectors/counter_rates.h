@@ -33,8 +33,8 @@ struct DiskRatesResult {
 // r_await = Δ ms reading / Δ reads (none when Δ reads is 0), aqu-sz = Δ weighted ms / Δt(ms),
 // %util = Δ io_ticks / Δt(ms) · 100. A 64-bit count that went backwards means the device was
 // replaced or its counters reset: no rates for that interval.
-DiskRatesResult computeDiskRates(const DiskStats& previous,
-                                 const DiskStats& current, double elapsed_seconds);
+DiskRatesResult computeDiskRates(const DiskStats& previous, const DiskStats& current,
+                                 double elapsed_seconds);
 
 // Share of an interval spent stalled, from PSI's cumulative `total=` microseconds.
 // Clamped to [0, 1]: PSI's per-CPU aggregation can overshoot the wall interval slightly.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,9 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <spdlog/spdlog.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -40,7 +38,8 @@ bool fillAddress(const std::filesystem::path& path, sockaddr_un& addr, std::stri
   addr.sun_family = AF_UNIX;
   const std::string p = path.string();
   if (p.size() >= sizeof addr.sun_path) {
-    error = "socket path " + p + " is longer than " + std::to_string(sizeof addr.sun_path - 1) + " bytes";
+    error = "socket path " + p + " is longer than " + std::to_string(sizeof addr.sun_path - 1) +
+            " bytes";
     return false;
   }
   std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
@@ -54,7 +53,8 @@ uint64_t accumulateDataloaderMetrics(const std::vector<StatsdMetric>& metrics,
   uint64_t unknown = 0;
   bool has_steps = false;
   for (const auto& m : metrics) {
-    if (withoutPrefix(m.name) == "dataloader.steps" && m.type == StatsdType::kCounter) has_steps = true;
+    if (withoutPrefix(m.name) == "dataloader.steps" && m.type == StatsdType::kCounter)
+      has_steps = true;
   }
   for (const auto& m : metrics) {
     const std::string_view name = withoutPrefix(m.name);
@@ -91,7 +91,8 @@ std::filesystem::path defaultDataloaderSocketPath() {
          "dataloader.sock";
 }
 
-std::unique_ptr<DataloaderSocket> DataloaderSocket::open(const Options& options, std::string& error) {
+std::unique_ptr<DataloaderSocket> DataloaderSocket::open(const Options& options,
+                                                         std::string& error) {
   sockaddr_un addr{};
   if (!fillAddress(options.path, addr, error)) return nullptr;
   std::error_code ec;
@@ -215,10 +216,10 @@ void DataloaderSocket::receive(const char* data, size_t size, uint32_t pid) {
   if (!parsed.skipped.empty()) {
     const int64_t now = nowNs();
     if (now - last_warning_ns_ >= kWarningIntervalNs) {
-      spdlog::warn("dataloader socket: malformed line from pid {} (line {}: {}); {} more "
-                   "warnings suppressed since the last one",
-                   pid, parsed.skipped.front().line, parsed.skipped.front().message,
-                   suppressed_warnings_);
+      spdlog::warn(
+          "dataloader socket: malformed line from pid {} (line {}: {}); {} more "
+          "warnings suppressed since the last one",
+          pid, parsed.skipped.front().line, parsed.skipped.front().message, suppressed_warnings_);
       last_warning_ns_ = now;
       suppressed_warnings_ = 0;
     } else {

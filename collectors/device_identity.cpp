@@ -41,8 +41,7 @@ class UdevDatabaseSource final : public UdevPropertySource {
  public:
   explicit UdevDatabaseSource(std::filesystem::path dir) : dir_(std::move(dir)) {}
   UdevProperties properties(uint32_t major, uint32_t minor) override {
-    auto text =
-        readTextFile(dir_ / ("b" + std::to_string(major) + ":" + std::to_string(minor)));
+    auto text = readTextFile(dir_ / ("b" + std::to_string(major) + ":" + std::to_string(minor)));
     return text ? parseUdevDatabase(*text) : UdevProperties{};
   }
 
@@ -80,7 +79,9 @@ std::string transportFromName(const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<UdevPropertySource> makeLibudevSource() { return std::make_unique<LibudevSource>(); }
+std::unique_ptr<UdevPropertySource> makeLibudevSource() {
+  return std::make_unique<LibudevSource>();
+}
 
 std::unique_ptr<UdevPropertySource> makeUdevDatabaseSource(const SystemRoot& root) {
   return std::make_unique<UdevDatabaseSource>(root.udev_data);

@@ -1,8 +1,8 @@
 #include "collectors/diskstats.h"
 
+#include "collectors/counter_rates.h"
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
-#include "collectors/counter_rates.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -105,7 +105,8 @@ class DiskstatsCollector final : public Collector {
         const DiskStats* prev = previousOf(d, i);
         if (!prev) continue;  // a device that just appeared: rates from the next tick on
         auto result = computeDiskRates(*prev, d, elapsed);
-        if (result.rates) out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
+        if (result.rates)
+          out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
       }
     }
     std::swap(previous_, current_);

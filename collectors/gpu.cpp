@@ -72,17 +72,19 @@ std::optional<double> GpuCollector::utilization(uint32_t index, PerGpu& state, G
   return rates.value.gpu_percent;
 }
 
-void GpuCollector::readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sample, uint64_t& skipped,
-                                std::string& notice) {
-  if (auto power = driver_->powerWatts(gpu.index); power.ok() && power.value >= 0) sample.power_watts = power.value;
+void GpuCollector::readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sample,
+                                uint64_t& skipped, std::string& notice) {
+  if (auto power = driver_->powerWatts(gpu.index); power.ok() && power.value >= 0)
+    sample.power_watts = power.value;
   if (!options_.activity || state.activity_unsupported) return;
   auto activity = driver_->activity(gpu.index);
   if (activity.code == DriverCode::kNotSupported) {
     // Said once per GPU: the correlator then judges this GPU by utilisation alone.
     state.activity_unsupported = true;
-    notice += (notice.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(gpu.index) +
-              ": no GPM activity metrics (" + activity.message +
-              "); judging it by utilisation, which counts a collective waiting for another rank as busy";
+    notice +=
+        (notice.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(gpu.index) +
+        ": no GPM activity metrics (" + activity.message +
+        "); judging it by utilisation, which counts a collective waiting for another rank as busy";
     return;
   }
   if (!activity.ok()) return;
@@ -125,7 +127,8 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
     if (memory.code == DriverCode::kGpuLost) {
       state.lost = true;
       ++counters_.lost_gpu_events;
-      problem = "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ") is lost: " + memory.message;
+      problem =
+          "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ") is lost: " + memory.message;
       continue;
     }
     if (memory.ok() && memory.value.used_bytes <= memory.value.total_bytes) {
@@ -146,7 +149,10 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
       auto processes = driver_->processUtilization(gpu.index, state.last_process_us);
       const bool first = state.last_process_us == 0;
       // The driver may return several samples per process in one interval: average them.
-      struct Sums { double sm = 0, memory = 0; uint32_t sm_n = 0, memory_n = 0; };
+      struct Sums {
+        double sm = 0, memory = 0;
+        uint32_t sm_n = 0, memory_n = 0;
+      };
       std::map<uint32_t, Sums> by_pid;
       for (const auto& p : processes.value) {
         state.last_process_us = std::max(state.last_process_us, p.timestamp_us);
@@ -182,8 +188,9 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
     out.gpu_updates = gpus_;  // described once, with the first readings
     described_ = true;
   }
-  CollectResult result = reported == 0 ? CollectResult::error(problem.empty() ? "no GPU answered" : problem)
-                                       : CollectResult::data(skipped);
+  CollectResult result = reported == 0
+                             ? CollectResult::error(problem.empty() ? "no GPU answered" : problem)
+                             : CollectResult::data(skipped);
   if (reported != 0) result.message = problem;
   result.notice = notice;
   return result;

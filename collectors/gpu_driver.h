@@ -61,10 +61,10 @@ struct GpuComputeProcess {
 // ran". A GPU waiting inside a collective runs a spinning kernel: utilisation near 100 %,
 // SM activity near the few SMs that kernel occupies.
 struct GpuActivity {
-  std::optional<double> sm_active_percent;     // NVML_GPM_METRIC_SM_UTIL
-  std::optional<double> sm_occupancy_percent;  // NVML_GPM_METRIC_SM_OCCUPANCY
-  std::optional<double> tensor_active_percent; // NVML_GPM_METRIC_ANY_TENSOR_UTIL
-  std::optional<double> dram_active_percent;   // NVML_GPM_METRIC_DRAM_BW_UTIL
+  std::optional<double> sm_active_percent;      // NVML_GPM_METRIC_SM_UTIL
+  std::optional<double> sm_occupancy_percent;   // NVML_GPM_METRIC_SM_OCCUPANCY
+  std::optional<double> tensor_active_percent;  // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+  std::optional<double> dram_active_percent;    // NVML_GPM_METRIC_DRAM_BW_UTIL
 };
 
 enum class PcieDirection { kTx, kRx };

@@ -44,7 +44,8 @@ std::string jobLabels(const std::map<std::string, std::string>& env) {
                                 "RANK",         "LOCAL_RANK",    "WORLD_SIZE"};
   std::string out;
   for (const char* k : kKeys) {
-    if (auto it = env.find(k); it != env.end()) out += (out.empty() ? "" : ",") + std::string(k) + "=" + it->second;
+    if (auto it = env.find(k); it != env.end())
+      out += (out.empty() ? "" : ",") + std::string(k) + "=" + it->second;
   }
   return out;
 }
@@ -144,7 +145,8 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   const auto env = reader_.environ(pid);
   std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
-  if (key.empty()) key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
+  if (key.empty())
+    key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
   auto [it, inserted] = jobs_.try_emplace(key);
   Job& job = it->second;
   if (inserted) {
@@ -168,7 +170,8 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
       Job* job = jobOf(pid);
       if (!job) job = attach(pid, key, now_ms, out);
       // Everything in the cgroup belongs to it, whatever its parentage.
-      if (job && job->description.key != key && jobs_.count(key)) addMember(jobs_[key], pid, false, out);
+      if (job && job->description.key != key && jobs_.count(key))
+        addMember(jobs_[key], pid, false, out);
     }
   }
   if (!gpu_list_.empty()) {
@@ -203,7 +206,8 @@ void JobTracker::followChildren(Job& job, bool full_scan, SampleBatch& out) {
     const uint32_t pid = frontier.back();
     frontier.pop_back();
     for (uint32_t child : reader_.children(pid)) {
-      if (job.members.count(child) || job.members.size() >= options_.max_processes_per_job) continue;
+      if (job.members.count(child) || job.members.size() >= options_.max_processes_per_job)
+        continue;
       addMember(job, child, false, out);
       frontier.push_back(child);
     }
@@ -244,7 +248,8 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
         }
       }
       if (!best) continue;
-      if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor)) ++files_per_device[d->name];
+      if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor))
+        ++files_per_device[d->name];
     }
   }
   for (const auto& [name, count] : files_per_device) {
@@ -288,11 +293,14 @@ void JobTracker::describeRanks(Job& job, SampleBatch& out) {
     r.key = job.description.key;
     r.rank = *m.rank;
     if (top && (r.pid == 0 || pid < r.pid)) r.pid = pid;
-    if (auto g = job.gpu_of_pid.find(pid); g != job.gpu_of_pid.end() && (r.gpu.empty() || top)) r.gpu = g->second.first;
+    if (auto g = job.gpu_of_pid.find(pid); g != job.gpu_of_pid.end() && (r.gpu.empty() || top))
+      r.gpu = g->second.first;
   }
   for (auto& [rank, r] : now) {
     auto was = job.ranks.find(rank);
-    if (was != job.ranks.end() && was->second.pid == r.pid && (was->second.gpu == r.gpu || r.gpu.empty())) continue;
+    if (was != job.ranks.end() && was->second.pid == r.pid &&
+        (was->second.gpu == r.gpu || r.gpu.empty()))
+      continue;
     if (r.gpu.empty() && was != job.ranks.end()) r.gpu = was->second.gpu;
     job.ranks[rank] = r;
     out.rank_updates.push_back(r);
@@ -302,9 +310,10 @@ void JobTracker::describeRanks(Job& job, SampleBatch& out) {
 std::string JobTracker::finalReport() const {
   if (!socket_) return {};
   const auto s = socket_->stats();
-  return "dataloader socket: " + std::to_string(s.datagrams) + " datagrams, " + std::to_string(s.metrics) +
-         " metrics, " + std::to_string(s.malformed_lines) + " malformed lines, " + std::to_string(s.unknown_metrics) +
-         " unknown metrics, " + std::to_string(s.oversized_datagrams) + " oversized datagrams, " +
+  return "dataloader socket: " + std::to_string(s.datagrams) + " datagrams, " +
+         std::to_string(s.metrics) + " metrics, " + std::to_string(s.malformed_lines) +
+         " malformed lines, " + std::to_string(s.unknown_metrics) + " unknown metrics, " +
+         std::to_string(s.oversized_datagrams) + " oversized datagrams, " +
          std::to_string(s.dropped_senders) + " from senders past the cap";
 }
 
@@ -312,8 +321,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   std::string notice;
   if (ticks_ == 0) {
     // Said once, at the first reading: where jobs can report their steps, or why they cannot.
-    notice = socket_ ? "dataloader socket at " + socket_->path().string()
-                     : socket_error_.empty() ? "" : "no dataloader socket: " + socket_error_;
+    notice = socket_                 ? "dataloader socket at " + socket_->path().string()
+             : socket_error_.empty() ? ""
+                                     : "no dataloader socket: " + socket_error_;
   }
   const bool discovery = ticks_++ % options_.discovery_every_ticks == 0;
   const double elapsed = static_cast<double>(tick.monotonic_ns - last_tick_ns_) / 1e9;
@@ -364,7 +374,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       auto stat = reader_.stat(m->first);
       if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
         const Member& gone = m->second;
-        if (auto parent = job.members.find(gone.stat.ppid); gone.io && parent != job.members.end()) {
+        if (auto parent = job.members.find(gone.stat.ppid);
+            gone.io && parent != job.members.end()) {
           ProcIo& r = reaped[parent->second.rank];
           r.read_bytes += gone.io->read_bytes;
           r.write_bytes += gone.io->write_bytes;
@@ -377,10 +388,12 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       }
       Member& member = m->second;
       auto parent = job.members.find(stat->ppid);
-      const bool rank_main = member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
-      const double cpu = static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
-                                                          stat->utime_ticks + stat->stime_ticks)) /
-                         static_cast<double>(clock_ticks_per_second_);
+      const bool rank_main =
+          member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
+      const double cpu =
+          static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
+                                           stat->utime_ticks + stat->stime_ticks)) /
+          static_cast<double>(clock_ticks_per_second_);
       auto io = reader_.io(m->first);
       const ThreadStates threads = reader_.threadStates(m->first);
       Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
@@ -391,7 +404,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         if (io && member.io) {
           t->io_known = true;
           t->read_bytes += static_cast<double>(forwardDelta(member.io->read_bytes, io->read_bytes));
-          t->write_bytes += static_cast<double>(forwardDelta(member.io->write_bytes, io->write_bytes));
+          t->write_bytes +=
+              static_cast<double>(forwardDelta(member.io->write_bytes, io->write_bytes));
           t->rchar += static_cast<double>(forwardDelta(member.io->rchar, io->rchar));
           t->syscr += static_cast<double>(forwardDelta(member.io->syscr, io->syscr));
         }
@@ -408,7 +422,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       total.reported = reported->second;
       total.any_reported = true;
     }
-    auto net = [](double counted, uint64_t taken_back) { return std::max(0.0, counted - static_cast<double>(taken_back)); };
+    auto net = [](double counted, uint64_t taken_back) {
+      return std::max(0.0, counted - static_cast<double>(taken_back));
+    };
     auto fill = [&](auto& sample, const Totals& t, const ProcIo& taken_back) {
       sample.processes = t.processes;
       sample.workers = t.workers;
@@ -417,14 +433,17 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         sample.main_cpu_ratio = perSecond(t.main_cpu, elapsed);
         sample.workers_cpu_ratio = perSecond(t.workers_cpu, elapsed);
         if (t.io_known) {
-          sample.read_bytes_per_second = perSecond(net(t.read_bytes, taken_back.read_bytes), elapsed);
-          sample.write_bytes_per_second = perSecond(net(t.write_bytes, taken_back.write_bytes), elapsed);
+          sample.read_bytes_per_second =
+              perSecond(net(t.read_bytes, taken_back.read_bytes), elapsed);
+          sample.write_bytes_per_second =
+              perSecond(net(t.write_bytes, taken_back.write_bytes), elapsed);
         }
       }
       if (!t.wchans.empty()) {
-        sample.top_wchan = std::max_element(t.wchans.begin(), t.wchans.end(), [](const auto& a, const auto& b) {
-                             return a.second < b.second;
-                           })->first;
+        sample.top_wchan =
+            std::max_element(t.wchans.begin(), t.wchans.end(), [](const auto& a, const auto& b) {
+              return a.second < b.second;
+            })->first;
       }
       if (t.any_reported) {
         sample.steps = t.reported.steps;
@@ -465,7 +484,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         r.rank = rank;
         r.gpu = description.gpu;
         Totals& t = by_rank[rank];
-        if (auto reported = dataloader_by_rank.find({job.description.key, rank}); reported != dataloader_by_rank.end()) {
+        if (auto reported = dataloader_by_rank.find({job.description.key, rank});
+            reported != dataloader_by_rank.end()) {
           t.reported = reported->second;
           t.any_reported = true;
         }

@@ -69,8 +69,8 @@ class JobTracker final : public Collector {
     std::map<uint32_t, Member> members;
     std::set<std::string> gpus;
     std::map<uint32_t, std::pair<std::string, uint64_t>> gpu_of_pid;  // GPU, memory used there
-    std::map<int32_t, RankDescription> ranks;  // as last written
-    bool changed = true;  // description to be written
+    std::map<int32_t, RankDescription> ranks;                         // as last written
+    bool changed = true;                                              // description to be written
     bool ranks_changed = true;  // members or their ranks changed: describe the ranks again
   };
   struct Totals;  // one rank's (or the job's) figures for an interval

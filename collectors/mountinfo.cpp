@@ -27,7 +27,8 @@ bool isOctal(char c) { return c >= '0' && c <= '7'; }
 
 bool pathIsUnder(const std::string& path, const std::string& mount_point) {
   if (mount_point == "/") return !path.empty() && path[0] == '/';
-  return path.size() >= mount_point.size() && path.compare(0, mount_point.size(), mount_point) == 0 &&
+  return path.size() >= mount_point.size() &&
+         path.compare(0, mount_point.size(), mount_point) == 0 &&
          (path.size() == mount_point.size() || path[mount_point.size()] == '/');
 }
 
@@ -63,9 +64,10 @@ MountinfoParse parseMountinfo(std::string_view text) {
     size_t separator = 6;
     while (separator < count && f[separator] != "-") ++separator;
     if (count < 10 || separator >= count || count - separator < 3) {
-      skip("expected 'id parent maj:min root mount-point options [tags] - type source "
-           "super-options', found " +
-           std::to_string(count) + " fields");
+      skip(
+          "expected 'id parent maj:min root mount-point options [tags] - type source "
+          "super-options', found " +
+          std::to_string(count) + " fields");
       return;
     }
     const auto mount_id = parseUnsigned(f[0]);

@@ -27,7 +27,7 @@ struct MountInfo {
   std::string mount_point;  // unescaped
   std::string options;
   std::string fs_type;
-  std::string source;       // e.g. /dev/nvme0n1p2, or "none"
+  std::string source;  // e.g. /dev/nvme0n1p2, or "none"
   std::string super_options;
 };
 

@@ -12,24 +12,76 @@ namespace stallwatch::nvml {
 namespace {
 
 // Maps a type written with stallwatch::nvml's names to the same type in nvml.h's names.
-template <typename T> struct Theirs { using type = T; };
-template <> struct Theirs<Return> { using type = nvmlReturn_t; };
-template <> struct Theirs<Device> { using type = nvmlDevice_t; };
-template <> struct Theirs<SamplingType> { using type = nvmlSamplingType_t; };
-template <> struct Theirs<ValueType> { using type = nvmlValueType_t; };
-template <> struct Theirs<ClockType> { using type = nvmlClockType_t; };
-template <> struct Theirs<PcieUtilCounter> { using type = nvmlPcieUtilCounter_t; };
-template <> struct Theirs<Sample> { using type = nvmlSample_t; };
-template <> struct Theirs<Utilization> { using type = nvmlUtilization_t; };
-template <> struct Theirs<Memory> { using type = nvmlMemory_t; };
-template <> struct Theirs<ProcessInfo> { using type = nvmlProcessInfo_t; };
-template <> struct Theirs<ProcessUtilizationSample> { using type = nvmlProcessUtilizationSample_t; };
-template <> struct Theirs<GpmSample> { using type = nvmlGpmSample_t; };
-template <> struct Theirs<GpmSupport> { using type = nvmlGpmSupport_t; };
-template <> struct Theirs<GpmMetricsGet> { using type = nvmlGpmMetricsGet_t; };
-template <typename T> struct Theirs<T*> { using type = typename Theirs<T>::type*; };
-template <typename T> struct Theirs<const T> { using type = const typename Theirs<T>::type; };
-template <typename R, typename... A> struct Theirs<R (*)(A...)> {
+template <typename T>
+struct Theirs {
+  using type = T;
+};
+template <>
+struct Theirs<Return> {
+  using type = nvmlReturn_t;
+};
+template <>
+struct Theirs<Device> {
+  using type = nvmlDevice_t;
+};
+template <>
+struct Theirs<SamplingType> {
+  using type = nvmlSamplingType_t;
+};
+template <>
+struct Theirs<ValueType> {
+  using type = nvmlValueType_t;
+};
+template <>
+struct Theirs<ClockType> {
+  using type = nvmlClockType_t;
+};
+template <>
+struct Theirs<PcieUtilCounter> {
+  using type = nvmlPcieUtilCounter_t;
+};
+template <>
+struct Theirs<Sample> {
+  using type = nvmlSample_t;
+};
+template <>
+struct Theirs<Utilization> {
+  using type = nvmlUtilization_t;
+};
+template <>
+struct Theirs<Memory> {
+  using type = nvmlMemory_t;
+};
+template <>
+struct Theirs<ProcessInfo> {
+  using type = nvmlProcessInfo_t;
+};
+template <>
+struct Theirs<ProcessUtilizationSample> {
+  using type = nvmlProcessUtilizationSample_t;
+};
+template <>
+struct Theirs<GpmSample> {
+  using type = nvmlGpmSample_t;
+};
+template <>
+struct Theirs<GpmSupport> {
+  using type = nvmlGpmSupport_t;
+};
+template <>
+struct Theirs<GpmMetricsGet> {
+  using type = nvmlGpmMetricsGet_t;
+};
+template <typename T>
+struct Theirs<T*> {
+  using type = typename Theirs<T>::type*;
+};
+template <typename T>
+struct Theirs<const T> {
+  using type = const typename Theirs<T>::type;
+};
+template <typename R, typename... A>
+struct Theirs<R (*)(A...)> {
   using type = typename Theirs<R>::type (*)(typename Theirs<A>::type...);
 };
 template <typename Ours, typename Real>
@@ -59,9 +111,9 @@ SW_CHECK_FN(GpmSampleGetFn, nvmlGpmSampleGet);
 SW_CHECK_FN(GpmMetricsGetFn, nvmlGpmMetricsGet);
 #undef SW_CHECK_FN
 
-#define SW_CHECK_LAYOUT(OURS, THEIRS, FIELD)                                    \
-  static_assert(offsetof(OURS, FIELD) == offsetof(THEIRS, FIELD) &&             \
-                    sizeof(OURS::FIELD) == sizeof(THEIRS::FIELD),               \
+#define SW_CHECK_LAYOUT(OURS, THEIRS, FIELD)                        \
+  static_assert(offsetof(OURS, FIELD) == offsetof(THEIRS, FIELD) && \
+                    sizeof(OURS::FIELD) == sizeof(THEIRS::FIELD),   \
                 #THEIRS "." #FIELD " differs from nvml.h")
 static_assert(sizeof(Value) == sizeof(nvmlValue_t));
 static_assert(sizeof(Sample) == sizeof(nvmlSample_t));
@@ -102,14 +154,16 @@ SW_CHECK_LAYOUT(GpmSupport, nvmlGpmSupport_t, isSupportedDevice);
 
 // Enumerators compared as integers: ours and NVIDIA's are distinct enum types by design.
 #define SW_SAME(OURS, THEIRS) (static_cast<long long>(OURS) == static_cast<long long>(THEIRS))
-static_assert(SW_SAME(kSuccess, NVML_SUCCESS) && SW_SAME(kErrorUninitialized, NVML_ERROR_UNINITIALIZED) &&
+static_assert(SW_SAME(kSuccess, NVML_SUCCESS) &&
+              SW_SAME(kErrorUninitialized, NVML_ERROR_UNINITIALIZED) &&
               SW_SAME(kErrorInvalidArgument, NVML_ERROR_INVALID_ARGUMENT) &&
               SW_SAME(kErrorNotSupported, NVML_ERROR_NOT_SUPPORTED) &&
               SW_SAME(kErrorNoPermission, NVML_ERROR_NO_PERMISSION) &&
               SW_SAME(kErrorNotFound, NVML_ERROR_NOT_FOUND) &&
               SW_SAME(kErrorInsufficientSize, NVML_ERROR_INSUFFICIENT_SIZE) &&
               SW_SAME(kErrorDriverNotLoaded, NVML_ERROR_DRIVER_NOT_LOADED) &&
-              SW_SAME(kErrorGpuIsLost, NVML_ERROR_GPU_IS_LOST) && SW_SAME(kErrorUnknown, NVML_ERROR_UNKNOWN));
+              SW_SAME(kErrorGpuIsLost, NVML_ERROR_GPU_IS_LOST) &&
+              SW_SAME(kErrorUnknown, NVML_ERROR_UNKNOWN));
 static_assert(SW_SAME(kGpuUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES));
 static_assert(SW_SAME(kValueDouble, NVML_VALUE_TYPE_DOUBLE) &&
               SW_SAME(kValueUnsignedInt, NVML_VALUE_TYPE_UNSIGNED_INT) &&
@@ -118,11 +172,14 @@ static_assert(SW_SAME(kValueDouble, NVML_VALUE_TYPE_DOUBLE) &&
               SW_SAME(kValueSignedLongLong, NVML_VALUE_TYPE_SIGNED_LONG_LONG));
 static_assert(SW_SAME(kClockGraphics, NVML_CLOCK_GRAPHICS) && SW_SAME(kClockSm, NVML_CLOCK_SM) &&
               SW_SAME(kClockMem, NVML_CLOCK_MEM));
-static_assert(SW_SAME(kPcieTxBytes, NVML_PCIE_UTIL_TX_BYTES) && SW_SAME(kPcieRxBytes, NVML_PCIE_UTIL_RX_BYTES));
-static_assert(SW_SAME(kGpmSmUtil, NVML_GPM_METRIC_SM_UTIL) && SW_SAME(kGpmSmOccupancy, NVML_GPM_METRIC_SM_OCCUPANCY) &&
+static_assert(SW_SAME(kPcieTxBytes, NVML_PCIE_UTIL_TX_BYTES) &&
+              SW_SAME(kPcieRxBytes, NVML_PCIE_UTIL_RX_BYTES));
+static_assert(SW_SAME(kGpmSmUtil, NVML_GPM_METRIC_SM_UTIL) &&
+              SW_SAME(kGpmSmOccupancy, NVML_GPM_METRIC_SM_OCCUPANCY) &&
               SW_SAME(kGpmAnyTensorUtil, NVML_GPM_METRIC_ANY_TENSOR_UTIL) &&
               SW_SAME(kGpmDramBwUtil, NVML_GPM_METRIC_DRAM_BW_UTIL));
-static_assert(kGpmMetricsGetVersion == NVML_GPM_METRICS_GET_VERSION && kGpmSupportVersion == NVML_GPM_SUPPORT_VERSION);
+static_assert(kGpmMetricsGetVersion == NVML_GPM_METRICS_GET_VERSION &&
+              kGpmSupportVersion == NVML_GPM_SUPPORT_VERSION);
 static_assert(kDeviceNameBufferSize == NVML_DEVICE_NAME_V2_BUFFER_SIZE);
 static_assert(kDeviceUuidBufferSize == NVML_DEVICE_UUID_V2_BUFFER_SIZE);
 #undef SW_SAME

@@ -23,8 +23,8 @@ enum Return : unsigned {
 struct DeviceOpaque;
 using Device = DeviceOpaque*;  // nvmlDevice_t
 
-enum SamplingType : unsigned { kGpuUtilizationSamples = 1 };          // nvmlSamplingType_t
-enum ValueType : unsigned {                                            // nvmlValueType_t
+enum SamplingType : unsigned { kGpuUtilizationSamples = 1 };  // nvmlSamplingType_t
+enum ValueType : unsigned {                                   // nvmlValueType_t
   kValueDouble = 0,
   kValueUnsignedInt = 1,
   kValueUnsignedLong = 2,
@@ -44,7 +44,7 @@ union Value {  // nvmlValue_t
   signed long long sllVal;
 };
 
-struct Sample {  // nvmlSample_t
+struct Sample {                  // nvmlSample_t
   unsigned long long timeStamp;  // CPU timestamp, microseconds
   Value sampleValue;
 };
@@ -81,10 +81,10 @@ struct ProcessInfo {  // nvmlProcessInfo_t (the v2 layout that ..._v3 functions 
 struct GpmSampleOpaque;
 using GpmSample = GpmSampleOpaque*;  // nvmlGpmSample_t
 enum GpmMetricId : unsigned {
-  kGpmSmUtil = 2,          // NVML_GPM_METRIC_SM_UTIL: share of SMs busy, time-averaged
-  kGpmSmOccupancy = 3,     // NVML_GPM_METRIC_SM_OCCUPANCY: resident warps / the maximum
-  kGpmAnyTensorUtil = 5,   // NVML_GPM_METRIC_ANY_TENSOR_UTIL
-  kGpmDramBwUtil = 10,     // NVML_GPM_METRIC_DRAM_BW_UTIL
+  kGpmSmUtil = 2,         // NVML_GPM_METRIC_SM_UTIL: share of SMs busy, time-averaged
+  kGpmSmOccupancy = 3,    // NVML_GPM_METRIC_SM_OCCUPANCY: resident warps / the maximum
+  kGpmAnyTensorUtil = 5,  // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+  kGpmDramBwUtil = 10,    // NVML_GPM_METRIC_DRAM_BW_UTIL
 };
 struct GpmMetric {
   unsigned int metricId;
@@ -117,13 +117,13 @@ inline constexpr unsigned kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BU
 inline constexpr unsigned kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
 // Function types, one per symbol resolved from libnvidia-ml.so.1.
-using InitFn = Return (*)();                                          // nvmlInit_v2
-using ShutdownFn = Return (*)();                                      // nvmlShutdown
-using ErrorStringFn = const char* (*)(Return);                        // nvmlErrorString
-using DeviceGetCountFn = Return (*)(unsigned int*);                   // nvmlDeviceGetCount_v2
-using DeviceGetHandleByIndexFn = Return (*)(unsigned int, Device*);   // ..._v2
+using InitFn = Return (*)();                                         // nvmlInit_v2
+using ShutdownFn = Return (*)();                                     // nvmlShutdown
+using ErrorStringFn = const char* (*)(Return);                       // nvmlErrorString
+using DeviceGetCountFn = Return (*)(unsigned int*);                  // nvmlDeviceGetCount_v2
+using DeviceGetHandleByIndexFn = Return (*)(unsigned int, Device*);  // ..._v2
 using DeviceGetNameFn = Return (*)(Device, char*, unsigned int);
-using DeviceGetUuidFn = Return (*)(Device, char*, unsigned int);      // nvmlDeviceGetUUID
+using DeviceGetUuidFn = Return (*)(Device, char*, unsigned int);  // nvmlDeviceGetUUID
 using DeviceGetUtilizationRatesFn = Return (*)(Device, Utilization*);
 using DeviceGetSamplesFn = Return (*)(Device, SamplingType, unsigned long long, ValueType*,
                                       unsigned int*, Sample*);
@@ -131,7 +131,7 @@ using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
 using DeviceGetClockInfoFn = Return (*)(Device, ClockType, unsigned int*);
 using DeviceGetPcieThroughputFn = Return (*)(Device, PcieUtilCounter, unsigned int*);
 using DeviceGetComputeRunningProcessesFn = Return (*)(Device, unsigned int*, ProcessInfo*);  // _v3
-using DeviceGetPowerUsageFn = Return (*)(Device, unsigned int*);    // milliwatts
+using DeviceGetPowerUsageFn = Return (*)(Device, unsigned int*);  // milliwatts
 using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
 using GpmSampleAllocFn = Return (*)(GpmSample*);
 using GpmSampleFreeFn = Return (*)(GpmSample);

@@ -84,7 +84,8 @@ class NvmlDriver final : public GpuDriver {
         info.uuid = buffer;
       }
       char name[nvml::kDeviceNameBufferSize] = {};
-      if (get_name_ && get_name_(handles_[i], name, sizeof name) == nvml::kSuccess) info.name = name;
+      if (get_name_ && get_name_(handles_[i], name, sizeof name) == nvml::kSuccess)
+        info.name = name;
       out.value.push_back(std::move(info));
     }
     out.code = DriverCode::kOk;
@@ -166,7 +167,8 @@ class NvmlDriver final : public GpuDriver {
         g.unsupported = fail<GpuActivity>(rc, "nvmlGpmQueryDeviceSupport").message;
       } else if (!support.isSupportedDevice) {
         g.unsupported = "nvmlGpmQueryDeviceSupport: this GPU has no GPM (Hopper or later needed)";
-      } else if (gpm_alloc_(&g.previous) != nvml::kSuccess || gpm_alloc_(&g.current) != nvml::kSuccess) {
+      } else if (gpm_alloc_(&g.previous) != nvml::kSuccess ||
+                 gpm_alloc_(&g.current) != nvml::kSuccess) {
         g.unsupported = "nvmlGpmSampleAlloc failed";
       }
     }
@@ -183,13 +185,16 @@ class NvmlDriver final : public GpuDriver {
     get.version = nvml::kGpmMetricsGetVersion;
     get.sample1 = g.current;  // the older one, after the swap
     get.sample2 = g.previous;
-    const nvml::GpmMetricId ids[] = {nvml::kGpmSmUtil, nvml::kGpmSmOccupancy, nvml::kGpmAnyTensorUtil,
-                                     nvml::kGpmDramBwUtil};
+    const nvml::GpmMetricId ids[] = {nvml::kGpmSmUtil, nvml::kGpmSmOccupancy,
+                                     nvml::kGpmAnyTensorUtil, nvml::kGpmDramBwUtil};
     get.numMetrics = sizeof ids / sizeof ids[0];
     for (unsigned i = 0; i < get.numMetrics; ++i) get.metrics[i].metricId = ids[i];
-    if (const auto rc = gpm_metrics_(&get); rc != nvml::kSuccess) return fail<GpuActivity>(rc, "nvmlGpmMetricsGet");
+    if (const auto rc = gpm_metrics_(&get); rc != nvml::kSuccess)
+      return fail<GpuActivity>(rc, "nvmlGpmMetricsGet");
     auto value = [&](unsigned i) {
-      return get.metrics[i].nvmlReturn == nvml::kSuccess ? std::optional<double>(get.metrics[i].value) : std::nullopt;
+      return get.metrics[i].nvmlReturn == nvml::kSuccess
+                 ? std::optional<double>(get.metrics[i].value)
+                 : std::nullopt;
     };
     return {DriverCode::kOk, {value(0), value(1), value(2), value(3)}, {}};
   }
@@ -230,12 +235,13 @@ class NvmlDriver final : public GpuDriver {
   DriverResult<std::vector<GpuComputeProcess>> computeProcesses(uint32_t index) override {
     using R = std::vector<GpuComputeProcess>;
     nvml::Device d = device(index);
-    if (!d || !get_compute_processes_) return unsupported<R>("nvmlDeviceGetComputeRunningProcesses_v3");
+    if (!d || !get_compute_processes_)
+      return unsupported<R>("nvmlDeviceGetComputeRunningProcesses_v3");
     // The list can grow between the sizing call and the real one: retry a few times.
     for (int attempt = 0; attempt < 3; ++attempt) {
       unsigned count = static_cast<unsigned>(process_infos_.size());
-      const nvml::Return rc =
-          get_compute_processes_(d, &count, process_infos_.empty() ? nullptr : process_infos_.data());
+      const nvml::Return rc = get_compute_processes_(
+          d, &count, process_infos_.empty() ? nullptr : process_infos_.data());
       if (rc == nvml::kErrorInsufficientSize) {
         process_infos_.resize(count + 8);
         continue;
@@ -246,7 +252,8 @@ class NvmlDriver final : public GpuDriver {
         GpuComputeProcess p;
         p.pid = process_infos_[i].pid;
         // NVML_VALUE_NOT_AVAILABLE (all ones) where memory use cannot be read.
-        if (process_infos_[i].usedGpuMemory != ~0ull) p.used_memory_bytes = process_infos_[i].usedGpuMemory;
+        if (process_infos_[i].usedGpuMemory != ~0ull)
+          p.used_memory_bytes = process_infos_[i].usedGpuMemory;
         out.push_back(p);
       }
       return {DriverCode::kOk, std::move(out), {}};
@@ -273,10 +280,18 @@ class NvmlDriver final : public GpuDriver {
   DriverResult<T> fail(nvml::Return rc, const char* call) const {
     DriverResult<T> r;
     switch (rc) {
-      case nvml::kErrorNotSupported: r.code = DriverCode::kNotSupported; break;
-      case nvml::kErrorNotFound: r.code = DriverCode::kNoNewData; break;
-      case nvml::kErrorGpuIsLost: r.code = DriverCode::kGpuLost; break;
-      default: r.code = DriverCode::kError; break;
+      case nvml::kErrorNotSupported:
+        r.code = DriverCode::kNotSupported;
+        break;
+      case nvml::kErrorNotFound:
+        r.code = DriverCode::kNoNewData;
+        break;
+      case nvml::kErrorGpuIsLost:
+        r.code = DriverCode::kGpuLost;
+        break;
+      default:
+        r.code = DriverCode::kError;
+        break;
     }
     r.message = std::string(call) + ": " + describe(rc);
     return r;
@@ -289,12 +304,18 @@ class NvmlDriver final : public GpuDriver {
 
   static double toDouble(nvml::ValueType type, const nvml::Value& v) {
     switch (type) {
-      case nvml::kValueDouble: return v.dVal;
-      case nvml::kValueUnsignedInt: return v.uiVal;
-      case nvml::kValueUnsignedLong: return static_cast<double>(v.ulVal);
-      case nvml::kValueUnsignedLongLong: return static_cast<double>(v.ullVal);
-      case nvml::kValueSignedLongLong: return static_cast<double>(v.sllVal);
-      case nvml::kValueSignedInt: return v.siVal;
+      case nvml::kValueDouble:
+        return v.dVal;
+      case nvml::kValueUnsignedInt:
+        return v.uiVal;
+      case nvml::kValueUnsignedLong:
+        return static_cast<double>(v.ulVal);
+      case nvml::kValueUnsignedLongLong:
+        return static_cast<double>(v.ullVal);
+      case nvml::kValueSignedLongLong:
+        return static_cast<double>(v.sllVal);
+      case nvml::kValueSignedInt:
+        return v.siVal;
     }
     return -1;  // unknown type: the collector's range check drops it
   }

@@ -3,9 +3,9 @@
 #include <array>
 #include <cerrno>
 
+#include "collectors/counter_rates.h"
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
-#include "collectors/counter_rates.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -54,8 +54,8 @@ PressureParse parsePressure(std::string_view text) {
       std::string_view value;
       std::optional<double> number;
       if (!keyValue(f[i + 1], kAvgKeys[i], value) || !(number = parseDouble(value))) {
-        skip("expected " + std::string(kAvgKeys[i]) + "=<number>, found '" +
-             std::string(f[i + 1]) + "'");
+        skip("expected " + std::string(kAvgKeys[i]) + "=<number>, found '" + std::string(f[i + 1]) +
+             "'");
         return;
       }
       *avgs[i] = *number;

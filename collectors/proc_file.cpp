@@ -52,8 +52,8 @@ bool ProcFile::read(std::string& out, std::string& error) {
         return false;
       }
       struct statfs fs {};
-      keep_open_ = ::fstatfs(fd_, &fs) == 0 &&
-                   (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+      keep_open_ =
+          ::fstatfs(fd_, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
     }
     out.clear();
     off_t offset = 0;

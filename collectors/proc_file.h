@@ -1,6 +1,6 @@
 // Reads a small kernel file (procfs, sysfs) again and again at low cost: for pseudo-files the
-// descriptor stays open and each read starts at offset 0 with pread, as seq_file allows. Kernel pseudo-files
-// are served from memory, so these reads never wait on a disk.
+// descriptor stays open and each read starts at offset 0 with pread, as seq_file allows. Kernel
+// pseudo-files are served from memory, so these reads never wait on a disk.
 #pragma once
 
 #include <filesystem>

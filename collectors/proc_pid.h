@@ -30,11 +30,11 @@ struct ProcStat {
 std::optional<ProcStat> parseProcStat(std::string_view text, std::string* why = nullptr);
 
 struct ProcIo {
-  uint64_t rchar = 0;        // bytes read through read-like syscalls, cache hits included
+  uint64_t rchar = 0;  // bytes read through read-like syscalls, cache hits included
   uint64_t wchar = 0;
-  uint64_t syscr = 0;        // read syscalls
+  uint64_t syscr = 0;  // read syscalls
   uint64_t syscw = 0;
-  uint64_t read_bytes = 0;   // bytes fetched from storage (block layer)
+  uint64_t read_bytes = 0;  // bytes fetched from storage (block layer)
   uint64_t write_bytes = 0;
   uint64_t cancelled_write_bytes = 0;
 };

@@ -30,7 +30,8 @@ ThreadStates ProcessReader::threadStates(uint32_t pid) const {
     auto s = parseProcStat(*text);
     if (!s || s->state != 'D') continue;
     ++out.d_state;
-    if (auto wchan = readAttribute(entry.path() / "wchan"); wchan && !wchan->empty() && *wchan != "0") {
+    if (auto wchan = readAttribute(entry.path() / "wchan");
+        wchan && !wchan->empty() && *wchan != "0") {
       out.wchans.push_back(*wchan);
     }
   }
@@ -64,10 +65,12 @@ std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max) cons
     if (n <= 0 || target[0] != '/') continue;  // socket:[..], pipe:[..], anon_inode:..
     std::string path(target, static_cast<size_t>(n));
     constexpr std::string_view kDeleted = " (deleted)";
-    if (path.size() > kDeleted.size() && path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0) {
+    if (path.size() > kDeleted.size() &&
+        path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0) {
       path.resize(path.size() - kDeleted.size());
     }
-    if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0 || path.rfind("/sys/", 0) == 0) {
+    if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0 ||
+        path.rfind("/sys/", 0) == 0) {
       continue;
     }
     files.push_back(std::move(path));

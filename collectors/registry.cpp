@@ -7,8 +7,8 @@ namespace stallwatch::collectors {
 
 const std::vector<CollectorEntry>& collectorTable() {
   static const std::vector<CollectorEntry> table = {
-      {"diskstats", "block device I/O rates, latency (await), queue size and utilisation",
-       true, [](const CollectorConfig& c) { return makeDiskstatsCollector(c.root); }},
+      {"diskstats", "block device I/O rates, latency (await), queue size and utilisation", true,
+       [](const CollectorConfig& c) { return makeDiskstatsCollector(c.root); }},
       {"pressure", "I/O, CPU and memory pressure stall shares (PSI)", true,
        [](const CollectorConfig& c) { return makePressureCollector(c.root); }},
       {"gpu", "NVIDIA GPU utilisation, memory, clocks, PCIe and per-process use (NVML)", true,

@@ -35,7 +35,7 @@ struct DiskSample {
 };
 
 struct PressureSample {
-  std::string resource;  // "io", "cpu", "memory"
+  std::string resource;              // "io", "cpu", "memory"
   std::optional<double> some_ratio;  // share of the interval in which some task stalled
   std::optional<double> full_ratio;  // share in which all non-idle tasks stalled
 };
@@ -45,7 +45,8 @@ struct GpuInfo {
   uint32_t index = 0;
   std::string uuid;
   std::string name;
-  std::optional<uint64_t> memory_total_bytes;  // filled in by the collector when it describes the GPU
+  std::optional<uint64_t>
+      memory_total_bytes;  // filled in by the collector when it describes the GPU
 };
 
 struct GpuSample {
@@ -82,7 +83,7 @@ struct JobDescription {
   std::string label;  // for people: the command line, shortened
   uint32_t root_pid = 0;
   std::string cmdline;
-  std::string labels;  // SLURM_JOB_ID=..,RANK=.. as found in the environment
+  std::string labels;             // SLURM_JOB_ID=..,RANK=.. as found in the environment
   std::vector<std::string> gpus;  // UUIDs of the GPUs the job's processes hold
   int64_t started_ms = 0;
   std::optional<int64_t> ended_ms;
@@ -91,10 +92,10 @@ struct JobDescription {
 struct JobSample {
   std::string key;
   uint32_t processes = 0;
-  uint32_t workers = 0;                  // processes other than the job's root(s)
-  std::optional<double> read_bytes_per_second;   // block-layer reads (/proc/<pid>/io read_bytes)
+  uint32_t workers = 0;                         // processes other than the job's root(s)
+  std::optional<double> read_bytes_per_second;  // block-layer reads (/proc/<pid>/io read_bytes)
   std::optional<double> write_bytes_per_second;
-  std::optional<double> rchar_per_second;        // read-syscall bytes, page-cache hits included
+  std::optional<double> rchar_per_second;  // read-syscall bytes, page-cache hits included
   std::optional<double> read_syscalls_per_second;
   std::optional<double> main_cpu_ratio;     // CPU of the root process(es), 1.0 = one core
   std::optional<double> workers_cpu_ratio;  // summed over the other processes
@@ -105,7 +106,7 @@ struct JobSample {
   std::optional<uint64_t> samples;
   std::optional<double> data_wait_seconds;
   std::optional<double> step_seconds;
-  std::vector<std::string> gpus;  // the job's GPU UUIDs (for the recorder's mean below)
+  std::vector<std::string> gpus;           // the job's GPU UUIDs (for the recorder's mean below)
   std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
   std::optional<double> gpu_work_percent;  // mean GPM work of the job's GPUs (gpuWorkPercent)
 };
@@ -170,10 +171,10 @@ struct SampleBatch {
   std::vector<GpuSample> gpus;
   std::vector<GpuProcessSample> gpu_processes;
   std::vector<JobSample> jobs;
-  std::vector<RankSample> ranks;              // jobs of two or more ranks only
+  std::vector<RankSample> ranks;  // jobs of two or more ranks only
   // Facts.
-  std::vector<GpuInfo> gpu_updates;           // GPUs described: with their first samples
-  std::vector<JobDescription> job_updates;    // jobs that started, changed or ended
+  std::vector<GpuInfo> gpu_updates;         // GPUs described: with their first samples
+  std::vector<JobDescription> job_updates;  // jobs that started, changed or ended
   std::vector<JobDeviceFact> job_devices;
   std::vector<JobProcessFact> job_processes;
   std::vector<RankDescription> rank_updates;  // ranks that appeared or changed
@@ -189,8 +190,8 @@ struct SampleBatch {
     ranks.clear();
   }
   bool hasFacts() const {
-    return !gpu_updates.empty() || !job_updates.empty() || !job_devices.empty() || !job_processes.empty() ||
-           !rank_updates.empty();
+    return !gpu_updates.empty() || !job_updates.empty() || !job_devices.empty() ||
+           !job_processes.empty() || !rank_updates.empty();
   }
 };
 

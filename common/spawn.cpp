@@ -27,7 +27,8 @@ pid_t spawnDirect(const SpawnSpec& spec, std::string& error) {
   } else {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   }
-  if (!spec.inherit_stderr) posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  if (!spec.inherit_stderr)
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -37,7 +38,8 @@ pid_t spawnDirect(const SpawnSpec& spec, std::string& error) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   std::vector<std::string> env_strings{std::string("PATH=") + kChildPath};
   for (const auto& [name, value] : spec.environment) {

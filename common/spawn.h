@@ -14,14 +14,15 @@
 namespace stallwatch::common {
 
 // The PATH every child gets.
-inline constexpr const char* kChildPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+inline constexpr const char* kChildPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in the caller's PATH
   std::vector<std::pair<std::string, std::string>> environment;  // besides PATH
-  int stdin_fd = -1;   // dup'ed onto 0; -1: /dev/null
-  int stdout_fd = -1;  // dup'ed onto 1; -1: /dev/null
-  bool inherit_stderr = false;  // else /dev/null
+  int stdin_fd = -1;                                             // dup'ed onto 0; -1: /dev/null
+  int stdout_fd = -1;                                            // dup'ed onto 1; -1: /dev/null
+  bool inherit_stderr = false;                                   // else /dev/null
 };
 
 // Returns the child's pid, or -1 with ERROR set.

@@ -15,7 +15,8 @@ LiveCorrelator::LiveCorrelator(LiveConfig config) : config_(std::move(config)) {
   config_.detector.min_duration_s = config_.open_after_s;
 }
 
-void LiveCorrelator::append(JobState& job, const collectors::JobSample& j, const collectors::SampleBatch& b) {
+void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
+                            const collectors::SampleBatch& b) {
   JobSeries& s = job.series;
   const size_t i = model::appendInterval(s, b.wall_time_ms, b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
@@ -76,7 +77,8 @@ size_t LiveCorrelator::tailMargin() const {
 
 void LiveCorrelator::recordHostDisks(const collectors::SampleBatch& b) {
   for (const auto& disk : b.disks) {
-    host_disks_[disk.device].push_back({b.wall_time_ms, disk.rates.r_await_ms, disk.rates.w_await_ms, disk.rates.aqu_sz});
+    host_disks_[disk.device].push_back(
+        {b.wall_time_ms, disk.rates.r_await_ms, disk.rates.w_await_ms, disk.rates.aqu_sz});
   }
   // Kept only as far back as an analysis can look: the tail margin before now, or before the
   // start of the oldest open incident. (~30 disks x 265 intervals: 0.4 MB while all is well.)
@@ -89,11 +91,13 @@ void LiveCorrelator::recordHostDisks(const collectors::SampleBatch& b) {
   for (auto it = host_disks_.begin(); it != host_disks_.end();) {
     auto& points = it->second;
     while (!points.empty() && points.front().ts_ms < keep_from) points.pop_front();
-    it = points.empty() ? host_disks_.erase(it) : std::next(it);  // a device gone that long is forgotten
+    it = points.empty() ? host_disks_.erase(it)
+                        : std::next(it);  // a device gone that long is forgotten
   }
 }
 
-bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t from, size_t to) const {
+bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t from,
+                                  size_t to) const {
   auto host = host_disks_.find(d.name);
   if (host == host_disks_.end()) return false;
   const auto& points = host->second;
@@ -110,23 +114,27 @@ bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t fr
   return any;
 }
 
-void LiveCorrelator::addOtherDevices(JobSeries& s, const std::vector<std::pair<size_t, size_t>>& windows) const {
+void LiveCorrelator::addOtherDevices(JobSeries& s,
+                                     const std::vector<std::pair<size_t, size_t>>& windows) const {
   for (const auto& [name, points] : host_disks_) {
-    if (std::any_of(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; })) {
+    if (std::any_of(s.devices.begin(), s.devices.end(),
+                    [&](const DeviceSeries& d) { return d.name == name; })) {
       continue;
     }
     DeviceSeries& d = model::addDevice(s, name, "", false);
     bool any = false;
-    for (const auto& [first, last] : windows) any = fillFromHost(s, d, first, std::min(last + 1, s.size())) || any;
+    for (const auto& [first, last] : windows)
+      any = fillFromHost(s, d, first, std::min(last + 1, s.size())) || any;
     if (!any) {
-      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& x) { return x.name == name; }));
+      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(),
+                                   [&](const DeviceSeries& x) { return x.name == name; }));
     }
   }
 }
 
 // An event about JOB's open incident as it stands.
-IncidentEvent LiveCorrelator::eventOf(IncidentEventKind kind, const std::string& key, const JobState& job,
-                                      int64_t ts_ms) {
+IncidentEvent LiveCorrelator::eventOf(IncidentEventKind kind, const std::string& key,
+                                      const JobState& job, int64_t ts_ms) {
   IncidentEvent e;
   e.kind = kind;
   e.live_id = job.open->live_id;
@@ -137,8 +145,8 @@ IncidentEvent LiveCorrelator::eventOf(IncidentEventKind kind, const std::string&
   return e;
 }
 
-std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, JobState& job, int64_t ts_ms,
-                                                     int64_t end_ms) {
+std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, JobState& job,
+                                                     int64_t ts_ms, int64_t end_ms) {
   if (!job.open) return std::nullopt;
   IncidentEvent e = eventOf(IncidentEventKind::kClose, key, job, ts_ms);
   e.incident.end_ms = end_ms;
@@ -167,7 +175,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     auto it = jobs_.find(f.key);
     if (it == jobs_.end() || !it->second.devices.insert({f.device, f.via}).second) continue;
     JobSeries& s = it->second.series;
-    const bool fresh = std::none_of(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == f.device; });
+    const bool fresh = std::none_of(s.devices.begin(), s.devices.end(),
+                                    [&](const DeviceSeries& d) { return d.name == f.device; });
     DeviceSeries& d = model::addDevice(s, f.device, f.via, true);
     // Found now (open files are scanned every few ticks), sampled all along: its history
     // comes from the host's recent disk samples, as a post-mortem reads it from the DB.
@@ -187,16 +196,19 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     size_t stall_start = whole.size();
     if (job.open) {
       stall_start = static_cast<size_t>(
-          std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), job.open->incident.start_ms) - whole.ts_ms.begin());
+          std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), job.open->incident.start_ms) -
+          whole.ts_ms.begin());
     }
     const size_t margin = tailMargin();
     JobSeries s = model::tailOf(whole, stall_start > margin ? stall_start - margin : 0);
     const Analysis a = analyzeJobOnHost(
-        s, [this](JobSeries& t, const auto& windows) { addOtherDevices(t, windows); }, config_.detector);
+        s, [this](JobSeries& t, const auto& windows) { addOtherDevices(t, windows); },
+        config_.detector);
     // The incident still going on: its last stalled interval is this one or the one before
     // (the detector bridges a single healthy interval).
     const Incident* ongoing = nullptr;
-    if (!a.incidents.empty() && a.incidents.back().last + 2 >= s.size()) ongoing = &a.incidents.back();
+    if (!a.incidents.empty() && a.incidents.back().last + 2 >= s.size())
+      ongoing = &a.incidents.back();
 
     if (job.open && ongoing) {
       Open& open = *job.open;
@@ -216,7 +228,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
         events.push_back(std::move(e));
       }
     } else if (job.open) {
-      const double quiet_s = static_cast<double>(batch.wall_time_ms - job.open->last_stalled_ms) / 1000.0;
+      const double quiet_s =
+          static_cast<double>(batch.wall_time_ms - job.open->last_stalled_ms) / 1000.0;
       if (quiet_s >= config_.close_after_s) {
         if (auto e = closeOf(sample.key, job, batch.wall_time_ms, job.open->last_stalled_ms)) {
           events.push_back(std::move(*e));
@@ -259,8 +272,10 @@ void LiveCorrelator::judgeNewest(JobState& job) {
     job.signal = signal;
     job.baseline = ProgressBaseline(config_.detector);
   }
-  const bool stalled = job.baseline.judge(progressAt(s, i, signal, job.steps_seen), minDrop(signal, config_.detector));
-  job.since_stalled = stalled ? 0 : (job.since_stalled == SIZE_MAX ? SIZE_MAX : job.since_stalled + 1);
+  const bool stalled = job.baseline.judge(progressAt(s, i, signal, job.steps_seen),
+                                          minDrop(signal, config_.detector));
+  job.since_stalled =
+      stalled ? 0 : (job.since_stalled == SIZE_MAX ? SIZE_MAX : job.since_stalled + 1);
 }
 
 std::vector<ActiveStall> LiveCorrelator::active() const {
@@ -268,7 +283,8 @@ std::vector<ActiveStall> LiveCorrelator::active() const {
   for (const auto& [key, job] : jobs_) {
     if (!job.open) continue;
     const Incident& i = job.open->incident;
-    out.push_back({job.open->live_id, key, job.label, i.cls, i.device, i.physical_device, i.start_ms, stallRankLabel(i)});
+    out.push_back({job.open->live_id, key, job.label, i.cls, i.device, i.physical_device,
+                   i.start_ms, stallRankLabel(i)});
   }
   return out;
 }

@@ -58,7 +58,9 @@ class LiveCorrelator {
   struct DeviceRef {
     std::string name;
     std::string via;
-    bool operator<(const DeviceRef& o) const { return std::tie(name, via) < std::tie(o.name, o.via); }
+    bool operator<(const DeviceRef& o) const {
+      return std::tie(name, via) < std::tie(o.name, o.via);
+    }
   };
   struct Open {
     uint64_t live_id = 0;
@@ -85,7 +87,8 @@ class LiveCorrelator {
   JobState& job(const std::string& key);
   void judgeNewest(JobState& job);
 
-  void append(JobState& job, const collectors::JobSample& sample, const collectors::SampleBatch& batch);
+  void append(JobState& job, const collectors::JobSample& sample,
+              const collectors::SampleBatch& batch);
   void trim(JobSeries& s) const;
   // The host's disks over the last window, for the evidence of which disks were slow besides
   // the job's (the post-mortem reads the same from the recording).
@@ -97,11 +100,14 @@ class LiveCorrelator {
   // How far before an open stall (or now) the analysis looks: twice the baseline window, the
   // warm-up and the open/close delays.
   size_t tailMargin() const;
-  void addOtherDevices(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows) const;
+  void addOtherDevices(JobSeries& series,
+                       const std::vector<std::pair<size_t, size_t>>& windows) const;
   // Fills D's intervals FROM..TO (exclusive) of SERIES from the host's disk samples; true if any.
   bool fillFromHost(const JobSeries& series, DeviceSeries& d, size_t from, size_t to) const;
-  static IncidentEvent eventOf(IncidentEventKind kind, const std::string& key, const JobState& job, int64_t ts_ms);
-  std::optional<IncidentEvent> closeOf(const std::string& key, JobState& job, int64_t ts_ms, int64_t end_ms);
+  static IncidentEvent eventOf(IncidentEventKind kind, const std::string& key, const JobState& job,
+                               int64_t ts_ms);
+  std::optional<IncidentEvent> closeOf(const std::string& key, JobState& job, int64_t ts_ms,
+                                       int64_t end_ms);
 
   LiveConfig config_;
   std::map<std::string, JobState> jobs_;

@@ -21,12 +21,14 @@ std::vector<Gap> gapsOf(const JobSeries& s) {
   std::vector<Gap> gaps;
   if (s.size() < 2) return gaps;
   std::vector<double> intervals(s.interval_s.begin(), s.interval_s.end());
-  std::nth_element(intervals.begin(), intervals.begin() + static_cast<long>(intervals.size() / 2), intervals.end());
+  std::nth_element(intervals.begin(), intervals.begin() + static_cast<long>(intervals.size() / 2),
+                   intervals.end());
   const double typical_ms = std::max(1.0, intervals[intervals.size() / 2] * 1000.0);
   for (size_t i = 1; i < s.size(); ++i) {
     const double step_ms = static_cast<double>(s.ts_ms[i] - s.ts_ms[i - 1]);
     if (step_ms > 1.5 * typical_ms) {
-      gaps.push_back({s.ts_ms[i - 1], s.ts_ms[i], static_cast<int64_t>(std::llround(step_ms / typical_ms)) - 1});
+      gaps.push_back({s.ts_ms[i - 1], s.ts_ms[i],
+                      static_cast<int64_t>(std::llround(step_ms / typical_ms)) - 1});
     }
   }
   return gaps;
@@ -51,15 +53,17 @@ RankFigures rankFigures(const JobSeries& s, const RankSeries& r) {
           percentile(r.read_bytes_per_s, 50)};
 }
 
-JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
+JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices,
+                                const DetectorConfig& config) {
   JobSummary j;
   j.analysis = analyzeJobOnHost(series, other_devices, config);
   j.goodput = goodputOf(j.analysis, series);
   j.gaps = gapsOf(series);
   for (const auto& d : series.devices) {
     if (!d.job_reads) continue;
-    j.devices.push_back({d.name, d.via, true, d.also_direct, percentile(d.r_await_ms, 50), percentile(d.r_await_ms, 99),
-                         percentile(d.w_await_ms, 50), percentile(d.w_await_ms, 99)});
+    j.devices.push_back({d.name, d.via, true, d.also_direct, percentile(d.r_await_ms, 50),
+                         percentile(d.r_await_ms, 99), percentile(d.w_await_ms, 50),
+                         percentile(d.w_await_ms, 99)});
   }
   for (const auto& rank : series.ranks) j.ranks.push_back(rankFigures(series, rank));
   return j;

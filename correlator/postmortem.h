@@ -26,7 +26,8 @@ struct DeviceLatency {
   std::string via;
   bool job_reads = false;
   bool also_direct = false;
-  std::optional<double> r_await_p50, r_await_p99, w_await_p50, w_await_p99;  // per-interval await, ms
+  std::optional<double> r_await_p50, r_await_p99, w_await_p50,
+      w_await_p99;  // per-interval await, ms
 };
 
 // A rank's medians over the job's span.
@@ -34,8 +35,8 @@ struct RankFigures {
   int32_t rank = 0;
   uint32_t pid = 0;
   std::string gpu;
-  std::optional<double> gpu_util_p50_percent, gpu_work_p50_percent, steps_per_second_p50, data_wait_share_p50,
-      read_bytes_per_second_p50;
+  std::optional<double> gpu_util_p50_percent, gpu_work_p50_percent, steps_per_second_p50,
+      data_wait_share_p50, read_bytes_per_second_p50;
 };
 
 struct JobSummary {

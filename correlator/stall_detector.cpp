@@ -63,7 +63,8 @@ Check compare(const std::string& signal, const std::vector<size_t>& base, size_t
   if (!d) return c;
   const double reference = ratio_mode ? std::max(c.item.baseline, floor) : c.item.baseline;
   auto crosses = [&](double x) {
-    return x >= min_during && (ratio_mode ? x / reference >= threshold : x - reference >= threshold);
+    return x >= min_during &&
+           (ratio_mode ? x / reference >= threshold : x - reference >= threshold);
   };
   c.ratio = ratio_mode ? *d / reference : *d - reference;
   c.item.supports = crosses(*d);
@@ -78,7 +79,8 @@ Check compare(const std::string& signal, const std::vector<size_t>& base, size_t
   return c;
 }
 
-std::optional<double> waitShareAt(const Series& wait, const std::vector<double>& interval_s, size_t i) {
+std::optional<double> waitShareAt(const Series& wait, const std::vector<double>& interval_s,
+                                  size_t i) {
   const auto w = at(wait, i);
   if (!w || i >= interval_s.size() || interval_s[i] <= 0) return std::nullopt;
   return std::clamp(*w / interval_s[i], 0.0, 1.0);
@@ -89,8 +91,8 @@ std::optional<double> waitShareAt(const Series& wait, const std::vector<double>&
 // high), and its data wait rises while theirs does not. One starving rank is the straggler;
 // several (a shared disk got slow for all) are said as such, with no single straggler.
 // Returns the straggler's index in s.ranks.
-std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
-                                    Incident& inc) {
+std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cfg,
+                                    const std::vector<size_t>& base, Incident& inc) {
   struct Judged {
     bool idle = false, busy = false, waits = false;
   };
@@ -99,8 +101,9 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
     const std::string name = "rank " + std::to_string(rank.rank);
-    Check util = compare("gpu_util_percent " + name, base, inc.first, inc.last,
-                         [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
+    Check util = compare(
+        "gpu_util_percent " + name, base, inc.first, inc.last,
+        [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
     if (util.item.baseline > 0) {
       judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
                        util.item.baseline - util.item.during >= cfg.min_gpu_drop_points;
@@ -108,9 +111,10 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
     }
     util.item.supports = judged[r].idle;
     add(util);
-    const Check wait = compare("data_wait_share " + name, base, inc.first, inc.last,
-                               [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
-                               cfg.rank_wait_rise, 0, 0);
+    const Check wait = compare(
+        "data_wait_share " + name, base, inc.first, inc.last,
+        [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
+        cfg.rank_wait_rise, 0, 0);
     if (wait.share_of_intervals > 0 || wait.item.during > 0) {
       judged[r].waits = wait.item.supports;
       add(wait);
@@ -121,9 +125,8 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   // GPUs' idling decides. Either is enough.
   std::vector<size_t> starved;
   for (size_t r = 0; r < s.ranks.size(); ++r) {
-    const bool others_busy = std::any_of(judged.begin(), judged.end(), [&](const Judged& j) {
-      return &j != &judged[r] && j.busy;
-    });
+    const bool others_busy = std::any_of(
+        judged.begin(), judged.end(), [&](const Judged& j) { return &j != &judged[r] && j.busy; });
     if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
   }
   if (starved.size() == 1) {
@@ -161,7 +164,8 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   return v;
 }
 
-void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base, Incident& inc);
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    Incident& inc);
 
 void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<bool>& stalled,
                Incident& inc) {
@@ -184,13 +188,15 @@ void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<
   attributeCause(s, cfg, base, inc);
 }
 
-void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base, Incident& inc) {
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
 
   // 1. The job's own write burst (a checkpoint).
-  const Check writes = compare("job_write_bytes_per_s", base, inc.first, inc.last,
-                               [&](size_t i) { return at(s.write_bytes_per_s, i); }, true,
-                               cfg.write_ratio, cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+  const Check writes = compare(
+      "job_write_bytes_per_s", base, inc.first, inc.last,
+      [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
+      cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
   add(writes);
 
   // 2. The job's devices: latency and queue against their own baselines.
@@ -201,12 +207,12 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   };
   std::vector<Slow> slow;
   for (const DeviceSeries& d : s.devices) {
-    const Check latency = compare("await_ms " + d.name, base, inc.first, inc.last,
-                                  [&](size_t i) { return latencyAt(d, i); }, true,
-                                  cfg.latency_ratio, cfg.latency_floor_ms, cfg.latency_floor_ms);
-    const Check queue = compare("aqu_sz " + d.name, base, inc.first, inc.last,
-                                [&](size_t i) { return at(d.aqu_sz, i); }, true, cfg.queue_ratio,
-                                kQueueFloor, 1.0);
+    const Check latency = compare(
+        "await_ms " + d.name, base, inc.first, inc.last, [&](size_t i) { return latencyAt(d, i); },
+        true, cfg.latency_ratio, cfg.latency_floor_ms, cfg.latency_floor_ms);
+    const Check queue = compare(
+        "aqu_sz " + d.name, base, inc.first, inc.last, [&](size_t i) { return at(d.aqu_sz, i); },
+        true, cfg.queue_ratio, kQueueFloor, 1.0);
     Check l = latency, q = queue;
     if (!d.job_reads) {  // shown, never blamed
       l.item.signal += " (the job does not read it)";
@@ -222,12 +228,15 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   }
 
   // 3. Pressure above the devices, D-state workers, CPU.
-  const Check io = compare("io_some", base, inc.first, inc.last, [&](size_t i) { return at(s.io_some, i); },
-                           false, cfg.pressure_rise, 0, 0);
-  const Check dstate = compare("job_d_state_threads", base, inc.first, inc.last,
-                               [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
-  const Check cpu = compare("cpu_some", base, inc.first, inc.last, [&](size_t i) { return at(s.cpu_some, i); },
-                            false, cfg.pressure_rise, 0, 0);
+  const Check io = compare(
+      "io_some", base, inc.first, inc.last, [&](size_t i) { return at(s.io_some, i); }, false,
+      cfg.pressure_rise, 0, 0);
+  const Check dstate = compare(
+      "job_d_state_threads", base, inc.first, inc.last,
+      [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
+  const Check cpu = compare(
+      "cpu_some", base, inc.first, inc.last, [&](size_t i) { return at(s.cpu_some, i); }, false,
+      cfg.pressure_rise, 0, 0);
   add(io);
   add(dstate);
   add(cpu);
@@ -250,7 +259,8 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.device = chosen->direct() ? chosen->name : chosen->via;
     if (!chosen->direct()) inc.physical_device = chosen->name;
     for (const Slow& sl : slow) {
-      if (sl.device->via == inc.device && inc.physical_device.empty()) inc.physical_device = sl.device->name;
+      if (sl.device->via == inc.device && inc.physical_device.empty())
+        inc.physical_device = sl.device->name;
     }
     if (inc.physical_device.empty()) {
       for (const DeviceSeries& d : s.devices) {
@@ -290,21 +300,28 @@ ProgressSignal progressSignalFrom(bool steps, bool gpu_work, size_t ranks_with_g
 }
 
 ProgressSignal chooseProgressSignal(const JobSeries& s) {
-  auto any = [](const Series& x) { return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }); };
+  auto any = [](const Series& x) {
+    return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); });
+  };
   const bool gpus = s.gpu_count > 0;
-  const size_t ranks_with_gpu = static_cast<size_t>(
-      std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) { return any(r.gpu_util_percent); }));
-  return progressSignalFrom(any(s.steps), gpus && any(s.gpu_work_percent), gpus ? ranks_with_gpu : 0,
-                            gpus && any(s.gpu_util_percent));
+  const size_t ranks_with_gpu =
+      static_cast<size_t>(std::count_if(s.ranks.begin(), s.ranks.end(), [&](const RankSeries& r) {
+        return any(r.gpu_util_percent);
+      }));
+  return progressSignalFrom(any(s.steps), gpus && any(s.gpu_work_percent),
+                            gpus ? ranks_with_gpu : 0, gpus && any(s.gpu_util_percent));
 }
 
-std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal signal, bool reporting) {
+std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal signal,
+                                 bool reporting) {
   switch (signal) {
-    case ProgressSignal::kNone: return std::nullopt;
+    case ProgressSignal::kNone:
+      return std::nullopt;
     case ProgressSignal::kSteps:
       if (!reporting || i >= s.interval_s.size() || s.interval_s[i] <= 0) return std::nullopt;
       return at(s.steps, i).value_or(0.0) / s.interval_s[i];
-    case ProgressSignal::kGpuWork: return at(s.gpu_work_percent, i);
+    case ProgressSignal::kGpuWork:
+      return at(s.gpu_work_percent, i);
     case ProgressSignal::kSlowestRankGpuUtil: {
       std::optional<double> slowest;
       for (const RankSeries& r : s.ranks) {
@@ -312,7 +329,8 @@ std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal si
       }
       return slowest;
     }
-    case ProgressSignal::kGpuUtil: return at(s.gpu_util_percent, i);
+    case ProgressSignal::kGpuUtil:
+      return at(s.gpu_util_percent, i);
   }
   return std::nullopt;
 }
@@ -330,13 +348,16 @@ std::string rankSummary(const Incident& inc) {
   }
   const Straggler& st = *inc.straggler;
   std::string out = "rank " + std::to_string(st.rank) + " (pid " + std::to_string(st.pid) +
-                    (st.gpu.empty() ? "" : ", " + st.gpu.substr(0, 12)) + ") starved: " + toString(inc.cls);
+                    (st.gpu.empty() ? "" : ", " + st.gpu.substr(0, 12)) +
+                    ") starved: " + toString(inc.cls);
   if (!inc.device.empty()) {
-    out += " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+    out +=
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
   }
   // The first signal that decided the class, not a per-rank one.
   for (const auto& e : inc.evidence) {
-    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 || e.signal.rfind("data_wait_share rank", 0) == 0) {
+    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 ||
+        e.signal.rfind("data_wait_share rank", 0) == 0) {
       continue;
     }
     char figures[96];
@@ -345,7 +366,8 @@ std::string rankSummary(const Incident& inc) {
     break;
   }
   if (!inc.waiting_ranks.empty()) {
-    out += "; rank" + std::string(inc.waiting_ranks.size() == 1 ? " " : "s ") + list(inc.waiting_ranks) + " waited";
+    out += "; rank" + std::string(inc.waiting_ranks.size() == 1 ? " " : "s ") +
+           list(inc.waiting_ranks) + " waited";
   }
   return out;
 }
@@ -358,9 +380,12 @@ std::string stallRankLabel(const Incident& inc) {
 double minDrop(ProgressSignal signal, const DetectorConfig& cfg) {
   switch (signal) {
     case ProgressSignal::kGpuUtil:
-    case ProgressSignal::kSlowestRankGpuUtil: return cfg.min_gpu_drop_points;
-    case ProgressSignal::kGpuWork: return cfg.min_work_drop_points;
-    default: return 0;
+    case ProgressSignal::kSlowestRankGpuUtil:
+      return cfg.min_gpu_drop_points;
+    case ProgressSignal::kGpuWork:
+      return cfg.min_work_drop_points;
+    default:
+      return 0;
   }
 }
 
@@ -422,7 +447,8 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   }
   // Utilisation points: the loss in GPU-seconds is the points below the baseline (kept for
   // the one-GPU verdicts recorded so far); other signals lose their share of the baseline.
-  const bool gpu = signal == ProgressSignal::kGpuUtil || signal == ProgressSignal::kSlowestRankGpuUtil;
+  const bool gpu =
+      signal == ProgressSignal::kGpuUtil || signal == ProgressSignal::kSlowestRankGpuUtil;
   const double min_drop = minDrop(signal, cfg);
 
   // A stall longer than the window keeps being judged against the job's behaviour before it.
@@ -475,12 +501,14 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   return a;
 }
 
-Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config) {
+Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices,
+                          const DetectorConfig& config) {
   Analysis a = analyzeJob(series, config);
   if (a.incidents.empty() || !other_devices) return a;
   std::vector<std::pair<size_t, size_t>> windows;
   for (const auto& inc : a.incidents) {
-    const size_t from = inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
+    const size_t from =
+        inc.first > config.baseline_intervals * 2 ? inc.first - config.baseline_intervals * 2 : 0;
     windows.emplace_back(from, inc.last);
   }
   other_devices(series, windows);

@@ -57,25 +57,26 @@ ProgressSignal chooseProgressSignal(const JobSeries& series);
 ProgressSignal progressSignalFrom(bool steps, bool gpu_work, size_t ranks_with_gpu, bool gpu_util);
 // Progress in interval I by SIGNAL. Steps: an interval with no report once the job has
 // reported (REPORTING) made no steps, 0; before that, none.
-std::optional<double> progressAt(const JobSeries& series, size_t i, ProgressSignal signal, bool reporting);
+std::optional<double> progressAt(const JobSeries& series, size_t i, ProgressSignal signal,
+                                 bool reporting);
 
 struct DetectorConfig {
-  double stall_ratio = 0.5;       // progress below this share of the baseline is a stall
+  double stall_ratio = 0.5;         // progress below this share of the baseline is a stall
   double min_gpu_drop_points = 20;  // ... and at least this many points of GPU utilisation
   double min_work_drop_points = 1;  // ... or of GPM work (tensor or DRAM activity: a job's is low)
   // A rank starved (held a synchronous job back): its GPU's utilisation fell below this share
   // of its own baseline while another rank's stayed busy, or its data wait rose by this much.
   double rank_idle_ratio = 0.5;
   double rank_busy_ratio = 0.7;
-  double rank_wait_rise = 0.3;  // share of the interval spent waiting for data
-  double min_duration_s = 5;      // shorter stalls are blips
+  double rank_wait_rise = 0.3;      // share of the interval spent waiting for data
+  double min_duration_s = 5;        // shorter stalls are blips
   size_t baseline_intervals = 120;  // healthy intervals the progress baseline is taken over
-  size_t warmup_intervals = 10;   // no verdicts before this much baseline
+  size_t warmup_intervals = 10;     // no verdicts before this much baseline
   // Attribution thresholds: "far above normal" is this ratio over the baseline median.
   double latency_ratio = 3.0;
   double latency_floor_ms = 1.0;  // baselines below this count as this (NVMe at 0.1 ms)
   double queue_ratio = 3.0;
-  double pressure_rise = 0.15;    // absolute rise of a PSI share over its baseline
+  double pressure_rise = 0.15;  // absolute rise of a PSI share over its baseline
   double write_ratio = 5.0;
   double write_floor_bytes_per_s = 20e6;
 };
@@ -83,7 +84,7 @@ struct DetectorConfig {
 struct Analysis {
   std::vector<Incident> incidents;
   uint64_t blips = 0;
-  std::vector<bool> stalled;    // per interval
+  std::vector<bool> stalled;                    // per interval
   std::vector<std::optional<double>> baseline;  // progress baseline per interval
   double gpu_seconds_total = 0;
   double gpu_seconds_lost[kStallClassCount] = {};
@@ -96,13 +97,15 @@ Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 // as devices the job does not read: evidence that a slow disk was the job's alone, or the
 // whole host's. The post-mortem reads them from the recording, the live correlator from the
 // host's recent disk samples.
-using OtherDevices = std::function<void(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows)>;
+using OtherDevices =
+    std::function<void(JobSeries& series, const std::vector<std::pair<size_t, size_t>>& windows)>;
 
 // Detection, then attribution with the other devices' samples around each incident (twice the
 // baseline window before it): the live agent and the post-mortem make the same claim with the
 // same evidence, and a week-long recording reads other disks only where there is a stall to
 // explain. Detection does not look at devices, so both passes find the same incidents.
-Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices, const DetectorConfig& config = {});
+Analysis analyzeJobOnHost(JobSeries& series, const OtherDevices& other_devices,
+                          const DetectorConfig& config = {});
 
 // The progress baseline and the stall rule, one interval at a time: the median of the last
 // baseline_intervals healthy progress values (however old), kept both in arrival order and

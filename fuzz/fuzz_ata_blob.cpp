@@ -10,6 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stallwatch::health::DriveReading r;
   std::string error;
-  if (stallwatch::health::parseAtaSmartBlob({data, size}, r, error)) stallwatch::health::judge(r, &r);
+  if (stallwatch::health::parseAtaSmartBlob({data, size}, r, error))
+    stallwatch::health::judge(r, &r);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "collectors/diskstats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  stallwatch::collectors::parseDiskstats(std::string_view(reinterpret_cast<const char*>(data), size));
+  stallwatch::collectors::parseDiskstats(
+      std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

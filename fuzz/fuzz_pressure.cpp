@@ -6,6 +6,7 @@
 #include "collectors/pressure.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  stallwatch::collectors::parsePressure(std::string_view(reinterpret_cast<const char*>(data), size));
+  stallwatch::collectors::parsePressure(
+      std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

@@ -10,7 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    auto p = stallwatch::health::parseSmartctlJson(std::string_view(reinterpret_cast<const char*>(data), size));
+    auto p = stallwatch::health::parseSmartctlJson(
+        std::string_view(reinterpret_cast<const char*>(data), size));
     stallwatch::health::judge(p.reading, &p.reading);
     // Round trip through the DB's form.
     stallwatch::health::readingFromJson(stallwatch::health::toJson(p.reading));

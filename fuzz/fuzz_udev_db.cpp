@@ -6,6 +6,7 @@
 #include "collectors/device_identity.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  stallwatch::collectors::parseUdevDatabase(std::string_view(reinterpret_cast<const char*>(data), size));
+  stallwatch::collectors::parseUdevDatabase(
+      std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

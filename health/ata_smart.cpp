@@ -1,7 +1,7 @@
 #include "health/ata_smart.h"
 
-#include <stddef.h>  // atasmart.h uses size_t without including it
 #include <atasmart.h>
+#include <stddef.h>  // atasmart.h uses size_t without including it
 
 #include <cerrno>
 #include <cstring>
@@ -11,7 +11,7 @@ namespace stallwatch::health {
 namespace {
 
 // libatasmart's blob tags (atasmart.c): big-endian tag, big-endian length, then the section.
-constexpr uint32_t kTagIdentify = 0x49444659;    // 'IDFY'
+constexpr uint32_t kTagIdentify = 0x49444659;     // 'IDFY'
 constexpr uint32_t kTagSmartStatus = 0x534D5354;  // 'SMST'
 constexpr uint32_t kTagSmartData = 0x534D4454;    // 'SMDT'
 constexpr uint32_t kTagThresholds = 0x534D5448;   // 'SMTH'
@@ -76,7 +76,8 @@ bool parseAtaSmartBlob(std::span<const uint8_t> blob, DriveReading& reading, std
   return parseLoaded(d.get(), reading, error);
 }
 
-std::vector<uint8_t> buildAtaSmartBlob(const std::vector<AtaAttribute>& attributes, std::optional<bool> passed) {
+std::vector<uint8_t> buildAtaSmartBlob(const std::vector<AtaAttribute>& attributes,
+                                       std::optional<bool> passed) {
   uint8_t identify[512] = {};
   identify[82 * 2] = 0x01;  // word 82 bit 0: SMART feature set supported
   identify[85 * 2] = 0x01;  // word 85 bit 0: enabled

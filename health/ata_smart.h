@@ -22,7 +22,8 @@ bool parseAtaSmartBlob(std::span<const uint8_t> blob, DriveReading& reading, std
 // Builds a blob as libatasmart stores it: the 512-byte SMART data block (attribute table at
 // offset 2, 12 bytes each: id, flags, value, worst, 6-byte raw), the thresholds block, an
 // IDENTIFY block that says SMART is supported, and the RETURN STATUS verdict if known.
-std::vector<uint8_t> buildAtaSmartBlob(const std::vector<AtaAttribute>& attributes, std::optional<bool> passed);
+std::vector<uint8_t> buildAtaSmartBlob(const std::vector<AtaAttribute>& attributes,
+                                       std::optional<bool> passed);
 
 // Reads /dev/NAME. Does not wake a drive in standby (note says so). False with ERROR (errno
 // text; EACCES means root or CAP_SYS_RAWIO is needed).

@@ -19,7 +19,7 @@ const char* toString(DriveKind kind);
 struct AtaAttribute {
   uint8_t id = 0;
   std::string name;
-  uint8_t value = 0;      // normalized, 1..253, higher is better
+  uint8_t value = 0;  // normalized, 1..253, higher is better
   uint8_t worst = 0;
   uint8_t threshold = 0;  // 0: never fails
   uint64_t raw = 0;       // the 48-bit raw field as a number (vendor-defined encoding)
@@ -30,12 +30,13 @@ struct AtaAttribute {
 
 // NVMe base specification, SMART / Health Information log page (Log Identifier 02h).
 struct NvmeHealth {
-  uint8_t critical_warning = 0;  // bit 0 spare, 1 temperature, 2 reliability, 3 read-only, 4 volatile backup, 5 PMR
-  int32_t temperature_c = 0;     // composite temperature (the page holds kelvins)
-  uint8_t available_spare = 0;   // percent
+  uint8_t critical_warning =
+      0;  // bit 0 spare, 1 temperature, 2 reliability, 3 read-only, 4 volatile backup, 5 PMR
+  int32_t temperature_c = 0;    // composite temperature (the page holds kelvins)
+  uint8_t available_spare = 0;  // percent
   uint8_t available_spare_threshold = 0;
-  uint8_t percentage_used = 0;   // may exceed 100
-  uint128 data_units_read = 0;   // thousands of 512-byte units
+  uint8_t percentage_used = 0;  // may exceed 100
+  uint128 data_units_read = 0;  // thousands of 512-byte units
   uint128 data_units_written = 0;
   uint128 host_read_commands = 0;
   uint128 host_write_commands = 0;
@@ -60,13 +61,14 @@ struct ScsiHealth {
 };
 
 struct DriveReading {
-  std::string device;     // sda, nvme0n1, or the path smartctl named
+  std::string device;  // sda, nvme0n1, or the path smartctl named
   DriveKind kind = DriveKind::kUnknown;
-  std::string source;     // "libatasmart", "nvme-log", "smartctl-json"
+  std::string source;  // "libatasmart", "nvme-log", "smartctl-json"
   std::string model;
   std::string serial;
   bool smart_available = false;
-  std::optional<bool> passed;  // the drive's own overall verdict (ATA SMART RETURN STATUS, smartctl)
+  std::optional<bool>
+      passed;  // the drive's own overall verdict (ATA SMART RETURN STATUS, smartctl)
   std::optional<double> temperature_c;
   std::optional<uint64_t> power_on_hours;
   std::vector<AtaAttribute> ata;

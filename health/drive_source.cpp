@@ -9,7 +9,8 @@
 
 namespace stallwatch::health {
 
-std::vector<DriveTarget> driveTargets(const collectors::DeviceTree& tree, const std::string& dev_dir) {
+std::vector<DriveTarget> driveTargets(const collectors::DeviceTree& tree,
+                                      const std::string& dev_dir) {
   std::vector<DriveTarget> out;
   for (const auto& d : tree.devices) {
     if (d.kind != collectors::BlockKind::kDisk) continue;
@@ -50,8 +51,10 @@ bool NativeDriveReader::read(const DriveTarget& target, DriveReading& reading, s
   reading.model = target.model;
   reading.serial = target.serial;
   switch (target.kind) {
-    case DriveKind::kNvme: return readNvmeDrive(target.path, reading, error);
-    case DriveKind::kAta: return readAtaDrive(target.path, reading, error);
+    case DriveKind::kNvme:
+      return readNvmeDrive(target.path, reading, error);
+    case DriveKind::kAta:
+      return readAtaDrive(target.path, reading, error);
     default:
       reading.note = target.no_smart;
       return true;
@@ -75,7 +78,8 @@ TimedRead PendingRead::result() const {
   return state_->result;
 }
 
-std::shared_ptr<PendingRead> startRead(std::shared_ptr<DriveReader> reader, const DriveTarget& target) {
+std::shared_ptr<PendingRead> startRead(std::shared_ptr<DriveReader> reader,
+                                       const DriveTarget& target) {
   auto pending = std::shared_ptr<PendingRead>(new PendingRead());
   pending->state_ = std::make_shared<PendingRead::State>();
   // The thread holds the state and the reader, never the caller: abandoning it is safe.

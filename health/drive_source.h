@@ -17,7 +17,7 @@ namespace stallwatch::health {
 struct DriveTarget {
   std::string device;  // sda, nvme0n1
   DriveKind kind = DriveKind::kUnknown;
-  std::string path;    // what to open: /dev/sda, or the NVMe controller /dev/nvme0
+  std::string path;  // what to open: /dev/sda, or the NVMe controller /dev/nvme0
   std::string model;
   std::string serial;
   std::string no_smart;  // non-empty: why this device has no SMART (virtio, loop, ...)
@@ -25,7 +25,8 @@ struct DriveTarget {
 
 // The whole physical disks of TREE (partitions, dm, md and loop devices are layers over
 // them), each with how to read it, or why it cannot be read. DEV_DIR: where device nodes are.
-std::vector<DriveTarget> driveTargets(const collectors::DeviceTree& tree, const std::string& dev_dir = "/dev");
+std::vector<DriveTarget> driveTargets(const collectors::DeviceTree& tree,
+                                      const std::string& dev_dir = "/dev");
 
 // Reads one drive; may block for as long as the drive does. Behind an interface so that
 // the health thread can be tested with drives that hang.
@@ -63,7 +64,8 @@ class PendingRead {
 };
 
 // Starts READER on TARGET on a detached thread.
-std::shared_ptr<PendingRead> startRead(std::shared_ptr<DriveReader> reader, const DriveTarget& target);
+std::shared_ptr<PendingRead> startRead(std::shared_ptr<DriveReader> reader,
+                                       const DriveTarget& target);
 // Waits up to TIMEOUT; finished=false if the read is still going.
 TimedRead waitFor(const std::shared_ptr<PendingRead>& pending, std::chrono::milliseconds timeout);
 

@@ -1,9 +1,8 @@
 #include "health/nvme_reader.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <libnvme.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,9 +11,11 @@
 
 namespace stallwatch::health {
 
-static_assert(sizeof(nvme_smart_log) == sizeof(NvmeSmartLogPage), "libnvme and the spec agree on the page size");
+static_assert(sizeof(nvme_smart_log) == sizeof(NvmeSmartLogPage),
+              "libnvme and the spec agree on the page size");
 static_assert(offsetof(nvme_smart_log, media_errors) == offsetof(NvmeSmartLogPage, media_errors));
-static_assert(offsetof(nvme_smart_log, temp_sensor) == offsetof(NvmeSmartLogPage, temperature_sensors));
+static_assert(offsetof(nvme_smart_log, temp_sensor) ==
+              offsetof(NvmeSmartLogPage, temperature_sensors));
 
 bool readNvmeDrive(const std::string& ctrl_path, DriveReading& reading, std::string& error) {
   const int fd = ::open(ctrl_path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -12,8 +12,8 @@ uint128 le128(const uint8_t (&b)[16]) {
 }
 
 uint32_t le32(const uint8_t (&b)[4]) {
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
-         static_cast<uint32_t>(b[3]) << 24;
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
+         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
 }
 
 }  // namespace
@@ -56,10 +56,14 @@ std::string toString(uint128 v) {
 
 const char* toString(DriveKind kind) {
   switch (kind) {
-    case DriveKind::kAta: return "ata";
-    case DriveKind::kNvme: return "nvme";
-    case DriveKind::kScsi: return "scsi";
-    case DriveKind::kUnknown: return "unknown";
+    case DriveKind::kAta:
+      return "ata";
+    case DriveKind::kNvme:
+      return "nvme";
+    case DriveKind::kScsi:
+      return "scsi";
+    case DriveKind::kUnknown:
+      return "unknown";
   }
   return "?";
 }

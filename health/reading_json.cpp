@@ -36,7 +36,8 @@ std::optional<T> getOptional(const json& j, const char* key) {
 }  // namespace
 
 json toJson(const DriveReading& r) {
-  json j = {{"device", r.device}, {"kind", toString(r.kind)}, {"source", r.source}, {"model", r.model},
+  json j = {{"device", r.device}, {"kind", toString(r.kind)},
+            {"source", r.source}, {"model", r.model},
             {"serial", r.serial}, {"smart_available", r.smart_available}};
   putOptional(j, "passed", r.passed);
   putOptional(j, "temperature_c", r.temperature_c);
@@ -46,8 +47,13 @@ json toJson(const DriveReading& r) {
   if (!r.ata.empty()) {
     json attrs = json::array();
     for (const auto& a : r.ata) {
-      attrs.push_back({{"id", a.id}, {"name", a.name}, {"value", a.value}, {"worst", a.worst},
-                       {"threshold", a.threshold}, {"raw", a.raw}, {"prefailure", a.prefailure}});
+      attrs.push_back({{"id", a.id},
+                       {"name", a.name},
+                       {"value", a.value},
+                       {"worst", a.worst},
+                       {"threshold", a.threshold},
+                       {"raw", a.raw},
+                       {"prefailure", a.prefailure}});
     }
     j["ata_attributes"] = attrs;
   }
@@ -89,8 +95,10 @@ DriveReading readingFromJson(const json& j) {
   if (!j.is_object()) return r;
   r.device = j.value("device", "");
   const std::string kind = j.value("kind", "");
-  r.kind = kind == "ata" ? DriveKind::kAta : kind == "nvme" ? DriveKind::kNvme : kind == "scsi" ? DriveKind::kScsi
-                                                                                                 : DriveKind::kUnknown;
+  r.kind = kind == "ata"    ? DriveKind::kAta
+           : kind == "nvme" ? DriveKind::kNvme
+           : kind == "scsi" ? DriveKind::kScsi
+                            : DriveKind::kUnknown;
   r.source = j.value("source", "");
   r.model = j.value("model", "");
   r.serial = j.value("serial", "");
@@ -131,8 +139,10 @@ DriveReading readingFromJson(const json& j) {
     h.unsafe_shutdowns = parse128(n, "unsafe_shutdowns");
     h.media_errors = parse128(n, "media_errors");
     h.error_log_entries = parse128(n, "error_log_entries");
-    h.warning_temperature_minutes = getOptional<uint32_t>(n, "warning_temperature_minutes").value_or(0);
-    h.critical_temperature_minutes = getOptional<uint32_t>(n, "critical_temperature_minutes").value_or(0);
+    h.warning_temperature_minutes =
+        getOptional<uint32_t>(n, "warning_temperature_minutes").value_or(0);
+    h.critical_temperature_minutes =
+        getOptional<uint32_t>(n, "critical_temperature_minutes").value_or(0);
     r.nvme = h;
   }
   if (j.contains("scsi") && j["scsi"].is_object()) {
@@ -152,7 +162,10 @@ DriveReading readingFromJson(const json& j) {
 json toJson(const HealthVerdict& v) {
   json evidence = json::array();
   for (const auto& e : v.evidence) {
-    evidence.push_back({{"counter", e.counter}, {"value", e.value}, {"previous", e.previous}, {"rule", e.rule},
+    evidence.push_back({{"counter", e.counter},
+                        {"value", e.value},
+                        {"previous", e.previous},
+                        {"rule", e.rule},
                         {"implies", toString(e.implies)}});
   }
   return {{"verdict", toString(v.verdict)}, {"evidence", evidence}};

@@ -1,7 +1,6 @@
 #include "health/smartctl_json.h"
 
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 namespace stallwatch::health {
@@ -40,7 +39,8 @@ std::optional<uint64_t> unsignedAt(const json& j, std::initializer_list<const ch
 uint128 counter128(const json& log, const char* key) {
   const json* v = find(log, {key});
   if (!v) return 0;
-  if (v->is_number_unsigned() || v->is_number_integer()) return static_cast<uint128>(unsignedAt(log, {key}).value_or(0));
+  if (v->is_number_unsigned() || v->is_number_integer())
+    return static_cast<uint128>(unsignedAt(log, {key}).value_or(0));
   if (v->is_number_float() && v->get<double>() > 0) return static_cast<uint128>(v->get<double>());
   return 0;
 }
@@ -57,7 +57,8 @@ DriveKind kindOf(const json& j) {
   if (protocol == "SCSI") return DriveKind::kScsi;
   if (find(j, {"ata_smart_attributes"})) return DriveKind::kAta;
   if (find(j, {"nvme_smart_health_information_log"})) return DriveKind::kNvme;
-  if (find(j, {"scsi_grown_defect_list"}) || find(j, {"scsi_error_counter_log"})) return DriveKind::kScsi;
+  if (find(j, {"scsi_grown_defect_list"}) || find(j, {"scsi_error_counter_log"}))
+    return DriveKind::kScsi;
   return DriveKind::kUnknown;
 }
 
@@ -70,15 +71,19 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object() || (!find(j, {"json_format_version"}) && !find(j, {"smartctl"}) && !find(j, {"device"}))) {
-    throw std::invalid_argument("JSON, but not smartctl's output (no json_format_version, smartctl or device)");
+  if (!j.is_object() ||
+      (!find(j, {"json_format_version"}) && !find(j, {"smartctl"}) && !find(j, {"device"}))) {
+    throw std::invalid_argument(
+        "JSON, but not smartctl's output (no json_format_version, smartctl or device)");
   }
   SmartctlParse out;
   DriveReading& r = out.reading;
   r.source = "smartctl-json";
-  if (auto exit = unsignedAt(j, {"smartctl", "exit_status"})) r.smartctl_exit_status = static_cast<int>(*exit);
+  if (auto exit = unsignedAt(j, {"smartctl", "exit_status"}))
+    r.smartctl_exit_status = static_cast<int>(*exit);
 
-  if (const json* devices = find(j, {"devices"}); devices && devices->is_array() && !find(j, {"device"})) {
+  if (const json* devices = find(j, {"devices"});
+      devices && devices->is_array() && !find(j, {"device"})) {
     out.kind = SmartctlOutput::kScan;
     for (const auto& d : *devices) {
       const std::string name = d.is_object() ? stringAt(d, {"name"}) : "";
@@ -91,9 +96,11 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
   if (r.smartctl_exit_status && (*r.smartctl_exit_status & 0x2) && !find(j, {"device"})) {
     out.kind = SmartctlOutput::kOpenFailed;
     r.note = "smartctl could not open the device";
-    if (const json* messages = find(j, {"smartctl", "messages"}); messages && messages->is_array()) {
+    if (const json* messages = find(j, {"smartctl", "messages"});
+        messages && messages->is_array()) {
       for (const auto& m : *messages) {
-        if (m.is_object() && m.contains("string") && m["string"].is_string()) r.note = m["string"].get<std::string>();
+        if (m.is_object() && m.contains("string") && m["string"].is_string())
+          r.note = m["string"].get<std::string>();
       }
     }
     return out;
@@ -107,7 +114,8 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
   if (const json* passed = find(j, {"smart_status", "passed"}); passed && passed->is_boolean()) {
     r.passed = passed->get<bool>();
   }
-  if (const json* t = find(j, {"temperature", "current"}); t && t->is_number() && t->get<double>() > 0) {
+  if (const json* t = find(j, {"temperature", "current"});
+      t && t->is_number() && t->get<double>() > 0) {
     r.temperature_c = t->get<double>();
   }
   r.power_on_hours = unsignedAt(j, {"power_on_time", "hours"});
@@ -131,7 +139,8 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
       a.name = stringAt(e, {"name"});
       a.value = static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(e, {"value"}).value_or(0), 255));
       a.worst = static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(e, {"worst"}).value_or(0), 255));
-      a.threshold = static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(e, {"thresh"}).value_or(0), 255));
+      a.threshold =
+          static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(e, {"thresh"}).value_or(0), 255));
       a.raw = unsignedAt(e, {"raw", "value"}).value_or(0) & 0xFFFF'FFFF'FFFFull;
       const json* pre = find(e, {"flags", "prefailure"});
       a.prefailure = pre && pre->is_boolean() && pre->get<bool>();
@@ -141,12 +150,16 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
   if (const json* log = find(j, {"nvme_smart_health_information_log"}); log && log->is_object()) {
     r.smart_available = true;
     NvmeHealth n;
-    n.critical_warning = static_cast<uint8_t>(unsignedAt(*log, {"critical_warning"}).value_or(0) & 0xFF);
-    if (const json* t = find(*log, {"temperature"}); t && t->is_number()) n.temperature_c = t->get<int32_t>();
-    n.available_spare = static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(*log, {"available_spare"}).value_or(0), 255));
-    n.available_spare_threshold =
-        static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(*log, {"available_spare_threshold"}).value_or(0), 255));
-    n.percentage_used = static_cast<uint8_t>(std::min<uint64_t>(unsignedAt(*log, {"percentage_used"}).value_or(0), 255));
+    n.critical_warning =
+        static_cast<uint8_t>(unsignedAt(*log, {"critical_warning"}).value_or(0) & 0xFF);
+    if (const json* t = find(*log, {"temperature"}); t && t->is_number())
+      n.temperature_c = t->get<int32_t>();
+    n.available_spare = static_cast<uint8_t>(
+        std::min<uint64_t>(unsignedAt(*log, {"available_spare"}).value_or(0), 255));
+    n.available_spare_threshold = static_cast<uint8_t>(
+        std::min<uint64_t>(unsignedAt(*log, {"available_spare_threshold"}).value_or(0), 255));
+    n.percentage_used = static_cast<uint8_t>(
+        std::min<uint64_t>(unsignedAt(*log, {"percentage_used"}).value_or(0), 255));
     n.data_units_read = counter128(*log, "data_units_read");
     n.data_units_written = counter128(*log, "data_units_written");
     n.host_read_commands = counter128(*log, "host_reads");
@@ -157,26 +170,34 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
     n.unsafe_shutdowns = counter128(*log, "unsafe_shutdowns");
     n.media_errors = counter128(*log, "media_errors");
     n.error_log_entries = counter128(*log, "num_err_log_entries");
-    n.warning_temperature_minutes = static_cast<uint32_t>(unsignedAt(*log, {"warning_temp_time"}).value_or(0));
-    n.critical_temperature_minutes = static_cast<uint32_t>(unsignedAt(*log, {"critical_comp_time"}).value_or(0));
+    n.warning_temperature_minutes =
+        static_cast<uint32_t>(unsignedAt(*log, {"warning_temp_time"}).value_or(0));
+    n.critical_temperature_minutes =
+        static_cast<uint32_t>(unsignedAt(*log, {"critical_comp_time"}).value_or(0));
     r.nvme = n;
     if (!r.temperature_c) r.temperature_c = n.temperature_c;
   }
   if (r.kind == DriveKind::kScsi) {
     ScsiHealth s;
     s.grown_defects = unsignedAt(j, {"scsi_grown_defect_list"});
-    s.read_uncorrected = unsignedAt(j, {"scsi_error_counter_log", "read", "total_uncorrected_errors"});
-    s.write_uncorrected = unsignedAt(j, {"scsi_error_counter_log", "write", "total_uncorrected_errors"});
-    s.verify_uncorrected = unsignedAt(j, {"scsi_error_counter_log", "verify", "total_uncorrected_errors"});
-    s.start_stop_cycles = unsignedAt(j, {"scsi_start_stop_cycle_counter", "accumulated_start_stop_cycles"});
-    s.load_unload_cycles = unsignedAt(j, {"scsi_start_stop_cycle_counter", "accumulated_load_unload_cycles"});
-    const bool any = s.grown_defects || s.read_uncorrected || s.write_uncorrected || s.verify_uncorrected ||
-                     s.start_stop_cycles || s.load_unload_cycles;
+    s.read_uncorrected =
+        unsignedAt(j, {"scsi_error_counter_log", "read", "total_uncorrected_errors"});
+    s.write_uncorrected =
+        unsignedAt(j, {"scsi_error_counter_log", "write", "total_uncorrected_errors"});
+    s.verify_uncorrected =
+        unsignedAt(j, {"scsi_error_counter_log", "verify", "total_uncorrected_errors"});
+    s.start_stop_cycles =
+        unsignedAt(j, {"scsi_start_stop_cycle_counter", "accumulated_start_stop_cycles"});
+    s.load_unload_cycles =
+        unsignedAt(j, {"scsi_start_stop_cycle_counter", "accumulated_load_unload_cycles"});
+    const bool any = s.grown_defects || s.read_uncorrected || s.write_uncorrected ||
+                     s.verify_uncorrected || s.start_stop_cycles || s.load_unload_cycles;
     if (any) {
       r.smart_available = true;
       r.scsi = s;
     } else if (!r.passed) {
-      r.note = "no SMART or error counter data in the output (a RAID volume, or a device without SMART)";
+      r.note =
+          "no SMART or error counter data in the output (a RAID volume, or a device without SMART)";
     }
   }
   return out;

@@ -19,7 +19,8 @@ constexpr size_t kMaxOutput = 4 << 20;
 
 }  // namespace
 
-ProgramOutput runProgram(const std::vector<std::string>& argv_in, std::chrono::milliseconds timeout) {
+ProgramOutput runProgram(const std::vector<std::string>& argv_in,
+                         std::chrono::milliseconds timeout) {
   ProgramOutput out;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -39,7 +40,8 @@ ProgramOutput runProgram(const std::vector<std::string>& argv_in, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[65536];
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       out.timed_out = true;
       break;
@@ -62,13 +64,17 @@ ProgramOutput runProgram(const std::vector<std::string>& argv_in, std::chrono::m
   return out;
 }
 
-SmartctlFallbackReader::SmartctlFallbackReader(std::shared_ptr<DriveReader> native, std::string smartctl,
+SmartctlFallbackReader::SmartctlFallbackReader(std::shared_ptr<DriveReader> native,
+                                               std::string smartctl,
                                                std::chrono::milliseconds timeout)
     : native_(std::move(native)), smartctl_(std::move(smartctl)), timeout_(timeout) {}
 
-bool SmartctlFallbackReader::read(const DriveTarget& target, DriveReading& reading, std::string& error) {
+bool SmartctlFallbackReader::read(const DriveTarget& target, DriveReading& reading,
+                                  std::string& error) {
   std::string native_error;
-  if (native_ && native_->read(target, reading, native_error) && (!reading.ata.empty() || reading.nvme)) return true;
+  if (native_ && native_->read(target, reading, native_error) &&
+      (!reading.ata.empty() || reading.nvme))
+    return true;
   if (isPermissionError(native_error)) {
     error = native_error;
     return false;
@@ -80,7 +86,8 @@ bool SmartctlFallbackReader::read(const DriveTarget& target, DriveReading& readi
     return false;
   }
   if (p.timed_out) {
-    error = smartctl_ + " did not finish within " + std::to_string(timeout_.count()) + " ms; killed";
+    error =
+        smartctl_ + " did not finish within " + std::to_string(timeout_.count()) + " ms; killed";
     return false;
   }
   try {

@@ -27,7 +27,8 @@ ProgramOutput runProgram(const std::vector<std::string>& argv, std::chrono::mill
 // Native first; where that fails for a reason other than permission, smartctl.
 class SmartctlFallbackReader : public DriveReader {
  public:
-  SmartctlFallbackReader(std::shared_ptr<DriveReader> native, std::string smartctl, std::chrono::milliseconds timeout);
+  SmartctlFallbackReader(std::shared_ptr<DriveReader> native, std::string smartctl,
+                         std::chrono::milliseconds timeout);
   bool read(const DriveTarget& target, DriveReading& reading, std::string& error) override;
 
  private:

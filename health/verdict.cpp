@@ -8,18 +8,25 @@ namespace {
 // Failing outranks worn-out outranks warning outranks ok.
 int rank(Verdict v) {
   switch (v) {
-    case Verdict::kFailing: return 4;
-    case Verdict::kWornOut: return 3;
-    case Verdict::kWarning: return 2;
-    case Verdict::kOk: return 1;
-    default: return 0;
+    case Verdict::kFailing:
+      return 4;
+    case Verdict::kWornOut:
+      return 3;
+    case Verdict::kWarning:
+      return 2;
+    case Verdict::kOk:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 struct Judge {
   HealthVerdict result{Verdict::kOk, {}};
-  void add(std::string counter, std::string value, std::string previous, std::string rule, Verdict implies) {
-    result.evidence.push_back({std::move(counter), std::move(value), std::move(previous), std::move(rule), implies});
+  void add(std::string counter, std::string value, std::string previous, std::string rule,
+           Verdict implies) {
+    result.evidence.push_back(
+        {std::move(counter), std::move(value), std::move(previous), std::move(rule), implies});
     if (rank(implies) > rank(result.verdict)) result.verdict = implies;
   }
   // A counter that must stay at zero: above zero → warning; up since the last reading → failing.
@@ -27,7 +34,8 @@ struct Judge {
   void counter(const std::string& name, T now, std::optional<T> before, const std::string& why) {
     const std::string previous = before ? toString(*before) : "";
     if (before && now > *before) {
-      add(name, toString(now), previous, why + "; rising since the last reading", Verdict::kFailing);
+      add(name, toString(now), previous, why + "; rising since the last reading",
+          Verdict::kFailing);
     } else if (now > 0) {
       add(name, toString(now), previous, why, Verdict::kWarning);
     }
@@ -45,18 +53,26 @@ uint64_t ataCount(const AtaAttribute& a) {
   return a.id == 188 ? (a.raw & 0xFFFF) : a.raw;
 }
 
-std::string attributeLabel(const AtaAttribute& a) { return "ata " + std::to_string(a.id) + " " + a.name; }
+std::string attributeLabel(const AtaAttribute& a) {
+  return "ata " + std::to_string(a.id) + " " + a.name;
+}
 
 }  // namespace
 
 const char* toString(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kWarning: return "warning";
-    case Verdict::kFailing: return "failing";
-    case Verdict::kWornOut: return "worn-out";
-    case Verdict::kUnknown: return "unknown";
-    case Verdict::kUnsupported: return "unsupported";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kWarning:
+      return "warning";
+    case Verdict::kFailing:
+      return "failing";
+    case Verdict::kWornOut:
+      return "worn-out";
+    case Verdict::kUnknown:
+      return "unknown";
+    case Verdict::kUnsupported:
+      return "unsupported";
   }
   return "?";
 }
@@ -65,23 +81,26 @@ HealthVerdict judge(const DriveReading& now, const DriveReading* previous) {
   const bool has_data = !now.ata.empty() || now.nvme || now.scsi || now.passed.has_value();
   if (!has_data) {
     HealthVerdict v;
-    v.verdict = now.smart_available || now.kind != DriveKind::kUnknown ? Verdict::kUnknown : Verdict::kUnsupported;
+    v.verdict = now.smart_available || now.kind != DriveKind::kUnknown ? Verdict::kUnknown
+                                                                       : Verdict::kUnsupported;
     if (!now.note.empty()) v.evidence.push_back({"note", now.note, "", "", v.verdict});
     return v;
   }
   Judge j;
   if (now.passed == false) {
-    j.add("overall status", "FAILED", "", "the drive's own SMART self-assessment", Verdict::kFailing);
+    j.add("overall status", "FAILED", "", "the drive's own SMART self-assessment",
+          Verdict::kFailing);
   }
   if (now.smartctl_exit_status && (*now.smartctl_exit_status & (1 << 3))) {
-    j.add("smartctl exit status", std::to_string(*now.smartctl_exit_status), "", "bit 3: disk failing",
-          Verdict::kFailing);
+    j.add("smartctl exit status", std::to_string(*now.smartctl_exit_status), "",
+          "bit 3: disk failing", Verdict::kFailing);
   }
 
   for (const auto& a : now.ata) {
     if (a.prefailure && a.failing_now()) {
       j.add(attributeLabel(a) + " value", std::to_string(a.value), "",
-            "pre-failure attribute at or below its threshold " + std::to_string(a.threshold), Verdict::kFailing);
+            "pre-failure attribute at or below its threshold " + std::to_string(a.threshold),
+            Verdict::kFailing);
     }
   }
   for (uint8_t id : kAtaCounters) {
@@ -91,27 +110,35 @@ HealthVerdict judge(const DriveReading& now, const DriveReading* previous) {
     if (previous) {
       if (const AtaAttribute* p = previous->attribute(id)) before = ataCount(*p);
     }
-    j.counter(attributeLabel(*a) + " raw", ataCount(*a), before, "predicts failure (Backblaze; Pinheiro et al.)");
+    j.counter(attributeLabel(*a) + " raw", ataCount(*a), before,
+              "predicts failure (Backblaze; Pinheiro et al.)");
   }
 
   if (now.nvme) {
     const NvmeHealth& n = *now.nvme;
     const NvmeHealth* p = previous && previous->nvme ? &*previous->nvme : nullptr;
     if (n.critical_warning != 0) {
-      static const char* bits[] = {"available spare below threshold", "temperature", "reliability degraded",
-                                   "read-only", "volatile memory backup failed", "persistent memory region read-only"};
+      static const char* bits[] = {"available spare below threshold",
+                                   "temperature",
+                                   "reliability degraded",
+                                   "read-only",
+                                   "volatile memory backup failed",
+                                   "persistent memory region read-only"};
       std::string what;
       for (int b = 0; b < 6; ++b) {
-        if (n.critical_warning & (1 << b)) what += (what.empty() ? "" : ", ") + std::string(bits[b]);
+        if (n.critical_warning & (1 << b))
+          what += (what.empty() ? "" : ", ") + std::string(bits[b]);
       }
-      j.add("nvme critical_warning", std::to_string(n.critical_warning), p ? std::to_string(p->critical_warning) : "",
-            what, Verdict::kFailing);
+      j.add("nvme critical_warning", std::to_string(n.critical_warning),
+            p ? std::to_string(p->critical_warning) : "", what, Verdict::kFailing);
     }
     if (n.available_spare < n.available_spare_threshold) {
       j.add("nvme available_spare", std::to_string(n.available_spare) + " %", "",
-            "below its threshold " + std::to_string(n.available_spare_threshold) + " %", Verdict::kFailing);
+            "below its threshold " + std::to_string(n.available_spare_threshold) + " %",
+            Verdict::kFailing);
     }
-    j.counter("nvme media_errors", n.media_errors, p ? std::optional<uint128>(p->media_errors) : std::nullopt,
+    j.counter("nvme media_errors", n.media_errors,
+              p ? std::optional<uint128>(p->media_errors) : std::nullopt,
               "unrecovered data integrity errors");
     if (p && n.error_log_entries > p->error_log_entries) {
       j.add("nvme error_log_entries", toString(n.error_log_entries), toString(p->error_log_entries),
@@ -126,15 +153,19 @@ HealthVerdict judge(const DriveReading& now, const DriveReading* previous) {
   if (now.scsi) {
     const ScsiHealth& s = *now.scsi;
     const ScsiHealth* p = previous && previous->scsi ? &*previous->scsi : nullptr;
-    auto scsiCounter = [&](const char* name, const std::optional<uint64_t>& v, std::optional<uint64_t> ScsiHealth::*field,
-                           const char* why) {
+    auto scsiCounter = [&](const char* name, const std::optional<uint64_t>& v,
+                           std::optional<uint64_t> ScsiHealth::*field, const char* why) {
       if (!v) return;
       j.counter(std::string("scsi ") + name, *v, p ? (*p).*field : std::nullopt, why);
     };
-    scsiCounter("grown_defects", s.grown_defects, &ScsiHealth::grown_defects, "sectors remapped after manufacture");
-    scsiCounter("read_uncorrected", s.read_uncorrected, &ScsiHealth::read_uncorrected, "uncorrected read errors");
-    scsiCounter("write_uncorrected", s.write_uncorrected, &ScsiHealth::write_uncorrected, "uncorrected write errors");
-    scsiCounter("verify_uncorrected", s.verify_uncorrected, &ScsiHealth::verify_uncorrected, "uncorrected verify errors");
+    scsiCounter("grown_defects", s.grown_defects, &ScsiHealth::grown_defects,
+                "sectors remapped after manufacture");
+    scsiCounter("read_uncorrected", s.read_uncorrected, &ScsiHealth::read_uncorrected,
+                "uncorrected read errors");
+    scsiCounter("write_uncorrected", s.write_uncorrected, &ScsiHealth::write_uncorrected,
+                "uncorrected write errors");
+    scsiCounter("verify_uncorrected", s.verify_uncorrected, &ScsiHealth::verify_uncorrected,
+                "uncorrected verify errors");
   }
   return j.result;
 }

@@ -17,9 +17,9 @@ const char* toString(StallClass c);  // "disk-slow", ...
 StallClass stallClassFromString(const std::string& text);
 
 struct EvidenceItem {
-  std::string signal;   // "r_await_ms loop1", "io_some", ...
-  double baseline = 0;  // median over the baseline window
-  double during = 0;    // median over the incident
+  std::string signal;     // "r_await_ms loop1", "io_some", ...
+  double baseline = 0;    // median over the baseline window
+  double during = 0;      // median over the incident
   bool supports = false;  // crossed its threshold
 };
 
@@ -58,8 +58,8 @@ struct IncidentEvent {
   int64_t ts_ms = 0;     // the tick that produced the event
   std::string job_key;
   std::string job_label;
-  Incident incident;     // start_ms..end_ms: so far (open, change) or final (close)
-  std::string previous_class;   // change: what it was
+  Incident incident;           // start_ms..end_ms: so far (open, change) or final (close)
+  std::string previous_class;  // change: what it was
   std::string previous_device;
   std::string previous_rank;
 };

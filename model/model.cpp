@@ -1,8 +1,8 @@
-#include "model/incident.h"
-#include "model/series.h"
-
 #include <algorithm>
 #include <tuple>
+
+#include "model/incident.h"
+#include "model/series.h"
 
 namespace stallwatch::model {
 namespace {
@@ -14,7 +14,9 @@ void dropFrontOf(std::vector<T>& v, size_t n) {
 
 // Where a device sits in the one order: the job's before the host's others; among the job's,
 // those it reads directly before those only under another device; then by name.
-auto deviceOrder(const DeviceSeries& d) { return std::make_tuple(!d.job_reads, !d.direct(), d.name); }
+auto deviceOrder(const DeviceSeries& d) {
+  return std::make_tuple(!d.job_reads, !d.direct(), d.name);
+}
 
 }  // namespace
 
@@ -25,8 +27,10 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   return s.ts_ms.size() - 1;
 }
 
-DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string& via, bool job_reads) {
-  auto same = std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; });
+DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string& via,
+                        bool job_reads) {
+  auto same = std::find_if(s.devices.begin(), s.devices.end(),
+                           [&](const DeviceSeries& d) { return d.name == name; });
   if (same != s.devices.end()) {
     if (!job_reads || !same->job_reads || same->via == via) return *same;
     // Both where some of the job's files are and under a device holding others (vda under
@@ -45,9 +49,11 @@ DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string
     for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) x->assign(s.size(), std::nullopt);
     s.devices.push_back(std::move(d));
   }
-  std::stable_sort(s.devices.begin(), s.devices.end(),
-                   [](const DeviceSeries& a, const DeviceSeries& b) { return deviceOrder(a) < deviceOrder(b); });
-  return *std::find_if(s.devices.begin(), s.devices.end(), [&](const DeviceSeries& d) { return d.name == name; });
+  std::stable_sort(
+      s.devices.begin(), s.devices.end(),
+      [](const DeviceSeries& a, const DeviceSeries& b) { return deviceOrder(a) < deviceOrder(b); });
+  return *std::find_if(s.devices.begin(), s.devices.end(),
+                       [&](const DeviceSeries& d) { return d.name == name; });
 }
 
 RankSeries& addRank(JobSeries& s, int32_t rank) {
@@ -70,7 +76,8 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   // Copies only the tail: the live correlator cuts one from an hour's window while a stall is on.
   JobSeries t;
   t.gpu_count = s.gpu_count;
-  for (const auto& d : s.devices) t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
+  for (const auto& d : s.devices)
+    t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
   for (const auto& r : s.ranks) {
     RankSeries e;
     e.rank = r.rank;
@@ -78,7 +85,9 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
     e.gpu = r.gpu;
     t.ranks.push_back(std::move(e));
   }
-  auto from = [first](const auto& v) { return std::vector(v.begin() + static_cast<long>(std::min(first, v.size())), v.end()); };
+  auto from = [first](const auto& v) {
+    return std::vector(v.begin() + static_cast<long>(std::min(first, v.size())), v.end());
+  };
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
   // forEachSeries visits both in the same order; it does not modify S.
@@ -91,22 +100,32 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
 
 const char* toString(ProgressSignal signal) {
   switch (signal) {
-    case ProgressSignal::kNone: return "";
-    case ProgressSignal::kSteps: return "steps";
-    case ProgressSignal::kGpuWork: return "gpu_work";
-    case ProgressSignal::kSlowestRankGpuUtil: return "gpu_util_slowest_rank";
-    case ProgressSignal::kGpuUtil: return "gpu_util";
+    case ProgressSignal::kNone:
+      return "";
+    case ProgressSignal::kSteps:
+      return "steps";
+    case ProgressSignal::kGpuWork:
+      return "gpu_work";
+    case ProgressSignal::kSlowestRankGpuUtil:
+      return "gpu_util_slowest_rank";
+    case ProgressSignal::kGpuUtil:
+      return "gpu_util";
   }
   return "";
 }
 
 const char* toString(StallClass c) {
   switch (c) {
-    case StallClass::kDiskSlow: return "disk-slow";
-    case StallClass::kIoThrottled: return "io-throttled";
-    case StallClass::kInputCpu: return "input-cpu";
-    case StallClass::kCheckpoint: return "checkpoint";
-    case StallClass::kNotStorage: return "not-storage";
+    case StallClass::kDiskSlow:
+      return "disk-slow";
+    case StallClass::kIoThrottled:
+      return "io-throttled";
+    case StallClass::kInputCpu:
+      return "input-cpu";
+    case StallClass::kCheckpoint:
+      return "checkpoint";
+    case StallClass::kNotStorage:
+      return "not-storage";
   }
   return "?";
 }
@@ -120,9 +139,12 @@ StallClass stallClassFromString(const std::string& text) {
 
 const char* toString(IncidentEventKind kind) {
   switch (kind) {
-    case IncidentEventKind::kOpen: return "open";
-    case IncidentEventKind::kChange: return "change";
-    case IncidentEventKind::kClose: return "close";
+    case IncidentEventKind::kOpen:
+      return "open";
+    case IncidentEventKind::kChange:
+      return "change";
+    case IncidentEventKind::kClose:
+      return "close";
   }
   return "?";
 }

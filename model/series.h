@@ -16,7 +16,7 @@ using Series = std::vector<std::optional<double>>;
 
 struct DeviceSeries {
   std::string name;
-  std::string via;  // the job's files were on VIA, a device stacked on this one
+  std::string via;         // the job's files were on VIA, a device stacked on this one
   bool job_reads = false;  // false: on the host, but the job was never seen using it
   Series r_await_ms, w_await_ms, aqu_sz;
   bool also_direct = false;  // with VIA set: files were also seen on this device itself
@@ -44,24 +44,25 @@ struct RankSeries {
 };
 
 struct JobSeries {
-  std::vector<int64_t> ts_ms;       // end of each interval
+  std::vector<int64_t> ts_ms;  // end of each interval
   std::vector<double> interval_s;
   uint32_t gpu_count = 0;
-  Series gpu_util_percent;          // mean over the job's GPUs
-  Series gpu_work_percent;          // mean GPM work (gpuWorkPercent) over the job's GPUs
+  Series gpu_util_percent;  // mean over the job's GPUs
+  Series gpu_work_percent;  // mean GPM work (gpuWorkPercent) over the job's GPUs
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
-  Series io_some, cpu_some;         // host pressure shares, 0..1
+  Series io_some, cpu_some;  // host pressure shares, 0..1
   std::vector<DeviceSeries> devices;
-  std::vector<RankSeries> ranks;    // two or more, or none
+  std::vector<RankSeries> ranks;  // two or more, or none
   size_t size() const { return ts_ms.size(); }
 
   // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or
   // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
   template <typename Fn>
   void forEachSeries(Fn fn) {
-    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
-                      &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
+    for (Series* x :
+         {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
+          &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
       fn(*x);
     }
     for (auto& d : devices) {
@@ -82,7 +83,8 @@ size_t appendInterval(JobSeries& series, int64_t ts_ms, double interval_s);
 // false, one of the host's other devices: created with an empty history, or given its second
 // relation (a device both holding files and under a device that holds others). Devices stay
 // in one order: the job's, those it reads directly first, then by name; then the others by name.
-DeviceSeries& addDevice(JobSeries& series, const std::string& name, const std::string& via, bool job_reads);
+DeviceSeries& addDevice(JobSeries& series, const std::string& name, const std::string& via,
+                        bool job_reads);
 // The rank RANK, created with an empty history; ranks stay in rank order.
 RankSeries& addRank(JobSeries& series, int32_t rank);
 // Drops the first N intervals of every series.

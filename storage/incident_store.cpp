@@ -30,7 +30,10 @@ std::vector<int32_t> splitRanks(const std::string& text) {
 std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& e : evidence) {
-    j.push_back({{"signal", e.signal}, {"baseline", e.baseline}, {"during", e.during}, {"supports", e.supports}});
+    j.push_back({{"signal", e.signal},
+                 {"baseline", e.baseline},
+                 {"during", e.during},
+                 {"supports", e.supports}});
   }
   return j.dump();
 }
@@ -66,7 +69,8 @@ void bindIncident(SQLite::Statement& st, const model::Incident& inc) {
   }
   for (const char* name : {":straggler_rank", ":straggler_pid", ":straggler_gpu"}) st.bind(name);
   // No straggler: the ranks that starved alike, marked so.
-  bindTextOrNull(st, ":waiting_ranks", inc.ranks_starved.empty() ? "" : "all:" + joinRanks(inc.ranks_starved));
+  bindTextOrNull(st, ":waiting_ranks",
+                 inc.ranks_starved.empty() ? "" : "all:" + joinRanks(inc.ranks_starved));
 }
 
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
@@ -90,19 +94,20 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
   tx.commit();
 }
 
-std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version, std::optional<int64_t> job_id) {
+std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version,
+                                          std::optional<int64_t> job_id) {
   std::vector<StoredIncident> out;
   const bool has_ranks = schema_version >= 6;
-  SQLite::Statement q(db,
-                      std::string("SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key) AS job_label, "
-                                  "i.start_ms, i.end_ms, i.class, coalesce(i.device, '') AS device, "
-                                  "coalesce(i.physical_device, '') AS physical_device, i.idle_share, "
-                                  "i.gpu_seconds_lost, i.confidence, i.evidence, i.source, i.detected_ms, ") +
-                          (has_ranks ? "i.straggler_rank, i.straggler_pid, i.straggler_gpu, i.waiting_ranks"
-                                     : "NULL AS straggler_rank, NULL AS straggler_pid, NULL AS straggler_gpu, "
-                                       "NULL AS waiting_ranks") +
-                          " FROM incidents i JOIN jobs j USING (job_id) "
-                          "WHERE :job_id IS NULL OR i.job_id = :job_id ORDER BY i.start_ms");
+  SQLite::Statement q(
+      db, std::string("SELECT i.incident_id, i.job_id, coalesce(j.label, j.job_key) AS job_label, "
+                      "i.start_ms, i.end_ms, i.class, coalesce(i.device, '') AS device, "
+                      "coalesce(i.physical_device, '') AS physical_device, i.idle_share, "
+                      "i.gpu_seconds_lost, i.confidence, i.evidence, i.source, i.detected_ms, ") +
+              (has_ranks ? "i.straggler_rank, i.straggler_pid, i.straggler_gpu, i.waiting_ranks"
+                         : "NULL AS straggler_rank, NULL AS straggler_pid, NULL AS straggler_gpu, "
+                           "NULL AS waiting_ranks") +
+              " FROM incidents i JOIN jobs j USING (job_id) "
+              "WHERE :job_id IS NULL OR i.job_id = :job_id ORDER BY i.start_ms");
   bindOptional(q, ":job_id", job_id);
   const Columns c(q);
   while (q.executeStep()) {
@@ -123,7 +128,8 @@ std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_versi
     s.detected_ms = c.int64("detected_ms");
     if (!c.isNull("straggler_rank")) {
       s.incident.straggler = model::Straggler{static_cast<int32_t>(c.int64("straggler_rank")),
-                                              static_cast<uint32_t>(c.int64("straggler_pid")), c.text("straggler_gpu")};
+                                              static_cast<uint32_t>(c.int64("straggler_pid")),
+                                              c.text("straggler_gpu")};
     }
     if (const std::string ranks = c.text("waiting_ranks"); !ranks.empty()) {
       if (ranks.rfind("all:", 0) == 0) {

@@ -32,14 +32,18 @@ std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
 void bindIncident(SQLite::Statement& st, const model::Incident& incident);
 // Those parameters in that order, for an INSERT's VALUES or an UPDATE's SET.
 inline constexpr const char* kIncidentColumns =
-    "start_ms, end_ms, class, device, physical_device, idle_share, gpu_seconds_lost, confidence, evidence, "
+    "start_ms, end_ms, class, device, physical_device, idle_share, gpu_seconds_lost, confidence, "
+    "evidence, "
     "straggler_rank, straggler_pid, straggler_gpu, waiting_ranks";
 inline constexpr const char* kIncidentValues =
-    ":start_ms, :end_ms, :class, :device, :physical_device, :idle_share, :gpu_seconds_lost, :confidence, "
+    ":start_ms, :end_ms, :class, :device, :physical_device, :idle_share, :gpu_seconds_lost, "
+    ":confidence, "
     ":evidence, :straggler_rank, :straggler_pid, :straggler_gpu, :waiting_ranks";
 inline constexpr const char* kIncidentAssignments =
-    "start_ms=:start_ms, end_ms=:end_ms, class=:class, device=:device, physical_device=:physical_device, "
-    "idle_share=:idle_share, gpu_seconds_lost=:gpu_seconds_lost, confidence=:confidence, evidence=:evidence, "
+    "start_ms=:start_ms, end_ms=:end_ms, class=:class, device=:device, "
+    "physical_device=:physical_device, "
+    "idle_share=:idle_share, gpu_seconds_lost=:gpu_seconds_lost, confidence=:confidence, "
+    "evidence=:evidence, "
     "straggler_rank=:straggler_rank, straggler_pid=:straggler_pid, straggler_gpu=:straggler_gpu, "
     "waiting_ranks=:waiting_ranks";
 

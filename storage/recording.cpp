@@ -31,15 +31,18 @@ void mergeByTime(SQLite::Statement& q, const std::vector<int64_t>& ts, Fn fn) {
   }
 }
 
-void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64_t>& ts, int64_t from_ms,
-                int64_t to_ms, model::DeviceSeries& d, bool& any) {
-  SQLite::Statement q(db, "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
-                          "WHERE device_id = :device_id AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
+void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64_t>& ts,
+                int64_t from_ms, int64_t to_ms, model::DeviceSeries& d, bool& any) {
+  SQLite::Statement q(
+      db,
+      "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
+      "WHERE device_id = :device_id AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
   q.bind(":device_id", device_id);
   q.bind(":from_ms", from_ms);
   q.bind(":to_ms", to_ms);
   const Columns c(q);
-  const int r_await = c.index("r_await_ms"), w_await = c.index("w_await_ms"), aqu = c.index("aqu_sz");
+  const int r_await = c.index("r_await_ms"), w_await = c.index("w_await_ms"),
+            aqu = c.index("aqu_sz");
   mergeByTime(q, ts, [&](size_t i) {
     d.r_await_ms[i] = optionalReal(q.getColumn(r_await));
     d.w_await_ms[i] = optionalReal(q.getColumn(w_await));
@@ -49,10 +52,12 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
 }
 
 // The job's ranks (schema 6), each aligned on the job's ticks.
-void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms, model::JobSeries& s) {
+void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms,
+               model::JobSeries& s) {
   const size_t n = s.size();
-  SQLite::Statement facts(db, "SELECT rank, pid, coalesce(gpu_uuid, '') AS gpu FROM job_ranks "
-                              "WHERE job_id = :job_id ORDER BY rank");
+  SQLite::Statement facts(db,
+                          "SELECT rank, pid, coalesce(gpu_uuid, '') AS gpu FROM job_ranks "
+                          "WHERE job_id = :job_id ORDER BY rank");
   facts.bind(":job_id", job_id);
   const Columns f(facts);
   while (facts.executeStep()) {
@@ -64,19 +69,21 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     s.ranks.clear();
     return;
   }
-  SQLite::Statement q(db,
-                      "SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, data_wait_seconds, "
-                      "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, d_state_threads "
-                      "FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND :to_ms "
-                      "ORDER BY ts_ms, rank");
+  SQLite::Statement q(
+      db,
+      "SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, data_wait_seconds, "
+      "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, d_state_threads "
+      "FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND :to_ms "
+      "ORDER BY ts_ms, rank");
   q.bind(":job_id", job_id);
   q.bind(":from_ms", from_ms);
   q.bind(":to_ms", to_ms);
   const Columns c(q);
   const int ts_c = c.index("ts_ms"), rank_c = c.index("rank"), util_c = c.index("gpu_util_percent"),
-            work_c = c.index("gpu_work_percent"), steps_c = c.index("steps"), wait_c = c.index("data_wait_seconds"),
-            read_c = c.index("read_bytes_per_second"), write_c = c.index("write_bytes_per_second"),
-            cpu_c = c.index("workers_cpu_ratio"), d_c = c.index("d_state_threads");
+            work_c = c.index("gpu_work_percent"), steps_c = c.index("steps"),
+            wait_c = c.index("data_wait_seconds"), read_c = c.index("read_bytes_per_second"),
+            write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
+            d_c = c.index("d_state_threads");
   size_t i = 0;
   while (q.executeStep()) {
     const int64_t t = q.getColumn(ts_c).getInt64();
@@ -84,7 +91,8 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
     if (i == n) break;
     if (s.ts_ms[i] != t) continue;
     const int32_t rank = q.getColumn(rank_c).getInt();
-    auto r = std::find_if(s.ranks.begin(), s.ranks.end(), [&](const auto& x) { return x.rank == rank; });
+    auto r =
+        std::find_if(s.ranks.begin(), s.ranks.end(), [&](const auto& x) { return x.rank == rank; });
     if (r == s.ranks.end()) continue;
     r->gpu_util_percent[i] = optionalReal(q.getColumn(util_c));
     r->gpu_work_percent[i] = optionalReal(q.getColumn(work_c));
@@ -109,21 +117,27 @@ int checkRecording(SQLite::Database& db, const std::string& path) {
     throw StoreError(path + " is not a readable SQLite database: " + e.what());
   }
   if (version < 1 || !has_runs) {
-    throw StoreError(path + " is not a stallwatch database (no stallwatch schema in it); nothing was changed");
+    throw StoreError(
+        path + " is not a stallwatch database (no stallwatch schema in it); nothing was changed");
   }
   if (version > kSchemaVersion) {
-    throw StoreError(path + " has schema version " + std::to_string(version) + ", newer than this stallwatch (" +
-                     std::to_string(kSchemaVersion) + ") understands; use a newer stallwatch");
+    throw StoreError(path + " has schema version " + std::to_string(version) +
+                     ", newer than this stallwatch (" + std::to_string(kSchemaVersion) +
+                     ") understands; use a newer stallwatch");
   }
   return version;
 }
 
 const char* whatNeeds(Recording::Needs needs) {
   switch (needs) {
-    case Recording::Needs::kAnything: return "";
-    case Recording::Needs::kJobTables: return "job tables";
-    case Recording::Needs::kIncidents: return "incidents table yet; run with --recompute to compute them";
-    case Recording::Needs::kDriveHealth: return "drive health table";
+    case Recording::Needs::kAnything:
+      return "";
+    case Recording::Needs::kJobTables:
+      return "job tables";
+    case Recording::Needs::kIncidents:
+      return "incidents table yet; run with --recompute to compute them";
+    case Recording::Needs::kDriveHealth:
+      return "drive health table";
   }
   return "";
 }
@@ -140,8 +154,8 @@ Recording Recording::open(const std::string& path, Needs needs) {
   SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX);
   const int version = checkRecording(db, path);
   if (version < static_cast<int>(needs)) {
-    throw StoreError(path + " has no " + whatNeeds(needs) + " (recorded by an older stallwatch, schema " +
-                     std::to_string(version) + ")");
+    throw StoreError(path + " has no " + whatNeeds(needs) +
+                     " (recorded by an older stallwatch, schema " + std::to_string(version) + ")");
   }
   db.exec("PRAGMA mmap_size = 17179869184");  // up to 16 GiB mapped: reads without copies
   db.exec("PRAGMA cache_size = -65536");      // 64 MiB
@@ -151,10 +165,12 @@ Recording Recording::open(const std::string& path, Needs needs) {
 std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
   std::vector<JobRecord> jobs;
   if (version_ < 2) return jobs;  // no job tables before schema 2
-  SQLite::Statement q(db_,
-                      "SELECT job_id, job_key, coalesce(label, '') AS label, coalesce(labels, '') AS labels, "
-                      "coalesce(cmdline, '') AS cmdline, root_pid, coalesce(gpus, '') AS gpus, started_ms, ended_ms "
-                      "FROM jobs WHERE :job_id IS NULL OR job_id = :job_id ORDER BY started_ms");
+  SQLite::Statement q(
+      db_,
+      "SELECT job_id, job_key, coalesce(label, '') AS label, coalesce(labels, '') AS labels, "
+      "coalesce(cmdline, '') AS cmdline, root_pid, coalesce(gpus, '') AS gpus, started_ms, "
+      "ended_ms "
+      "FROM jobs WHERE :job_id IS NULL OR job_id = :job_id ORDER BY started_ms");
   bindOptional(q, ":job_id", job_id);
   const Columns c(q);
   while (q.executeStep()) {
@@ -177,8 +193,9 @@ std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
 
 JobActivity Recording::activity(const JobRecord& job) {
   JobActivity a;
-  SQLite::Statement p(db_, "SELECT count(*) AS processes, coalesce(sum(role = 'worker'), 0) AS workers "
-                           "FROM job_processes WHERE job_id = :job_id");
+  SQLite::Statement p(db_,
+                      "SELECT count(*) AS processes, coalesce(sum(role = 'worker'), 0) AS workers "
+                      "FROM job_processes WHERE job_id = :job_id");
   p.bind(":job_id", job.job_id);
   if (p.executeStep()) {
     const Columns c(p);
@@ -189,9 +206,11 @@ JobActivity Recording::activity(const JobRecord& job) {
   // spent waiting for data (NULL for jobs that never reported through the socket).
   SQLite::Statement s(
       db_,
-      "SELECT CASE WHEN count(steps) > 0 THEN total(steps) * 1000.0 / nullif(sum(interval_ms), 0) END "
+      "SELECT CASE WHEN count(steps) > 0 THEN total(steps) * 1000.0 / nullif(sum(interval_ms), 0) "
+      "END "
       "AS steps_per_second, "
-      "sum(data_wait_seconds) / nullif(sum(data_wait_seconds) + sum(step_seconds), 0) AS data_wait_share, "
+      "sum(data_wait_seconds) / nullif(sum(data_wait_seconds) + sum(step_seconds), 0) AS "
+      "data_wait_share, "
       "avg(read_bytes_per_second) AS read_bytes_per_second, avg(workers_cpu_ratio) AS workers_cpu, "
       "coalesce(max(d_state_threads), 0) AS max_d_state FROM job_samples WHERE job_id = :job_id");
   s.bind(":job_id", job.job_id);
@@ -203,23 +222,27 @@ JobActivity Recording::activity(const JobRecord& job) {
     a.workers_cpu = c.optionalReal("workers_cpu");
     a.max_d_state = c.int64("max_d_state");
   }
-  SQLite::Statement d(db_, "SELECT b.name, jd.via, jd.open_files_seen FROM job_devices jd "
-                           "JOIN block_devices b USING (device_id) WHERE jd.job_id = :job_id "
-                           "ORDER BY jd.via <> '', b.name");
+  SQLite::Statement d(db_,
+                      "SELECT b.name, jd.via, jd.open_files_seen FROM job_devices jd "
+                      "JOIN block_devices b USING (device_id) WHERE jd.job_id = :job_id "
+                      "ORDER BY jd.via <> '', b.name");
   d.bind(":job_id", job.job_id);
   const Columns dc(d);
-  while (d.executeStep()) a.devices.push_back({dc.text("name"), dc.text("via"), dc.int64("open_files_seen")});
+  while (d.executeStep())
+    a.devices.push_back({dc.text("name"), dc.text("via"), dc.int64("open_files_seen")});
   if (version_ < 6) return a;
-  SQLite::Statement r(
-      db_,
-      "SELECT r.rank, r.pid, coalesce(r.gpu_uuid, '') AS gpu, "
-      "CASE WHEN count(s.steps) > 0 THEN total(s.steps) * 1000.0 / nullif(sum(s.interval_ms), 0) END "
-      "AS steps_per_second, "
-      "sum(s.data_wait_seconds) / nullif(sum(s.data_wait_seconds) + sum(s.step_seconds), 0) AS data_wait_share, "
-      "avg(s.read_bytes_per_second) AS read_bytes_per_second, coalesce(max(s.d_state_threads), 0) AS max_d_state, "
-      "avg(s.gpu_util_percent) AS gpu_util, avg(s.gpu_work_percent) AS gpu_work "
-      "FROM job_ranks r LEFT JOIN rank_samples s USING (job_id, rank) "
-      "WHERE r.job_id = :job_id GROUP BY r.rank ORDER BY r.rank");
+  SQLite::Statement r(db_,
+                      "SELECT r.rank, r.pid, coalesce(r.gpu_uuid, '') AS gpu, "
+                      "CASE WHEN count(s.steps) > 0 THEN total(s.steps) * 1000.0 / "
+                      "nullif(sum(s.interval_ms), 0) END "
+                      "AS steps_per_second, "
+                      "sum(s.data_wait_seconds) / nullif(sum(s.data_wait_seconds) + "
+                      "sum(s.step_seconds), 0) AS data_wait_share, "
+                      "avg(s.read_bytes_per_second) AS read_bytes_per_second, "
+                      "coalesce(max(s.d_state_threads), 0) AS max_d_state, "
+                      "avg(s.gpu_util_percent) AS gpu_util, avg(s.gpu_work_percent) AS gpu_work "
+                      "FROM job_ranks r LEFT JOIN rank_samples s USING (job_id, rank) "
+                      "WHERE r.job_id = :job_id GROUP BY r.rank ORDER BY r.rank");
   r.bind(":job_id", job.job_id);
   const Columns rc(r);
   while (r.executeStep()) {
@@ -243,22 +266,24 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   {
     // Read-only readers do not migrate: a schema-2 recording has no per-job GPU mean, one
     // before schema 6 no GPU activity.
-    SQLite::Statement q(db_,
-                        std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
-                                    "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
-                                    "d_state_threads, ") +
-                            (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
-                            (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
-                            " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
-                            "ORDER BY ts_ms");
+    SQLite::Statement q(
+        db_,
+        std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
+                    "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
+                    "d_state_threads, ") +
+            (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
+            (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
+            " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
+            "ORDER BY ts_ms");
     q.bind(":job_id", job.job_id);
     bindRange(q, range);
     const Columns c(q);
-    const int ts_c = c.index("ts_ms"), interval_c = c.index("interval_ms"), steps_c = c.index("steps"),
-              wait_c = c.index("data_wait_seconds"), step_c = c.index("step_seconds"),
-              read_c = c.index("read_bytes_per_second"), write_c = c.index("write_bytes_per_second"),
-              cpu_c = c.index("workers_cpu_ratio"), d_c = c.index("d_state_threads"),
-              util_c = c.index("gpu_util_percent"), work_c = c.index("gpu_work_percent");
+    const int ts_c = c.index("ts_ms"), interval_c = c.index("interval_ms"),
+              steps_c = c.index("steps"), wait_c = c.index("data_wait_seconds"),
+              step_c = c.index("step_seconds"), read_c = c.index("read_bytes_per_second"),
+              write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
+              d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
+              work_c = c.index("gpu_work_percent");
     while (q.executeStep()) {
       const int64_t ts = q.getColumn(ts_c).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
@@ -287,9 +312,11 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     std::vector<double> sum(n, 0.0);
     std::vector<uint32_t> count(n, 0);
     for (const auto& uuid : job.gpu_uuids) {
-      SQLite::Statement q(db_, "SELECT ts_ms, utilization_percent FROM gpu_samples WHERE gpu_id = "
-                               "(SELECT gpu_id FROM gpus WHERE uuid = :uuid) AND ts_ms BETWEEN :from_ms AND :to_ms "
-                               "ORDER BY ts_ms");
+      SQLite::Statement q(
+          db_,
+          "SELECT ts_ms, utilization_percent FROM gpu_samples WHERE gpu_id = "
+          "(SELECT gpu_id FROM gpus WHERE uuid = :uuid) AND ts_ms BETWEEN :from_ms AND :to_ms "
+          "ORDER BY ts_ms");
       q.bind(":uuid", uuid);
       q.bind(":from_ms", from);
       q.bind(":to_ms", to);
@@ -306,16 +333,20 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     }
   }
   for (auto [resource, target] : {std::pair{"io", &s.io_some}, std::pair{"cpu", &s.cpu_some}}) {
-    SQLite::Statement q(db_, "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
-                             "AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
+    SQLite::Statement q(db_,
+                        "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
+                        "AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
     q.bind(":resource", resource);
     q.bind(":from_ms", from);
     q.bind(":to_ms", to);
     const int some_c = q.getColumnIndex("some_ratio");
-    mergeByTime(q, s.ts_ms, [&, t = target](size_t i) { (*t)[i] = optionalReal(q.getColumn(some_c)); });
+    mergeByTime(q, s.ts_ms,
+                [&, t = target](size_t i) { (*t)[i] = optionalReal(q.getColumn(some_c)); });
   }
-  SQLite::Statement devices(db_, "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
-                                 "USING (device_id) WHERE jd.job_id = :job_id ORDER BY jd.via <> '', b.name");
+  SQLite::Statement devices(
+      db_,
+      "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
+      "USING (device_id) WHERE jd.job_id = :job_id ORDER BY jd.via <> '', b.name");
   devices.bind(":job_id", job.job_id);
   const Columns dc(devices);
   std::map<std::string, int64_t> device_ids;
@@ -333,10 +364,12 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   return s;
 }
 
-void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s, const IntervalWindows& windows) {
+void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s,
+                                const IntervalWindows& windows) {
   if (windows.empty() || s.size() == 0) return;
-  SQLite::Statement q(db_, "SELECT device_id, name FROM block_devices WHERE device_id NOT IN "
-                           "(SELECT device_id FROM job_devices WHERE job_id = :job_id) ORDER BY name");
+  SQLite::Statement q(db_,
+                      "SELECT device_id, name FROM block_devices WHERE device_id NOT IN "
+                      "(SELECT device_id FROM job_devices WHERE job_id = :job_id) ORDER BY name");
   q.bind(":job_id", job.job_id);
   const Columns c(q);
   while (q.executeStep()) {
@@ -344,18 +377,23 @@ void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s, const
     model::DeviceSeries& d = model::addDevice(s, name, "", false);
     bool any = false;
     for (const auto& [first, last] : windows) {
-      loadDevice(db_, c.int64("device_id"), s.ts_ms, s.ts_ms[first], s.ts_ms[std::min(last, s.size() - 1)], d, any);
+      loadDevice(db_, c.int64("device_id"), s.ts_ms, s.ts_ms[first],
+                 s.ts_ms[std::min(last, s.size() - 1)], d, any);
     }
     if (!any) {
-      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(), [&](const auto& x) { return x.name == name; }));
+      s.devices.erase(std::find_if(s.devices.begin(), s.devices.end(),
+                                   [&](const auto& x) { return x.name == name; }));
     }
   }
 }
 
-std::optional<DriveHealthNote> Recording::driveHealthAt(const std::string& device, int64_t until_ms) {
+std::optional<DriveHealthNote> Recording::driveHealthAt(const std::string& device,
+                                                        int64_t until_ms) {
   if (version_ < 5) return std::nullopt;
-  SQLite::Statement q(db_, "SELECT verdict, evidence FROM drive_health WHERE device = :device AND ts_ms <= :until_ms "
-                           "ORDER BY ts_ms DESC LIMIT 1");
+  SQLite::Statement q(
+      db_,
+      "SELECT verdict, evidence FROM drive_health WHERE device = :device AND ts_ms <= :until_ms "
+      "ORDER BY ts_ms DESC LIMIT 1");
   q.bind(":device", device);
   q.bind(":until_ms", until_ms);
   if (!q.executeStep()) return std::nullopt;
@@ -372,9 +410,11 @@ std::optional<DriveHealthNote> Recording::driveHealthAt(const std::string& devic
 std::map<std::string, std::vector<RecordedReading>> Recording::latestDriveReadings() {
   std::map<std::string, std::vector<RecordedReading>> readings;
   if (version_ < 5) return readings;
-  SQLite::Statement q(db_, "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
-                           "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 "
-                           "OFFSET 1), 0) ORDER BY device, ts_ms");
+  SQLite::Statement q(
+      db_,
+      "SELECT device, ts_ms, reading FROM drive_health d WHERE ts_ms >= coalesce("
+      "(SELECT ts_ms FROM drive_health WHERE device = d.device ORDER BY ts_ms DESC LIMIT 1 "
+      "OFFSET 1), 0) ORDER BY device, ts_ms");
   const Columns c(q);
   while (q.executeStep()) {
     const auto j = nlohmann::json::parse(c.text("reading"), nullptr, false);

@@ -27,7 +27,7 @@ struct JobRecord {
   int64_t job_id = 0;
   std::string key;
   std::string label;
-  std::string labels;   // SLURM_JOB_ID=..,RANK=.. as recorded
+  std::string labels;  // SLURM_JOB_ID=..,RANK=.. as recorded
   std::string cmdline;
   int64_t root_pid = 0;
   std::vector<std::string> gpu_uuids;
@@ -46,10 +46,10 @@ using IntervalWindows = std::vector<std::pair<size_t, size_t>>;
 // A job's activity over its whole sampled life, as `stallwatch jobs` lists it.
 struct JobActivity {
   int64_t processes = 0, workers = 0;
-  std::optional<double> steps_per_second;        // none: the job never reported steps
-  std::optional<double> data_wait_share;         // of the loop's time
-  std::optional<double> read_bytes_per_second;   // mean
-  std::optional<double> workers_cpu;             // mean, 1.0 = one core
+  std::optional<double> steps_per_second;       // none: the job never reported steps
+  std::optional<double> data_wait_share;        // of the loop's time
+  std::optional<double> read_bytes_per_second;  // mean
+  std::optional<double> workers_cpu;            // mean, 1.0 = one core
   int64_t max_d_state = 0;
   struct Device {
     std::string name, via;
@@ -59,7 +59,8 @@ struct JobActivity {
   struct Rank {
     int64_t rank = 0, pid = 0;
     std::string gpu;
-    std::optional<double> steps_per_second, data_wait_share, read_bytes_per_second, gpu_util, gpu_work;
+    std::optional<double> steps_per_second, data_wait_share, read_bytes_per_second, gpu_util,
+        gpu_work;
     int64_t max_d_state = 0;
   };
   std::vector<Rank> ranks;  // jobs of two or more ranks (schema 6)
@@ -107,7 +108,8 @@ class Recording {
   // Adds the host's other devices to SERIES, read only within WINDOWS: they appear in the
   // evidence of incidents there and are never blamed. Reading them whole would cost a week's
   // samples of every disk for a few minutes of evidence.
-  void addOtherDevices(const JobRecord& job, model::JobSeries& series, const IntervalWindows& windows);
+  void addOtherDevices(const JobRecord& job, model::JobSeries& series,
+                       const IntervalWindows& windows);
 
   // The drive's last verdict at or before UNTIL_MS; none before schema 5 or if never read.
   std::optional<DriveHealthNote> driveHealthAt(const std::string& device, int64_t until_ms);

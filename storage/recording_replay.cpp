@@ -1,11 +1,11 @@
-#include "storage/recording.h"
-#include "storage/sql_row.h"
-
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "storage/recording.h"
+#include "storage/sql_row.h"
 
 namespace stallwatch::storage {
 namespace {
@@ -49,30 +49,39 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
   const bool has_job_gpu_util = version >= 3;
   const bool has_ranks = version >= 6;  // ranks, GPU activity and power
 
-  Cursor disks(db,
-               "SELECT s.ts_ms, s.interval_ms, d.name, d.major, d.minor, s.reads_per_second, "
-               "s.writes_per_second, s.read_bytes_per_second, s.write_bytes_per_second, s.r_await_ms, "
-               "s.w_await_ms, s.discards_per_second, s.d_await_ms, s.flushes_per_second, s.f_await_ms, "
-               "s.aqu_sz, s.util_percent, s.in_flight FROM disk_samples s JOIN block_devices d "
-               "USING (device_id) ORDER BY s.ts_ms");
-  Cursor pressure(db, "SELECT ts_ms, interval_ms, resource, some_ratio, full_ratio FROM pressure_samples "
-                      "ORDER BY ts_ms");
-  Cursor gpus(db,
-              std::string("SELECT s.ts_ms, s.interval_ms, g.gpu_index, g.uuid, s.utilization_percent, "
-                          "s.utilization_sample_count, s.memory_utilization_percent, s.memory_used_bytes, "
-                          "g.memory_total_bytes, s.sm_clock_mhz, ") +
-                  (has_ranks ? "s.power_watts, s.sm_active_percent, s.sm_occupancy_percent, "
-                               "s.tensor_active_percent, s.dram_active_percent"
-                             : "NULL, NULL, NULL, NULL, NULL") +
-                  " FROM gpu_samples s JOIN gpus g USING (gpu_id) ORDER BY s.ts_ms");
+  Cursor disks(
+      db,
+      "SELECT s.ts_ms, s.interval_ms, d.name, d.major, d.minor, s.reads_per_second, "
+      "s.writes_per_second, s.read_bytes_per_second, s.write_bytes_per_second, s.r_await_ms, "
+      "s.w_await_ms, s.discards_per_second, s.d_await_ms, s.flushes_per_second, s.f_await_ms, "
+      "s.aqu_sz, s.util_percent, s.in_flight FROM disk_samples s JOIN block_devices d "
+      "USING (device_id) ORDER BY s.ts_ms");
+  Cursor pressure(
+      db,
+      "SELECT ts_ms, interval_ms, resource, some_ratio, full_ratio FROM pressure_samples "
+      "ORDER BY ts_ms");
+  Cursor gpus(
+      db,
+      std::string("SELECT s.ts_ms, s.interval_ms, g.gpu_index, g.uuid, s.utilization_percent, "
+                  "s.utilization_sample_count, s.memory_utilization_percent, s.memory_used_bytes, "
+                  "g.memory_total_bytes, s.sm_clock_mhz, ") +
+          (has_ranks ? "s.power_watts, s.sm_active_percent, s.sm_occupancy_percent, "
+                       "s.tensor_active_percent, s.dram_active_percent"
+                     : "NULL, NULL, NULL, NULL, NULL") +
+          " FROM gpu_samples s JOIN gpus g USING (gpu_id) ORDER BY s.ts_ms");
   std::unique_ptr<Cursor> ranks;
   if (has_ranks) {
     ranks = std::make_unique<Cursor>(
-        db, "SELECT s.ts_ms, s.interval_ms, j.job_key, s.rank, s.processes, s.workers, s.read_bytes_per_second, "
-            "s.write_bytes_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, s.d_state_threads, "
-            "coalesce(s.top_wchan, ''), s.steps, s.data_wait_seconds, s.step_seconds, s.gpu_util_percent, "
-            "s.gpu_work_percent, coalesce(r.gpu_uuid, '') FROM rank_samples s JOIN jobs j USING (job_id) "
-            "LEFT JOIN job_ranks r ON r.job_id = s.job_id AND r.rank = s.rank ORDER BY s.ts_ms, s.rank");
+        db,
+        "SELECT s.ts_ms, s.interval_ms, j.job_key, s.rank, s.processes, s.workers, "
+        "s.read_bytes_per_second, "
+        "s.write_bytes_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, s.d_state_threads, "
+        "coalesce(s.top_wchan, ''), s.steps, s.data_wait_seconds, s.step_seconds, "
+        "s.gpu_util_percent, "
+        "s.gpu_work_percent, coalesce(r.gpu_uuid, '') FROM rank_samples s JOIN jobs j USING "
+        "(job_id) "
+        "LEFT JOIN job_ranks r ON r.job_id = s.job_id AND r.rank = s.rank ORDER BY s.ts_ms, "
+        "s.rank");
   }
   std::unique_ptr<Cursor> jobs;
   struct Fact {
@@ -84,11 +93,12 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
   std::vector<Fact> facts;
   if (has_jobs) {
     jobs = std::make_unique<Cursor>(
-        db, std::string("SELECT s.ts_ms, s.interval_ms, j.job_key, coalesce(j.gpus, ''), s.processes, "
-                        "s.workers, s.read_bytes_per_second, s.write_bytes_per_second, s.rchar_per_second, "
-                        "s.read_syscalls_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, "
-                        "s.d_state_threads, coalesce(s.top_wchan, ''), s.steps, s.samples, "
-                        "s.data_wait_seconds, s.step_seconds, ") +
+        db, std::string(
+                "SELECT s.ts_ms, s.interval_ms, j.job_key, coalesce(j.gpus, ''), s.processes, "
+                "s.workers, s.read_bytes_per_second, s.write_bytes_per_second, s.rchar_per_second, "
+                "s.read_syscalls_per_second, s.main_cpu_ratio, s.workers_cpu_ratio, "
+                "s.d_state_threads, coalesce(s.top_wchan, ''), s.steps, s.samples, "
+                "s.data_wait_seconds, s.step_seconds, ") +
                 (has_job_gpu_util ? "s.gpu_util_percent" : "NULL") + ", " +
                 (has_ranks ? "s.gpu_work_percent" : "NULL") +
                 " FROM job_samples s JOIN jobs j USING (job_id) ORDER BY s.ts_ms");
@@ -107,9 +117,10 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
         facts.push_back({*j.ended_ms, j, std::nullopt, std::nullopt});
       }
     }
-    SQLite::Statement d(db, "SELECT jd.first_seen_ms, j.job_key, b.name, b.major, b.minor, jd.via, "
-                            "jd.open_files_seen FROM job_devices jd JOIN jobs j USING (job_id) "
-                            "JOIN block_devices b USING (device_id)");
+    SQLite::Statement d(db,
+                        "SELECT jd.first_seen_ms, j.job_key, b.name, b.major, b.minor, jd.via, "
+                        "jd.open_files_seen FROM job_devices jd JOIN jobs j USING (job_id) "
+                        "JOIN block_devices b USING (device_id)");
     while (d.executeStep()) {
       collectors::JobDeviceFact f;
       f.key = d.getColumn(1).getString();
@@ -121,8 +132,10 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
       facts.push_back({d.getColumn(0).getInt64(), {}, f, std::nullopt});
     }
     if (has_ranks) {
-      SQLite::Statement r(db, "SELECT r.first_seen_ms, j.job_key, r.rank, r.pid, coalesce(r.gpu_uuid, '') "
-                              "FROM job_ranks r JOIN jobs j USING (job_id)");
+      SQLite::Statement r(
+          db,
+          "SELECT r.first_seen_ms, j.job_key, r.rank, r.pid, coalesce(r.gpu_uuid, '') "
+          "FROM job_ranks r JOIN jobs j USING (job_id)");
       while (r.executeStep()) {
         collectors::RankDescription rank;
         rank.key = r.getColumn(1).getString();
@@ -185,7 +198,8 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
     for (; pressure.at(*ts); pressure.step()) {
       auto& r = pressure.row();
       interval_ms = r.getColumn(1).getInt64();
-      b.pressure.push_back({r.getColumn(2).getString(), optionalDouble(r.getColumn(3)), optionalDouble(r.getColumn(4))});
+      b.pressure.push_back({r.getColumn(2).getString(), optionalDouble(r.getColumn(3)),
+                            optionalDouble(r.getColumn(4))});
     }
     for (; gpus.at(*ts); gpus.step()) {
       auto& r = gpus.row();

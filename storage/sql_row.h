@@ -22,7 +22,9 @@ class Columns {
   bool isNull(const char* name) const { return at(name).isNull(); }
   int64_t int64(const char* name) const { return at(name).getInt64(); }
   double real(const char* name) const { return at(name).getDouble(); }
-  std::string text(const char* name) const { return at(name).isNull() ? std::string() : at(name).getString(); }
+  std::string text(const char* name) const {
+    return at(name).isNull() ? std::string() : at(name).getString();
+  }
   std::optional<double> optionalReal(const char* name) const {
     const SQLite::Column c = at(name);
     return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());

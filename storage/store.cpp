@@ -1,9 +1,9 @@
 #include "storage/store.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,8 +15,8 @@
 
 #include "health/reading_json.h"
 #include "storage/incident_store.h"
-#include "storage/sql_row.h"
 #include "storage/schema_sql.h"
+#include "storage/sql_row.h"
 
 namespace fs = std::filesystem;
 
@@ -30,12 +30,8 @@ struct Migration {
 
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
-    {1, kSchemaV1Sql},
-    {2, kSchemaV2Sql},
-    {3, kSchemaV3Sql},
-    {4, kSchemaV4Sql},
-    {5, kSchemaV5Sql},
-    {6, kSchemaV6Sql},
+    {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql},
+    {4, kSchemaV4Sql}, {5, kSchemaV5Sql}, {6, kSchemaV6Sql},
 };
 
 template <typename T>
@@ -99,7 +95,9 @@ void checkNotTruncated(const fs::path& path) {
   struct stat st {};
   const bool have_size = ::fstat(fd, &st) == 0;
   ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof h) || !have_size || std::memcmp(h, "SQLite format 3", 16) != 0) return;
+  if (n != static_cast<ssize_t>(sizeof h) || !have_size ||
+      std::memcmp(h, "SQLite format 3", 16) != 0)
+    return;
   auto be32 = [&](int at) {
     return static_cast<uint32_t>(h[at]) << 24 | static_cast<uint32_t>(h[at + 1]) << 16 |
            static_cast<uint32_t>(h[at + 2]) << 8 | h[at + 3];
@@ -107,9 +105,10 @@ void checkNotTruncated(const fs::path& path) {
   const uint32_t page_size = h[16] << 8 | h[17];
   const uint64_t pages = be32(28);
   const uint64_t real_page_size = page_size == 1 ? 65536 : page_size;
-  if (be32(24) == be32(92) && pages > 0 && static_cast<uint64_t>(st.st_size) < pages * real_page_size) {
-    throw CorruptDatabase(path.string() + " is truncated: " + std::to_string(st.st_size) + " bytes, its header says " +
-                          std::to_string(pages * real_page_size));
+  if (be32(24) == be32(92) && pages > 0 &&
+      static_cast<uint64_t>(st.st_size) < pages * real_page_size) {
+    throw CorruptDatabase(path.string() + " is truncated: " + std::to_string(st.st_size) +
+                          " bytes, its header says " + std::to_string(pages * real_page_size));
   }
 }
 
@@ -183,7 +182,8 @@ void quickCheck(SQLite::Database& db, const fs::path& path, std::chrono::millise
   static thread_local std::chrono::steady_clock::time_point t_deadline;
   t_deadline = deadline;
   sqlite3_progress_handler(
-      db.getHandle(), 10000, [](void*) { return std::chrono::steady_clock::now() > t_deadline ? 1 : 0; }, nullptr);
+      db.getHandle(), 10000,
+      [](void*) { return std::chrono::steady_clock::now() > t_deadline ? 1 : 0; }, nullptr);
   std::string result;
   try {
     result = db.execAndGet("PRAGMA quick_check").getString();
@@ -197,12 +197,15 @@ void quickCheck(SQLite::Database& db, const fs::path& path, std::chrono::millise
     throw;
   }
   sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
-  if (result != "ok") throw CorruptDatabase(path.string() + " is corrupt (quick_check: " + result.substr(0, 200) + ")");
+  if (result != "ok")
+    throw CorruptDatabase(path.string() + " is corrupt (quick_check: " + result.substr(0, 200) +
+                          ")");
 }
 
 }  // namespace
 
-std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string* moved_to, int busy_timeout_ms) {
+std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string* moved_to,
+                                              int busy_timeout_ms) {
   try {
     auto store = open(path, busy_timeout_ms);
     quickCheck(store->db_, path, std::chrono::seconds(5));
@@ -216,7 +219,8 @@ std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string*
     const fs::path aside = path.string() + ".corrupt-" + stamp;
     std::error_code ec;
     fs::rename(path, aside, ec);
-    if (ec) throw StoreError(std::string(e.what()) + "; and it cannot be moved aside: " + ec.message());
+    if (ec)
+      throw StoreError(std::string(e.what()) + "; and it cannot be moved aside: " + ec.message());
     for (const char* suffix : {"-wal", "-shm"}) {
       const fs::path side = path.string() + suffix;
       if (fs::exists(side, ec)) fs::rename(side, aside.string() + suffix, ec);
@@ -232,8 +236,8 @@ void Store::migrate() {
   const int current = schemaVersion();
   if (current > kSchemaVersion) {
     throw StoreError("the database has schema version " + std::to_string(current) +
-                     ", newer than this stallwatch understands (" +
-                     std::to_string(kSchemaVersion) + "); use a newer stallwatch");
+                     ", newer than this stallwatch understands (" + std::to_string(kSchemaVersion) +
+                     "); use a newer stallwatch");
   }
   for (const Migration& m : kMigrations) {
     if (m.version <= current) continue;
@@ -277,10 +281,11 @@ void Store::endRun(int64_t run_id, int64_t ended_ms, uint64_t dropped_batches) {
 int64_t Store::deviceId(const std::string& name, uint32_t major, uint32_t minor, int64_t seen_ms) {
   auto key = std::make_tuple(name, major, minor);
   if (auto it = device_ids_.find(key); it != device_ids_.end()) return it->second;
-  SQLite::Statement st(db_,
-                       "INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
-                       "VALUES (?,?,?,?,?) ON CONFLICT (name, major, minor) DO UPDATE SET "
-                       "last_seen_ms = excluded.last_seen_ms RETURNING device_id");
+  SQLite::Statement st(
+      db_,
+      "INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
+      "VALUES (?,?,?,?,?) ON CONFLICT (name, major, minor) DO UPDATE SET "
+      "last_seen_ms = excluded.last_seen_ms RETURNING device_id");
   st.bind(1, name);
   st.bind(2, static_cast<int64_t>(major));
   st.bind(3, static_cast<int64_t>(minor));
@@ -361,8 +366,9 @@ int64_t Store::gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms) {
 }
 
 void Store::writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms) {
-  SQLite::Statement st(db_, "UPDATE gpus SET name = :name, memory_total_bytes = :memory_total_bytes "
-                            "WHERE gpu_id = :gpu_id");
+  SQLite::Statement st(db_,
+                       "UPDATE gpus SET name = :name, memory_total_bytes = :memory_total_bytes "
+                       "WHERE gpu_id = :gpu_id");
   for (const auto& g : gpus) {
     const int64_t id = gpuId(g.index, g.uuid, seen_ms);
     bindTextOrNull(st, ":name", g.name);
@@ -380,8 +386,9 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     // A statement that failed mid-step keeps its read open and every later COMMIT fails
     // ("SQL statements in progress"); ids cached from the rolled-back transaction do not
     // exist. Found by tests/test_faults_e2e.py: after a locked DB, nothing was written again.
-    for (auto* st : {insert_disk_.get(), insert_pressure_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
-                     touch_device_.get(), insert_job_sample_.get(), insert_rank_sample_.get()}) {
+    for (auto* st :
+         {insert_disk_.get(), insert_pressure_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
+          touch_device_.get(), insert_job_sample_.get(), insert_rank_sample_.get()}) {
       if (st) st->tryReset();
     }
     device_ids_.clear();
@@ -498,9 +505,10 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
   for (const auto& p : b.job_processes) {
     const int64_t job = jobId(p.key);
     if (!job) continue;
-    SQLite::Statement st(db_,
-                         "INSERT OR IGNORE INTO job_processes (job_id, pid, role, comm, first_seen_ms) "
-                         "VALUES (?,?,?,?,?)");
+    SQLite::Statement st(
+        db_,
+        "INSERT OR IGNORE INTO job_processes (job_id, pid, role, comm, first_seen_ms) "
+        "VALUES (?,?,?,?,?)");
     st.bind(1, job);
     st.bind(2, static_cast<int64_t>(p.pid));
     st.bind(3, p.role);
@@ -555,10 +563,11 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
   for (const auto& r : b.rank_updates) {
     const int64_t job = jobId(r.key);
     if (!job) continue;
-    SQLite::Statement st(db_,
-                         "INSERT INTO job_ranks (job_id, rank, pid, gpu_uuid, first_seen_ms, last_seen_ms) "
-                         "VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, rank) DO UPDATE SET pid = excluded.pid, "
-                         "gpu_uuid = coalesce(excluded.gpu_uuid, gpu_uuid), last_seen_ms = excluded.last_seen_ms");
+    SQLite::Statement st(
+        db_,
+        "INSERT INTO job_ranks (job_id, rank, pid, gpu_uuid, first_seen_ms, last_seen_ms) "
+        "VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, rank) DO UPDATE SET pid = excluded.pid, "
+        "gpu_uuid = coalesce(excluded.gpu_uuid, gpu_uuid), last_seen_ms = excluded.last_seen_ms");
     st.bind(1, job);
     st.bind(2, r.rank);
     st.bind(3, static_cast<int64_t>(r.pid));
@@ -635,9 +644,10 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
     live_incident_ids_[e.live_id] = incident_id;
   }
   if (e.kind == model::IncidentEventKind::kClose) live_incident_ids_.erase(e.live_id);
-  SQLite::Statement ev(db_,
-                       "INSERT INTO incident_events (ts_ms, incident_id, run_id, event, class, device, notified) "
-                       "VALUES (?,?,?,?,?,?,?)");
+  SQLite::Statement ev(
+      db_,
+      "INSERT INTO incident_events (ts_ms, incident_id, run_id, event, class, device, notified) "
+      "VALUES (?,?,?,?,?,?,?)");
   ev.bind(1, e.ts_ms);
   ev.bind(2, incident_id);
   if (run_id > 0) {
@@ -656,8 +666,10 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
 void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   const auto& r = h.reading;
   SQLite::Statement st(db_,
-                       "INSERT INTO drive_health (ts_ms, run_id, device, kind, source, verdict, model, serial, passed, "
-                       "temperature_c, power_on_hours, reading, evidence, note) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                       "INSERT INTO drive_health (ts_ms, run_id, device, kind, source, verdict, "
+                       "model, serial, passed, "
+                       "temperature_c, power_on_hours, reading, evidence, note) VALUES "
+                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, h.ts_ms);
   if (run_id > 0) {
     st.bind(2, run_id);
@@ -678,13 +690,14 @@ void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   bindOptional(st, 10, r.temperature_c);
   bindOptional(st, 11, r.power_on_hours);
   st.bind(12, health::toJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false,
+                                                         nlohmann::json::error_handler_t::replace));
   bindText(st, 14, r.note);
   st.exec();
 }
 
-void Store::replaceIncidents(int64_t job_id, const std::string& source, const std::vector<model::Incident>& incidents,
-                             int64_t detected_ms) {
+void Store::replaceIncidents(int64_t job_id, const std::string& source,
+                             const std::vector<model::Incident>& incidents, int64_t detected_ms) {
   storage::replaceIncidents(db_, job_id, source, incidents, detected_ms);
 }
 
@@ -692,16 +705,17 @@ uint64_t Store::pruneBefore(int64_t cutoff_ms) {
   // Rows are appended in time order, so the oldest are the lowest rowids: each chunk reads
   // from the front of the table instead of scanning it for old timestamps.
   static const char* kTables[][2] = {
-      {"disk_samples", "ts_ms"},     {"pressure_samples", "ts_ms"}, {"gpu_samples", "ts_ms"},
-      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},  {"rank_samples", "ts_ms"},
-      {"agent_events", "ts_ms"},
-      {"incident_events", "ts_ms"},  {"drive_health", "ts_ms"},    {"incidents", "end_ms"},
+      {"disk_samples", "ts_ms"},        {"pressure_samples", "ts_ms"}, {"gpu_samples", "ts_ms"},
+      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},      {"rank_samples", "ts_ms"},
+      {"agent_events", "ts_ms"},        {"incident_events", "ts_ms"},  {"drive_health", "ts_ms"},
+      {"incidents", "end_ms"},
   };
   constexpr int kChunk = 20000;
   uint64_t deleted = 0;
   for (const auto& [table, column] : kTables) {
-    const std::string sql = std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " + table +
-                            " ORDER BY rowid LIMIT " + std::to_string(kChunk) + ") AND " + column + " < ?";
+    const std::string sql =
+        std::string("DELETE FROM ") + table + " WHERE rowid IN (SELECT rowid FROM " + table +
+        " ORDER BY rowid LIMIT " + std::to_string(kChunk) + ") AND " + column + " < ?";
     SQLite::Statement st(db_, sql);
     while (true) {
       st.bind(1, cutoff_ms);

@@ -72,8 +72,8 @@ class Store {
   // For the recorder: a corrupt or truncated DB is renamed to PATH.corrupt-<UTC time> (with
   // its -wal and -shm) and a new one started; MOVED_TO says where it went. Other errors
   // (permissions, a newer schema) are thrown as by open().
-  static std::unique_ptr<Store> openOrMoveAside(const std::filesystem::path& path, std::string* moved_to,
-                                                int busy_timeout_ms = 5000);
+  static std::unique_ptr<Store> openOrMoveAside(const std::filesystem::path& path,
+                                                std::string* moved_to, int busy_timeout_ms = 5000);
 
   SQLite::Database& db() { return db_; }
   int schemaVersion();
@@ -88,8 +88,8 @@ class Store {
   void writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& event);
   void writeHealth(int64_t run_id, const HealthRecord& record);
   // Replaces the job's incidents from SOURCE (e.g. "recompute") with INCIDENTS, in one transaction.
-  void replaceIncidents(int64_t job_id, const std::string& source, const std::vector<model::Incident>& incidents,
-                        int64_t detected_ms);
+  void replaceIncidents(int64_t job_id, const std::string& source,
+                        const std::vector<model::Incident>& incidents, int64_t detected_ms);
   // Deletes samples, events and incidents older than CUTOFF_MS, a chunk per transaction so
   // that writes are never held up long. Returns the rows deleted.
   uint64_t pruneBefore(int64_t cutoff_ms);

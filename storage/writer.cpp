@@ -1,8 +1,7 @@
 #include "storage/writer.h"
 
-#include <spdlog/spdlog.h>
-
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 
@@ -89,7 +88,8 @@ WriterStats SampleWriter::stats() const {
 // that a full disk or a locked DB costs a retry, not the data (up to the queue's capacity).
 bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   std::deque<collectors::SampleBatch> taken = batches_.takeAll();
-  std::vector<collectors::SampleBatch> batches(std::make_move_iterator(taken.begin()), std::make_move_iterator(taken.end()));
+  std::vector<collectors::SampleBatch> batches(std::make_move_iterator(taken.begin()),
+                                               std::make_move_iterator(taken.end()));
   std::deque<AgentEvent> events = events_.takeAll();
   std::deque<LiveIncidentEvent> incident_events = incident_events_.takeAll();
   std::deque<HealthRecord> health = health_.takeAll();
@@ -113,21 +113,23 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
     }
   } catch (const std::exception& e) {
     ok = false;
-    if (!failing_since_ms_) spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
+    if (!failing_since_ms_)
+      spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
     last_error_ = e.what();
   }
 
   lock.lock();
   if (batches_written) stats_.written_batches += batches.size();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   if (ok) {
     if (failing_since_ms_) {
       const uint64_t dropped = stats_.dropped_batches - dropped_before_failing_;
-      const std::string text = "database writes failed for " +
-                               std::to_string((now_ms - *failing_since_ms_) / 1000) + " s (" +
-                               std::to_string(failed_attempts_) + " attempts, last error: " + last_error_ + "); " +
-                               std::to_string(dropped) + " intervals dropped meanwhile";
+      const std::string text =
+          "database writes failed for " + std::to_string((now_ms - *failing_since_ms_) / 1000) +
+          " s (" + std::to_string(failed_attempts_) + " attempts, last error: " + last_error_ +
+          "); " + std::to_string(dropped) + " intervals dropped meanwhile";
       spdlog::warn("writer: writing again: {}", text);
       events_.push({now_ms, "writer", "warning", text});  // written with the next flush
       failing_since_ms_.reset();
@@ -144,7 +146,8 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   // Put back what failed, older than anything queued meanwhile, within the capacity.
   if (!batches_written) {
     events_.putBack(std::move(events));
-    stats_.dropped_batches += batches_.putBack({std::make_move_iterator(batches.begin()), std::make_move_iterator(batches.end())});
+    stats_.dropped_batches += batches_.putBack(
+        {std::make_move_iterator(batches.begin()), std::make_move_iterator(batches.end())});
   }
   incident_events_.putBack(std::move(incident_events));
   if (!devices_ && devices) devices_ = std::move(devices);
@@ -162,13 +165,17 @@ void SampleWriter::pruneIfDue() {
   if (retain_.count() <= 0 || std::chrono::steady_clock::now() < next_prune_) return;
   next_prune_ = std::chrono::steady_clock::now() + std::chrono::hours(1);
   const int64_t cutoff = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch() - retain_).count();
+                             std::chrono::system_clock::now().time_since_epoch() - retain_)
+                             .count();
   try {
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t n = store_->pruneBefore(cutoff);
     if (n > 0) {
-      spdlog::info("writer: retention pruned {} rows older than {} h in {} ms", n, retain_.count() / 3'600'000,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+      spdlog::info("writer: retention pruned {} rows older than {} h in {} ms", n,
+                   retain_.count() / 3'600'000,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count());
     }
     std::lock_guard lock(mutex_);
     stats_.pruned_rows += n;
@@ -181,8 +188,8 @@ void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
     wake_.wait(lock, [this] {
-      return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() || !health_.empty() ||
-             devices_;
+      return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() ||
+             !health_.empty() || devices_;
     });
     if (stopping_) break;
     if (retain_.count() > 0 && std::chrono::steady_clock::now() >= next_prune_) {

@@ -66,10 +66,10 @@ TEST(BlockDevices, DeviceMapperSlavesAreTheDevicesUnderneath) {
 TEST(BlockDevices, PartitionsHangUnderTheirDisk) {
   testing::ScratchDir dir;
   std::filesystem::create_directories(dir.path() / "sys/block");
-  std::filesystem::create_directory_symlink(
-      testing::fixtures() /
-          "procfs/prometheus-procfs/sys/devices/pci0000:00/0000:00:02.1/0000:01:00.0/nvme/nvme0/nvme0n1",
-      dir.path() / "sys/block/nvme0n1");
+  std::filesystem::create_directory_symlink(testing::fixtures() /
+                                                "procfs/prometheus-procfs/sys/devices/pci0000:00/"
+                                                "0000:00:02.1/0000:01:00.0/nvme/nvme0/nvme0n1",
+                                            dir.path() / "sys/block/nvme0n1");
   testing::writeFile(dir.path() / "proc/self/mountinfo",
                      "30 1 259:2 / /data rw - xfs /dev/nvme0n1p2 rw\n");
   const auto root = SystemRoot::under(dir.path());

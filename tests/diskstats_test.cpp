@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "collectors/proc_file.h"
 #include "collectors/counter_rates.h"
+#include "collectors/proc_file.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -28,18 +28,19 @@ TEST_P(DiskstatsParseTable, CountsDevicesAndSkips) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, DiskstatsParseTable,
     ::testing::Values(
-        ParseCase{"empty", "", 0, 0},
-        ParseCase{"blank lines", "\n\n  \n", 0, 0},
+        ParseCase{"empty", "", 0, 0}, ParseCase{"blank lines", "\n\n  \n", 0, 0},
         ParseCase{"14 fields (<4.18)", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n", 1, 0},
         ParseCase{"18 fields (4.18+)", "8 16 sdb 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n", 1, 0},
         ParseCase{"20 fields (5.5+)", "8 32 sdc 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n", 1, 0},
         ParseCase{"too few fields", "8 0 sda 1 2 3 4 5 6 7\n", 0, 1},
         ParseCase{"pre-2.6.25 partition (7 fields)", "8 1 sda1 1 2 3 4\n", 0, 1},
         ParseCase{"between layouts (16)", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13\n", 0, 1},
-        ParseCase{"too many fields", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n", 0, 1},
+        ParseCase{"too many fields", "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n", 0,
+                  1},
         ParseCase{"negative counter", "8 0 sda 1 2 3 -4 5 6 7 8 9 10 11\n", 0, 1},
         ParseCase{"non-numeric counter", "8 0 sda 1 2 3 x 5 6 7 8 9 10 11\n", 0, 1},
-        ParseCase{"overflowing counter", "8 0 sda 1 2 3 99999999999999999999 5 6 7 8 9 10 11\n", 0, 1},
+        ParseCase{"overflowing counter", "8 0 sda 1 2 3 99999999999999999999 5 6 7 8 9 10 11\n", 0,
+                  1},
         ParseCase{"bad line among good",
                   "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\ngarbage\n8 16 sdb 1 2 3 4 5 6 7 8 9 10 11\n", 2,
                   1},
@@ -47,7 +48,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::CaseName());
 
 TEST(DiskstatsParse, NamesTheLineAndTheToken) {
-  const auto parsed = parseDiskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n8 0 sdb 1 2 x 4 5 6 7 8 9 10 11\n");
+  const auto parsed =
+      parseDiskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n8 0 sdb 1 2 x 4 5 6 7 8 9 10 11\n");
   ASSERT_EQ(parsed.skipped.size(), 1u);
   EXPECT_EQ(parsed.skipped[0].line, 2u);
   EXPECT_NE(parsed.skipped[0].message.find("'x'"), std::string::npos);
@@ -55,8 +57,7 @@ TEST(DiskstatsParse, NamesTheLineAndTheToken) {
 }
 
 TEST(DiskstatsParse, MapsEveryFieldOfThe20FieldLayout) {
-  const auto parsed =
-      parseDiskstats("259 0 nvme0n1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n");
+  const auto parsed = parseDiskstats("259 0 nvme0n1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n");
   ASSERT_EQ(parsed.devices.size(), 1u);
   const DiskStats& d = parsed.devices[0];
   EXPECT_EQ(d.major, 259u);
@@ -134,11 +135,11 @@ TEST(DiskRates, FollowIostatDefinitions) {
   EXPECT_DOUBLE_EQ(r.rates->writes_per_second, 25.0);
   EXPECT_DOUBLE_EQ(r.rates->read_bytes_per_second, 1600.0 * 512 / 2);
   EXPECT_DOUBLE_EQ(r.rates->write_bytes_per_second, 1000.0 * 512 / 2);
-  EXPECT_DOUBLE_EQ(*r.rates->r_await_ms, 4.0);   // 400 ms / 100 reads
-  EXPECT_DOUBLE_EQ(*r.rates->w_await_ms, 10.0);  // 500 ms / 50 writes
-  EXPECT_DOUBLE_EQ(r.rates->aqu_sz, 0.75);       // 1500 ms of queue-time over 2000 ms
+  EXPECT_DOUBLE_EQ(*r.rates->r_await_ms, 4.0);    // 400 ms / 100 reads
+  EXPECT_DOUBLE_EQ(*r.rates->w_await_ms, 10.0);   // 500 ms / 50 writes
+  EXPECT_DOUBLE_EQ(r.rates->aqu_sz, 0.75);        // 1500 ms of queue-time over 2000 ms
   EXPECT_DOUBLE_EQ(r.rates->util_percent, 25.0);  // 500 ms busy of 2000 ms
-  EXPECT_FALSE(r.rates->discards_per_second);  // old layout: no discard fields
+  EXPECT_FALSE(r.rates->discards_per_second);     // old layout: no discard fields
 }
 
 TEST(DiskRates, AwaitWithoutIoIsNullNotZero) {
@@ -190,12 +191,14 @@ TEST(DiskRates, DiscardAndFlushAwaitsOnNewKernels) {
 TEST(DiskstatsCollector, EmitsOneSamplePerDeviceFromTheSecondReading) {
   testing::ScratchDir dir;
   const auto file = dir.path() / "proc" / "diskstats";
-  testing::writeFile(file, "8 0 sda 100 0 800 50 0 0 0 0 0 100 50\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
+  testing::writeFile(file,
+                     "8 0 sda 100 0 800 50 0 0 0 0 0 100 50\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
   auto collector = makeDiskstatsCollector(SystemRoot::under(dir.path()));
   SampleBatch first;
   EXPECT_EQ(collector->collect({0, 0}, first).outcome, Outcome::kNoData);
   EXPECT_TRUE(first.disks.empty());
-  testing::writeFile(file, "8 0 sda 110 0 880 80 0 0 0 0 0 600 80\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
+  testing::writeFile(file,
+                     "8 0 sda 110 0 880 80 0 0 0 0 0 600 80\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
   SampleBatch second;
   EXPECT_EQ(collector->collect({1'000'000'000, 1000}, second).outcome, Outcome::kData);
   ASSERT_EQ(second.disks.size(), 2u);

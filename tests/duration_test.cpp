@@ -21,7 +21,8 @@ TEST(Duration, ParsesUnits) {
 }
 
 TEST(Duration, RejectsGarbage) {
-  for (const char* bad : {"", "s", "-1s", "1x", "1 s", "1s2", "..", "1e3s", "99999999999d", "1h30", "1hh", "h1"}) {
+  for (const char* bad :
+       {"", "s", "-1s", "1x", "1 s", "1s2", "..", "1e3s", "99999999999d", "1h30", "1hh", "h1"}) {
     EXPECT_FALSE(parseDuration(bad)) << bad;
   }
 }
@@ -62,8 +63,8 @@ TEST(TimeArg, Iso8601DatesTimesAndOffsets) {
   EXPECT_EQ(parseTimeArg("2026-11-22T04:00+02:00", 0), kMidnight + 7'200'000);
   EXPECT_EQ(parseTimeArg("2026-11-22T04:00+0200", 0), kMidnight + 7'200'000);
   EXPECT_EQ(parseTimeArg("2026-11-21T21:00-05", 0), kMidnight + 7'200'000);
-  for (const char* bad : {"2026-13-01", "2026-11-22T25:00", "2026-11-22T02", "2026-11-22T02:00+2", "2026-11-22x",
-                          "2026-11-22T02:00:30.", "1.2.3", "."}) {
+  for (const char* bad : {"2026-13-01", "2026-11-22T25:00", "2026-11-22T02", "2026-11-22T02:00+2",
+                          "2026-11-22x", "2026-11-22T02:00:30.", "1.2.3", "."}) {
     EXPECT_FALSE(parseTimeArg(bad, 0)) << bad;
   }
 }

@@ -54,7 +54,8 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   }
   collectors::DriverResult<collectors::GpuMemory> memory(uint32_t index) override {
     const Gpu& g = gpus.at(index);
-    return {g.memory_code, g.memory, g.memory_code == collectors::DriverCode::kOk ? "" : "fake: lost"};
+    return {g.memory_code, g.memory,
+            g.memory_code == collectors::DriverCode::kOk ? "" : "fake: lost"};
   }
   collectors::DriverResult<uint32_t> smClockMhz(uint32_t index) override {
     return {collectors::DriverCode::kOk, gpus.at(index).sm_clock_mhz, {}};
@@ -67,7 +68,8 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   collectors::DriverResult<collectors::GpuActivity> activity(uint32_t index) override {
     ++activity_calls;
     const Gpu& g = gpus.at(index);
-    return {g.activity_code, g.activity, g.activity_code == collectors::DriverCode::kOk ? "" : "fake: no GPM"};
+    return {g.activity_code, g.activity,
+            g.activity_code == collectors::DriverCode::kOk ? "" : "fake: no GPM"};
   }
   collectors::DriverResult<uint64_t> pcieBytesPerSecond(uint32_t,
                                                         collectors::PcieDirection d) override {

@@ -1,7 +1,6 @@
-#include "collectors/gpu.h"
-
 #include <gtest/gtest.h>
 
+#include "collectors/gpu.h"
 #include "fake_gpu_driver.h"
 
 namespace stallwatch::collectors {

@@ -116,15 +116,18 @@ TEST(HealthMonitor, RequestNowReadsOutOfCadence) {
 
 // The whole recorder with every drive hanging: sampling keeps its interval.
 TEST(HealthMonitor, SamplingKeepsItsIntervalWhileEveryDriveHangs) {
-  const auto dir = std::filesystem::temp_directory_path() / ("stallwatch-health-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("stallwatch-health-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   // sda..sde are ATA disks in this tree (dm and md devices over them): every one hangs.
-  auto drives = std::make_shared<FakeDrives>(std::set<std::string>{"sda", "sdb", "sdc", "sdd", "sde"});
+  auto drives =
+      std::make_shared<FakeDrives>(std::set<std::string>{"sda", "sdb", "sdc", "sdd", "sde"});
   RecorderOptions o;
   o.db_path = dir / "sw.db";
   o.interval = 100ms;
   o.duration = 2s;
-  o.collector_config.root = collectors::SystemRoot::under(std::string(STALLWATCH_FIXTURES_DIR) + "/procfs/prometheus-procfs");
+  o.collector_config.root = collectors::SystemRoot::under(std::string(STALLWATCH_FIXTURES_DIR) +
+                                                          "/procfs/prometheus-procfs");
   o.enabled_collectors = {"diskstats", "pressure"};
   o.health = HealthConfig{200ms, 100ms};
   o.drive_reader = drives;

@@ -9,8 +9,8 @@
 
 #include "health/ata_smart.h"
 #include "health/nvme_smart_log.h"
-#include "health/smartctl_reader.h"
 #include "health/smartctl_json.h"
+#include "health/smartctl_reader.h"
 #include "health/verdict.h"
 
 namespace stallwatch::health {
@@ -84,7 +84,9 @@ TEST(SmartctlJson, EveryFixtureIsReadWithoutError) {
   EXPECT_EQ(partial, 3u);
 }
 
-SmartctlParse fixture(const std::string& name) { return parseSmartctlJson(slurp(fixtures() / name)); }
+SmartctlParse fixture(const std::string& name) {
+  return parseSmartctlJson(slurp(fixtures() / name));
+}
 
 TEST(SmartctlJson, AtaDriveWithReallocatedSectors) {
   const auto p = fixture("ata-hdd-seagate-st3500418as-realloc304.json");
@@ -142,14 +144,16 @@ struct Expected {
 
 Expected expectationsOf(const json& j) {
   Expected e;
-  if (j.contains("smart_status") && j["smart_status"].contains("passed") && !j["smart_status"]["passed"].get<bool>()) {
+  if (j.contains("smart_status") && j["smart_status"].contains("passed") &&
+      !j["smart_status"]["passed"].get<bool>()) {
     e.smartctl_failed = true;
   }
   if (j.contains("smartctl") && j["smartctl"].value("exit_status", 0) & 8) e.smartctl_failed = true;
   if (j.contains("ata_smart_attributes")) {
     for (const auto& a : j["ata_smart_attributes"]["table"]) {
       const int id = a["id"].get<int>();
-      if ((id == 5 || id == 187 || id == 197 || id == 198) && a["raw"]["value"].get<uint64_t>() > 0) e.counters = true;
+      if ((id == 5 || id == 187 || id == 197 || id == 198) && a["raw"]["value"].get<uint64_t>() > 0)
+        e.counters = true;
     }
   }
   if (j.contains("nvme_smart_health_information_log") &&
@@ -176,7 +180,8 @@ TEST(HealthVerdicts, EveryRealDriveGetsTheVerdictItsCountersCallFor) {
       EXPECT_TRUE(v == Verdict::kWarning || v == Verdict::kFailing) << toString(v);
       ++warned;
     } else {
-      EXPECT_NE(v, Verdict::kFailing) << "no failing verdict for a drive smartctl passes without those counters";
+      EXPECT_NE(v, Verdict::kFailing)
+          << "no failing verdict for a drive smartctl passes without those counters";
       ++clean;
     }
   }
@@ -188,7 +193,10 @@ TEST(HealthVerdicts, EveryRealDriveGetsTheVerdictItsCountersCallFor) {
 
 TEST(HealthVerdicts, DriveByDrive) {
   auto verdictOf = [](const char* name) { return judge(fixture(name).reading).verdict; };
-  EXPECT_EQ(verdictOf("ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json"), Verdict::kFailing);
+  EXPECT_EQ(
+      verdictOf(
+          "ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json"),
+      Verdict::kFailing);
   EXPECT_EQ(verdictOf("ata-hdd-seagate-st3500418as-realloc304.json"), Verdict::kWarning);
   EXPECT_EQ(verdictOf("ata-ssd-intel-ssdsc2kb240g7-realloc4.json"), Verdict::kWarning);
   EXPECT_EQ(verdictOf("nvme-samsung-970-evo-500gb-media-errors7.json"), Verdict::kWarning);
@@ -206,8 +214,9 @@ TEST(HealthVerdicts, RisingCountersAreFailingAndCiteBothReadings) {
   }
   const HealthVerdict v = judge(now, &before);
   EXPECT_EQ(v.verdict, Verdict::kFailing);
-  const auto it = std::find_if(v.evidence.begin(), v.evidence.end(),
-                               [](const HealthEvidence& e) { return e.counter.find("ata 5 ") == 0; });
+  const auto it = std::find_if(v.evidence.begin(), v.evidence.end(), [](const HealthEvidence& e) {
+    return e.counter.find("ata 5 ") == 0;
+  });
   ASSERT_NE(it, v.evidence.end());
   EXPECT_EQ(it->value, "310");
   EXPECT_EQ(it->previous, "304");
@@ -382,7 +391,8 @@ DriveTarget sas(const std::string& name) {
 
 TEST_F(SmartctlCollector, ReadsWhatTheNativeReadersCannot) {
   const fs::path dump = fixtures() / "scsi-seagate-st4000nm0043-grown-defects56.json";
-  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 0), std::chrono::seconds(10));
+  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 0),
+                                std::chrono::seconds(10));
   DriveReading r;
   std::string error;
   ASSERT_TRUE(reader.read(sas("sdg"), r, error)) << error;
@@ -394,8 +404,11 @@ TEST_F(SmartctlCollector, ReadsWhatTheNativeReadersCannot) {
 }
 
 TEST_F(SmartctlCollector, ItsFailingExitStatusIsFailing) {
-  const fs::path dump = fixtures() / "ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json";
-  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 216), std::chrono::seconds(10));
+  const fs::path dump =
+      fixtures() /
+      "ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json";
+  SmartctlFallbackReader reader(nullptr, fake("cat '" + dump.string() + "'", 216),
+                                std::chrono::seconds(10));
   DriveReading r;
   std::string error;
   ASSERT_TRUE(reader.read(sas("sdh"), r, error)) << error;
@@ -419,7 +432,8 @@ TEST_F(SmartctlCollector, GarbageAndMissingProgramsAreErrors) {
   SmartctlFallbackReader garbage(nullptr, fake("echo '<html>'", 0), std::chrono::seconds(5));
   EXPECT_FALSE(garbage.read(sas("sdb"), r, error));
   EXPECT_NE(error.find("unreadable"), std::string::npos) << error;
-  SmartctlFallbackReader missing(nullptr, (dir_ / "no-such-smartctl").string(), std::chrono::seconds(5));
+  SmartctlFallbackReader missing(nullptr, (dir_ / "no-such-smartctl").string(),
+                                 std::chrono::seconds(5));
   EXPECT_FALSE(missing.read(sas("sdb"), r, error));
   EXPECT_NE(error.find("cannot run"), std::string::npos) << error;
 }

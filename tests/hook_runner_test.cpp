@@ -16,8 +16,9 @@ using namespace std::chrono_literals;
 class HookRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stallwatch-hook-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("stallwatch-hook-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -42,13 +43,15 @@ class HookRunnerTest : public ::testing::Test {
 TEST_F(HookRunnerTest, RunsTheProgramWithTheEventOnStdinAndInAFixedEnvironment) {
   const std::string out = (dir_ / "calls").string();
   HookConfig c;
-  c.argv = {script("record.sh", "n=$(ls " + dir_.string() + " | grep -c call-); f=" + dir_.string() +
-                                    "/call-$n; cat > $f.stdin; env | sort > $f.env; echo \"$@\" > $f.args"),
+  c.argv = {script("record.sh",
+                   "n=$(ls " + dir_.string() + " | grep -c call-); f=" + dir_.string() +
+                       "/call-$n; cat > $f.stdin; env | sort > $f.env; echo \"$@\" > $f.args"),
             "--team", "storage"};
   setenv("STALLWATCH_TEST_LEAK", "must-not-reach-the-hook", 1);
   {
     HookRunner r(c);
-    r.submit("{\"event\":\"open\"}", {{"STALLWATCH_EVENT", "open"}, {"STALLWATCH_DEVICE", "loop0"}});
+    r.submit("{\"event\":\"open\"}",
+             {{"STALLWATCH_EVENT", "open"}, {"STALLWATCH_DEVICE", "loop0"}});
     ASSERT_TRUE(r.waitIdle(10s));
     const HookStats s = r.stats();
     EXPECT_EQ(s.started, 1u);
@@ -67,7 +70,8 @@ TEST_F(HookRunnerTest, RunsTheProgramWithTheEventOnStdinAndInAFixedEnvironment) 
 TEST_F(HookRunnerTest, AHungHookIsKilledAtItsTimeoutWithoutHoldingUpSubmit) {
   HookConfig c;
   // The hook and a child it started both hang; the whole group must go.
-  c.argv = {script("hang.sh", "sleep 300 & echo $! > " + (dir_ / "child").string() + "; sleep 300")};
+  c.argv = {
+      script("hang.sh", "sleep 300 & echo $! > " + (dir_ / "child").string() + "; sleep 300")};
   c.timeout = 500ms;
   HookRunner r(c);
   const auto t0 = std::chrono::steady_clock::now();

@@ -17,12 +17,13 @@ class ProcTree {
  public:
   explicit ProcTree(const fs::path& root) : proc_(root / "proc") {}
 
-  void process(uint32_t pid, const std::string& comm, char state, uint32_t ppid,
-               uint64_t cpu_ticks, const std::string& environ = {}) {
+  void process(uint32_t pid, const std::string& comm, char state, uint32_t ppid, uint64_t cpu_ticks,
+               const std::string& environ = {}) {
     const fs::path dir = proc_ / std::to_string(pid);
-    std::string stat = std::to_string(pid) + " (" + comm + ") " + state + " " + std::to_string(ppid) +
-                       " 0 0 0 0 0 0 0 0 0 " + std::to_string(cpu_ticks) + " 0 0 0 20 0 1 0 " +
-                       std::to_string(1000 + pid) + " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+    std::string stat = std::to_string(pid) + " (" + comm + ") " + state + " " +
+                       std::to_string(ppid) + " 0 0 0 0 0 0 0 0 0 " + std::to_string(cpu_ticks) +
+                       " 0 0 0 20 0 1 0 " + std::to_string(1000 + pid) +
+                       " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
     testing::writeFile(dir / "stat", stat);
     testing::writeFile(dir / "task" / std::to_string(pid) / "stat", stat);
     testing::writeFile(dir / "environ", environ);
@@ -31,12 +32,14 @@ class ProcTree {
     children(pid, {});
   }
   void io(uint32_t pid, uint64_t read_bytes) {
-    testing::writeFile(proc_ / std::to_string(pid) / "io",
-                       "rchar: " + std::to_string(read_bytes) + "\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: " +
-                           std::to_string(read_bytes) + "\nwrite_bytes: 0\ncancelled_write_bytes: 0\n");
+    testing::writeFile(
+        proc_ / std::to_string(pid) / "io",
+        "rchar: " + std::to_string(read_bytes) + "\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: " +
+            std::to_string(read_bytes) + "\nwrite_bytes: 0\ncancelled_write_bytes: 0\n");
   }
   void children(uint32_t pid, const std::string& list) {
-    testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "children", list);
+    testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "children",
+                       list);
   }
   void wchan(uint32_t pid, const std::string& where) {
     testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "wchan", where);
@@ -80,10 +83,12 @@ const JobSample* sampleOf(const SampleBatch& b, const std::string& key) {
 TEST(JobKey, FromEnvironment) {
   EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}}), "slurm:77.0");
   EXPECT_EQ(jobKeyFromEnvironment({{"TORCHELASTIC_RUN_ID", "abc"}}), "torchelastic:abc");
-  EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "5"}, {"TORCHELASTIC_RUN_ID", "abc"}}), "slurm:5");
+  EXPECT_EQ(jobKeyFromEnvironment({{"SLURM_JOB_ID", "5"}, {"TORCHELASTIC_RUN_ID", "abc"}}),
+            "slurm:5");
   EXPECT_EQ(jobKeyFromEnvironment({{"HOME", "/root"}}), "");
   // torch.distributed without torchrun: the rendezvous the ranks share.
-  EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}}), "dist:10.1.2.3:29500");
+  EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}}),
+            "dist:10.1.2.3:29500");
   EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}}), "");
 }
 
@@ -103,7 +108,8 @@ class JobTrackerTest : public ::testing::Test {
     tree_.process(300, "bash", 'S', 1, 10);
     tree_.openFile(103, 3, "/data/train/0001.bin");
     tree_.openFile(103, 4, "socket:[1234]");
-    tree_.mountinfo(101, "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n");
+    tree_.mountinfo(
+        101, "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n");
 
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
@@ -115,7 +121,8 @@ class JobTrackerTest : public ::testing::Test {
     JobTrackerOptions options;
     options.listen_dataloader = false;
     options.discovery_every_ticks = 1;
-    tracker_ = std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
+    tracker_ =
+        std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
     tracker_->setDeviceTree(loopOverVda());
   }
 
@@ -147,7 +154,8 @@ TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   EXPECT_EQ(s->d_state_threads, 1u);
   EXPECT_EQ(s->top_wchan, "io_schedule");
   size_t workers = 0;
-  for (const auto& p : first.job_processes) workers += p.key == "torchelastic:run7" && p.role == "worker";
+  for (const auto& p : first.job_processes)
+    workers += p.key == "torchelastic:run7" && p.role == "worker";
   EXPECT_EQ(workers, 1u);
 }
 
@@ -199,7 +207,8 @@ TEST_F(JobTrackerTest, NamesTheDeviceAFileIsOnAndTheDiskUnderIt) {
   for (const auto& d : first.job_devices) {
     if (d.key == "torchelastic:run7") devices.emplace_back(d.device, d.via);
   }
-  EXPECT_EQ(devices, (std::vector<std::pair<std::string, std::string>>{{"loop1", ""}, {"vda", "loop1"}}));
+  EXPECT_EQ(devices,
+            (std::vector<std::pair<std::string, std::string>>{{"loop1", ""}, {"vda", "loop1"}}));
 }
 
 TEST_F(JobTrackerTest, RatesFromTheSecondTick) {
@@ -221,8 +230,8 @@ TEST_F(JobTrackerTest, AReapedWorkersIoIsNotCountedTwice) {
   tree_.io(101, 1'000);
   tree_.io(103, 5'000);
   tick(1);
-  tree_.remove(103);                // the worker read 1000 more bytes, exited and was reaped:
-  tree_.io(101, 1'000 + 6'000);     // its 6000 bytes now show in the parent's counters
+  tree_.remove(103);             // the worker read 1000 more bytes, exited and was reaped:
+  tree_.io(101, 1'000 + 6'000);  // its 6000 bytes now show in the parent's counters
   tree_.children(101, "");
   const SampleBatch b = tick(2);
   const JobSample* s = sampleOf(b, "torchelastic:run7");
@@ -247,9 +256,10 @@ TEST_F(JobTrackerTest, AJobEndsWhenItsLastRootExits) {
 TEST_F(JobTrackerTest, PidReuseIsNotTheSameProcess) {
   tick(1);
   tree_.process(103, "other", 'S', 101, 0);  // same pid, new start time below
-  testing::writeFile(dir_.path() / "proc/103/stat",
-                     "103 (other) S 101 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 999999 0 0 0 0 0 0 0 0 0 "
-                     "0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+  testing::writeFile(
+      dir_.path() / "proc/103/stat",
+      "103 (other) S 101 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 999999 0 0 0 0 0 0 0 0 0 "
+      "0 0 0 0 0 0 0 0 0 0 0 0 0\n");
   tree_.children(101, "");
   const SampleBatch b = tick(2);
   const JobSample* s = sampleOf(b, "torchelastic:run7");

@@ -1,8 +1,7 @@
 #include "correlator/live_correlator.h"
 
-#include <gtest/gtest.h>
-
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <functional>
@@ -17,9 +16,12 @@ using collectors::SampleBatch;
 
 // One job on one GPU reading through loop1 (an image on vda); STALLED(i) says whether the
 // GPU starves on a slow loop1 at interval I.
-std::vector<SampleBatch> syntheticRun(size_t n, const std::function<bool(size_t)>& stalled, unsigned seed = 7) {
+std::vector<SampleBatch> syntheticRun(size_t n, const std::function<bool(size_t)>& stalled,
+                                      unsigned seed = 7) {
   std::mt19937 rng(seed);
-  auto noise = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto noise = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   std::vector<SampleBatch> out;
   for (size_t i = 0; i < n; ++i) {
     SampleBatch b;
@@ -181,8 +183,10 @@ TEST(LiveCorrelatorOnRealRuns, SlowDiskRunOpensAndClosesOneDiskSlowIncidentOnLoo
   EXPECT_STREQ(toString(r.events[1].incident.cls), "disk-slow");
   EXPECT_EQ(r.events[1].incident.device, "loop0");
   EXPECT_EQ(r.events[1].incident.physical_device, "vda");
-  EXPECT_NEAR(static_cast<double>(r.events[1].incident.start_ms), static_cast<double>(r.injected_start), 2000);
-  EXPECT_NEAR(static_cast<double>(r.events[1].incident.end_ms), static_cast<double>(r.injected_end), 2000);
+  EXPECT_NEAR(static_cast<double>(r.events[1].incident.start_ms),
+              static_cast<double>(r.injected_start), 2000);
+  EXPECT_NEAR(static_cast<double>(r.events[1].incident.end_ms), static_cast<double>(r.injected_end),
+              2000);
   // Detection delay in recorded time: from the stall's start to the tick that opened it.
   EXPECT_LE(r.events[0].ts_ms - r.injected_start, 5000);
 }

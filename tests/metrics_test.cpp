@@ -28,12 +28,13 @@ MetricsSnapshot sample() {
   j.data_wait_seconds = 0.9;
   j.step_seconds = 0.1;
   s.jobs.push_back(j);
-  s.stalls.push_back({1, "pid:960:38819", "python \"train\".py", model::StallClass::kDiskSlow, "loop0", "vda",
-                      1'795'318'653'000, ""});
-  s.stalls.push_back({2, "torchelastic:ddp", "train_ddp.py", model::StallClass::kDiskSlow, "loop0", "vda",
-                      1'795'318'653'000, "1"});
+  s.stalls.push_back({1, "pid:960:38819", "python \"train\".py", model::StallClass::kDiskSlow,
+                      "loop0", "vda", 1'795'318'653'000, ""});
+  s.stalls.push_back({2, "torchelastic:ddp", "train_ddp.py", model::StallClass::kDiskSlow, "loop0",
+                      "vda", 1'795'318'653'000, "1"});
   s.incidents_opened[0] = 1;
-  s.collectors.push_back({"diskstats", 41, 1, 0, 0, std::chrono::microseconds(20), std::chrono::microseconds(25), true});
+  s.collectors.push_back({"diskstats", 41, 1, 0, 0, std::chrono::microseconds(20),
+                          std::chrono::microseconds(25), true});
   s.collectors.push_back({"gpu", 0, 0, 42, 0, {}, std::chrono::microseconds(3), false});
   s.hooks = HookStats{};
   s.hooks->timed_out = 2;
@@ -50,8 +51,10 @@ TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
            "stallwatch_pressure_some_ratio{resource=\"io\"} 0.97\n",
            "stallwatch_job_gpu_utilization_ratio{job=\"pid:960:38819\"} 0.03\n",
            "stallwatch_job_dataloader_wait_ratio{job=\"pid:960:38819\"} 0.9\n",
-           "stallwatch_stall_active{job=\"pid:960:38819\",class=\"disk-slow\",device=\"loop0\"} 1\n",
-           "stallwatch_stall_active{job=\"torchelastic:ddp\",class=\"disk-slow\",device=\"loop0\",rank=\"1\"} 1\n",
+           "stallwatch_stall_active{job=\"pid:960:38819\",class=\"disk-slow\",device=\"loop0\"} "
+           "1\n",
+           "stallwatch_stall_active{job=\"torchelastic:ddp\",class=\"disk-slow\",device=\"loop0\","
+           "rank=\"1\"} 1\n",
            "stallwatch_incidents_total{class=\"disk-slow\"} 1\n",
            "stallwatch_incidents_total{class=\"not-storage\"} 0\n",
            "stallwatch_collector_success{collector=\"diskstats\"} 1\n",

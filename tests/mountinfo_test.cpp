@@ -42,15 +42,16 @@ TEST_P(MountinfoParseTable, Parses) {
 
 INSTANTIATE_TEST_SUITE_P(
     Lines, MountinfoParseTable,
-    ::testing::Values(
-        MountCase{"empty", "", 0, 0},
-        MountCase{"no optional fields", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n", 1, 0},
-        MountCase{"several optional fields", "1 0 8:1 / / rw shared:1 master:2 - ext4 /dev/sda1 rw\n", 1, 0},
-        MountCase{"no separator", "1 0 8:1 / / rw shared:1 ext4 /dev/sda1 rw\n", 0, 1},
-        MountCase{"separator but no source", "1 0 8:1 / / rw - ext4\n", 0, 1},
-        MountCase{"bad device number", "1 0 8-1 / / rw - ext4 /dev/sda1 rw\n", 0, 1},
-        MountCase{"bad mount id", "x 0 8:1 / / rw - ext4 /dev/sda1 rw\n", 0, 1},
-        MountCase{"truncated", "1 0 8:1\n", 0, 1}),
+    ::testing::Values(MountCase{"empty", "", 0, 0},
+                      MountCase{"no optional fields", "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n", 1, 0},
+                      MountCase{"several optional fields",
+                                "1 0 8:1 / / rw shared:1 master:2 - ext4 /dev/sda1 rw\n", 1, 0},
+                      MountCase{"no separator", "1 0 8:1 / / rw shared:1 ext4 /dev/sda1 rw\n", 0,
+                                1},
+                      MountCase{"separator but no source", "1 0 8:1 / / rw - ext4\n", 0, 1},
+                      MountCase{"bad device number", "1 0 8-1 / / rw - ext4 /dev/sda1 rw\n", 0, 1},
+                      MountCase{"bad mount id", "x 0 8:1 / / rw - ext4 /dev/sda1 rw\n", 0, 1},
+                      MountCase{"truncated", "1 0 8:1\n", 0, 1}),
     testing::CaseName());
 
 TEST(MountinfoParse, UnescapesOctalInPaths) {

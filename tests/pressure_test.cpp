@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "collectors/proc_file.h"
 #include "collectors/counter_rates.h"
+#include "collectors/proc_file.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -35,14 +35,16 @@ INSTANTIATE_TEST_SUITE_P(
                      "some avg10=0.18 avg60=0.34 avg300=0.10 total=159886802\n"
                      "full avg10=0.18 avg60=0.34 avg300=0.10 total=159229614\n",
                      true, true, 0},
-        PressureCase{"cpu before 5.13: some only", "some avg10=0.10 avg60=2.00 avg300=3.85 total=15\n",
-                     true, false, 0},
+        PressureCase{"cpu before 5.13: some only",
+                     "some avg10=0.10 avg60=2.00 avg300=3.85 total=15\n", true, false, 0},
         PressureCase{"unknown kind", "most avg10=0 avg60=0 avg300=0 total=1\n", false, false, 1},
         PressureCase{"missing total", "some avg10=0 avg60=0 avg300=0\n", false, false, 1},
         PressureCase{"wrong key", "some avg10=0 avg60=0 avg30=0 total=1\n", false, false, 1},
         PressureCase{"negative total", "some avg10=0 avg60=0 avg300=0 total=-1\n", false, false, 1},
-        PressureCase{"non-numeric average", "some avg10=x avg60=0 avg300=0 total=1\n", false, false, 1},
-        PressureCase{"extra field", "some avg10=0 avg60=0 avg300=0 total=1 x=2\n", false, false, 1}),
+        PressureCase{"non-numeric average", "some avg10=x avg60=0 avg300=0 total=1\n", false, false,
+                     1},
+        PressureCase{"extra field", "some avg10=0 avg60=0 avg300=0 total=1 x=2\n", false, false,
+                     1}),
     testing::CaseName());
 
 TEST(PressureParse, ReadsValuesOfTheNodeExporterFixture) {
@@ -59,7 +61,7 @@ TEST(StallRatio, IsTheShareOfTheInterval) {
   EXPECT_DOUBLE_EQ(*collectors::stallRatio(1'000'000, 1'250'000, 1.0), 0.25);
   EXPECT_DOUBLE_EQ(*collectors::stallRatio(0, 500'000, 2.0), 0.25);
   EXPECT_DOUBLE_EQ(*collectors::stallRatio(0, 3'000'000, 1.0), 1.0);  // clamped
-  EXPECT_FALSE(collectors::stallRatio(10, 5, 1.0));                    // went backwards
+  EXPECT_FALSE(collectors::stallRatio(10, 5, 1.0));                   // went backwards
   EXPECT_FALSE(collectors::stallRatio(0, 5, 0.0));
 }
 
@@ -68,7 +70,8 @@ TEST(PressureCollector, GivesSomeAndFullSharesPerResource) {
   auto write = [&](uint64_t io_some, uint64_t io_full, uint64_t cpu_some) {
     testing::writeFile(dir.path() / "proc/pressure/io",
                        "some avg10=0 avg60=0 avg300=0 total=" + std::to_string(io_some) +
-                           "\nfull avg10=0 avg60=0 avg300=0 total=" + std::to_string(io_full) + "\n");
+                           "\nfull avg10=0 avg60=0 avg300=0 total=" + std::to_string(io_full) +
+                           "\n");
     testing::writeFile(dir.path() / "proc/pressure/cpu",
                        "some avg10=0 avg60=0 avg300=0 total=" + std::to_string(cpu_some) + "\n");
   };

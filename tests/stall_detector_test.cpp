@@ -237,15 +237,20 @@ Scenario twoRanks(std::optional<int32_t> starved, bool with_activity, bool with_
     for (size_t i = 0; i < kIntervals; ++i) {
       const bool stalled = i >= kStallFirst && i <= kStallLast;
       const bool starving = stalled && (!starved || *starved == r);
-      const double util = starving ? sc.noise(0, 7) : stalled ? sc.noise(97, 100) : sc.noise(55, 75);
+      const double util = starving  ? sc.noise(0, 7)
+                          : stalled ? sc.noise(97, 100)
+                                    : sc.noise(55, 75);
       rank.gpu_util_percent.push_back(util);
-      rank.gpu_work_percent.push_back(with_activity ? std::optional<double>(starving ? sc.noise(0, 1)
-                                                                              : stalled ? sc.noise(2, 4)
-                                                                                        : sc.noise(40, 60))
-                                                      : std::nullopt);
-      rank.data_wait_s.push_back(with_waits ? std::optional<double>(starving ? sc.noise(0.85, 1.0) : sc.noise(0.0, 0.05))
-                                            : std::nullopt);
-      rank.steps.push_back(with_waits ? std::optional<double>(stalled ? 1.0 : sc.noise(14, 16)) : std::nullopt);
+      rank.gpu_work_percent.push_back(with_activity
+                                          ? std::optional<double>(starving  ? sc.noise(0, 1)
+                                                                  : stalled ? sc.noise(2, 4)
+                                                                            : sc.noise(40, 60))
+                                          : std::nullopt);
+      rank.data_wait_s.push_back(
+          with_waits ? std::optional<double>(starving ? sc.noise(0.85, 1.0) : sc.noise(0.0, 0.05))
+                     : std::nullopt);
+      rank.steps.push_back(with_waits ? std::optional<double>(stalled ? 1.0 : sc.noise(14, 16))
+                                      : std::nullopt);
       rank.read_bytes_per_s.push_back(starving ? sc.noise(3e6, 5e6) : sc.noise(40e6, 60e6));
       rank.write_bytes_per_s.push_back(0.0);
       rank.workers_cpu.push_back(sc.noise(0.5, 0.6));
@@ -279,7 +284,9 @@ TEST(StallDetector, OneStarvedRankStallsTheJobAndIsNamed) {
       Scenario sc = twoRanks(1, activity, waits);
       // The mean over the job's GPUs alone never looks stalled: ~50 % against ~65 %.
       const Analysis a = analyzeJob(sc.s);
-      EXPECT_STREQ(model::toString(a.progress_signal), waits ? "steps" : activity ? "gpu_work" : "gpu_util_slowest_rank");
+      EXPECT_STREQ(model::toString(a.progress_signal), waits      ? "steps"
+                                                       : activity ? "gpu_work"
+                                                                  : "gpu_util_slowest_rank");
       expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
       const Incident& inc = a.incidents[0];
       ASSERT_TRUE(inc.straggler.has_value());

@@ -87,9 +87,10 @@ TEST(DataloaderMetrics, TimerPerStepCountsStepsWithoutACounter) {
 
 TEST(DataloaderMetrics, UnknownAndNegativeAreCountedNotUsed) {
   DataloaderTotals t;
-  EXPECT_EQ(accumulateDataloaderMetrics(
-                parseStatsd("other.metric:1|c\ndataloader.wait:-5|ms\ndataloader.steps:1|g").metrics, t),
-            3u);
+  EXPECT_EQ(
+      accumulateDataloaderMetrics(
+          parseStatsd("other.metric:1|c\ndataloader.wait:-5|ms\ndataloader.steps:1|g").metrics, t),
+      3u);
   EXPECT_EQ(t.steps, 0u);
   EXPECT_DOUBLE_EQ(t.wait_seconds, 0.0);
 }

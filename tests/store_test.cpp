@@ -59,8 +59,8 @@ TEST(Store, RoundTripKeepsValuesAndNulls) {
   EXPECT_EQ(q.getColumn(3).getString(), "null");
   EXPECT_DOUBLE_EQ(q.getColumn(4).getDouble(), 0.25);
   EXPECT_EQ(q.getColumn(5).getInt(), 1000);
-  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT utilization_percent FROM gpu_utilization LIMIT 1").getDouble(),
-                   97.5);
+  EXPECT_DOUBLE_EQ(
+      db.execAndGet("SELECT utilization_percent FROM gpu_utilization LIMIT 1").getDouble(), 97.5);
   EXPECT_EQ(db.execAndGet("SELECT io_some_ratio FROM pressure LIMIT 1").getDouble(), 0.1);
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_latest").getInt(), 1);
   EXPECT_EQ(db.execAndGet("SELECT time_utc FROM disk_latest").getString(),
@@ -105,10 +105,12 @@ TEST(Store, MigratesVersion1WithItsData) {
     SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     db.exec(migrationSql(1));
     db.exec("PRAGMA user_version = 1");
-    db.exec("INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
-            "VALUES ('sda', 8, 0, 1, 1)");
-    db.exec("INSERT INTO disk_samples VALUES (1000, 1, 1000, 1, 0, 4096, 0, 0.5, NULL, NULL, "
-            "NULL, NULL, NULL, 0.01, 1.0, 0)");
+    db.exec(
+        "INSERT INTO block_devices (name, major, minor, first_seen_ms, last_seen_ms) "
+        "VALUES ('sda', 8, 0, 1, 1)");
+    db.exec(
+        "INSERT INTO disk_samples VALUES (1000, 1, 1000, 1, 0, 4096, 0, 0.5, NULL, NULL, "
+        "NULL, NULL, NULL, 0.01, 1.0, 0)");
   }
   auto store = Store::open(path);
   EXPECT_EQ(store->schemaVersion(), kSchemaVersion);
@@ -253,7 +255,8 @@ TEST(Store, GpuDescriptionsTravelInTheBatch) {
   later.gpus.push_back(g);
   EXPECT_FALSE(later.hasFacts());
   store->writeBatches({first, later});
-  SQLite::Statement q(store->db(), "SELECT name, memory_total_bytes, (SELECT count(*) FROM gpu_samples) FROM gpus");
+  SQLite::Statement q(
+      store->db(), "SELECT name, memory_total_bytes, (SELECT count(*) FROM gpu_samples) FROM gpus");
   ASSERT_TRUE(q.executeStep());
   EXPECT_EQ(q.getColumn(0).getString(), "NVIDIA H200");
   EXPECT_EQ(q.getColumn(1).getInt64(), 150'000'000'000);

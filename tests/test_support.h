@@ -20,7 +20,8 @@ inline std::filesystem::path fixtures() {
 class ScratchDir {
  public:
   ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "stallwatch-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "stallwatch-test-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data());
   }
   ~ScratchDir() {
