@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <map>
 
 #include "cli/commands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
   app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
   app.require_subcommand(1);
@@ -39,4 +42,18 @@ int main(int argc, char** argv) {
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL overrides, as spdlog users expect
   for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A command that meets something it did not expect says so and exits 1; it does not abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stallwatch: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "stallwatch: unexpected error\n");
+  }
+  return 1;
 }

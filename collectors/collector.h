@@ -1,6 +1,7 @@
 // The one interface every collector implements: a name and a collect step into a batch.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace stallwatch::collectors {
 
-struct DeviceTree;
+class DeviceTree;
 
 // Three outcomes per collection: data, no data (no such file, no GPU), or an error. One
 // collector's failure never stops the others; the agent counts and logs it.
@@ -51,7 +52,7 @@ class Collector {
   // Collectors that map what they see to block devices (open files → mount → device) ask
   // for the device tree; the agent scans it only if one does, and hands each rescan over.
   virtual bool wantsDeviceTree() const { return false; }
-  virtual void setDeviceTree(std::shared_ptr<const DeviceTree> /*tree*/) {}
+  virtual void setDeviceTree(const std::shared_ptr<const DeviceTree>& /*tree*/) {}
   // A line for the log when the recording ends (what it received, what it dropped); "" for none.
   virtual std::string finalReport() const { return {}; }
 };

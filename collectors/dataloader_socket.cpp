@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -59,14 +60,13 @@ uint64_t accumulateDataloaderMetrics(const std::vector<StatsdMetric>& metrics,
   for (const auto& m : metrics) {
     const std::string_view name = withoutPrefix(m.name);
     const double scaled = m.value / m.sample_rate;
-    const bool count_ok = scaled <= kMaxDataloaderCount;
-    const bool timer_ok = m.value <= kMaxDataloaderTimerMs;
+    // Negative counts and durations have no meaning here: unknown, like out-of-range ones.
+    const bool count_ok = scaled >= 0 && scaled <= kMaxDataloaderCount;
+    const bool timer_ok = m.value >= 0 && m.value <= kMaxDataloaderTimerMs;
     auto add = [](uint64_t& total, double n) {
-      total = std::min(kMaxDataloaderTotal, total + static_cast<uint64_t>(n + 0.5));
+      total = std::min(kMaxDataloaderTotal, total + static_cast<uint64_t>(std::llround(n)));
     };
-    if (m.value < 0) {
-      ++unknown;  // negative counts and durations have no meaning here
-    } else if (name == "dataloader.steps" && m.type == StatsdType::kCounter && count_ok) {
+    if (name == "dataloader.steps" && m.type == StatsdType::kCounter && count_ok) {
       add(totals.steps, scaled);
     } else if (name == "dataloader.samples" && m.type == StatsdType::kCounter && count_ok) {
       add(totals.samples, scaled);

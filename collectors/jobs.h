@@ -9,6 +9,7 @@
 // descendants. A job ends when its last root exits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -50,7 +51,7 @@ class JobTracker final : public Collector {
 
   // The block device tree used to map open files to devices (the recorder rescans it).
   bool wantsDeviceTree() const override { return true; }
-  void setDeviceTree(std::shared_ptr<const DeviceTree> tree) override { tree_ = std::move(tree); }
+  void setDeviceTree(const std::shared_ptr<const DeviceTree>& tree) override { tree_ = tree; }
   // The dataloader socket's counts.
   std::string finalReport() const override;
   const DataloaderSocket* socket() const { return socket_.get(); }

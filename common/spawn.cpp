@@ -45,13 +45,16 @@ pid_t spawnDirect(const SpawnSpec& spec, std::string& error) {
   for (const auto& [name, value] : spec.environment) {
     std::string v = value;  // a NUL would cut the variable short
     v.erase(std::remove(v.begin(), v.end(), '\0'), v.end());
-    env_strings.push_back(name + "=" + v);
+    env_strings.push_back(name + "=");
+    env_strings.back() += v;
   }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = spec.argv;
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 

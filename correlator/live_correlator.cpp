@@ -1,6 +1,7 @@
 #include "correlator/live_correlator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace stallwatch::correlator {
 namespace {
@@ -11,7 +12,7 @@ std::optional<double> toOptional(const std::optional<uint64_t>& v) {
 
 }  // namespace
 
-LiveCorrelator::LiveCorrelator(LiveConfig config) : config_(std::move(config)) {
+LiveCorrelator::LiveCorrelator(const LiveConfig& config) : config_(config) {
   config_.detector.min_duration_s = config_.open_after_s;
 }
 
@@ -116,7 +117,8 @@ bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t fr
 
 void LiveCorrelator::addOtherDevices(JobSeries& s,
                                      const std::vector<std::pair<size_t, size_t>>& windows) const {
-  for (const auto& [name, points] : host_disks_) {
+  for (const auto& host : host_disks_) {
+    const std::string& name = host.first;
     if (std::any_of(s.devices.begin(), s.devices.end(),
                     [&](const DeviceSeries& d) { return d.name == name; })) {
       continue;

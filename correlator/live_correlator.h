@@ -8,6 +8,7 @@
 // a flapping stall stays one incident instead of paging once per flap.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -46,7 +47,7 @@ struct ActiveStall {
 
 class LiveCorrelator {
  public:
-  explicit LiveCorrelator(LiveConfig config = {});
+  explicit LiveCorrelator(const LiveConfig& config = {});
 
   // One interval's samples (rates already computed). Returns the events this tick produced.
   std::vector<IncidentEvent> onBatch(const collectors::SampleBatch& batch);

@@ -479,7 +479,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
       Incident inc;
       inc.first = i;
       inc.last = last;
-      inc.start_ms = s.ts_ms[i] - static_cast<int64_t>(s.interval_s[i] * 1000.0 + 0.5);
+      inc.start_ms = s.ts_ms[i] - static_cast<int64_t>(std::llround(s.interval_s[i] * 1000.0));
       inc.end_ms = s.ts_ms[last];
       double lost = 0, capacity = 0;
       for (size_t k = i; k <= last; ++k) {

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -402,7 +403,7 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
   SQLite::Transaction tx(db_);
   for (const auto& b : batches) {
     if (!b.gpu_updates.empty()) writeGpuDescriptions(b.gpu_updates, b.wall_time_ms);
-    const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);
+    const int64_t interval_ms = static_cast<int64_t>(std::llround(b.interval_seconds * 1000.0));
     for (const auto& d : b.disks) {
       auto& st = *insert_disk_;
       const auto& r = d.rates;
@@ -533,7 +534,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(6, b.wall_time_ms);
     st.exec();
   }
-  const int64_t interval_ms = static_cast<int64_t>(b.interval_seconds * 1000.0 + 0.5);
+  const int64_t interval_ms = static_cast<int64_t>(std::llround(b.interval_seconds * 1000.0));
   for (const auto& j : b.jobs) {
     const int64_t job = jobId(j.key);
     if (!job) continue;
