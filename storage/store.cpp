@@ -56,6 +56,19 @@ void bindText(SQLite::Statement& st, int index, const std::string& value) {
   }
 }
 
+// "INSERT INTO TABLE (a, b) VALUES (:a, :b)": one list of columns, bound by name.
+std::string insertSql(const std::string& table, const std::string& columns) {
+  std::string values;
+  size_t start = 0;
+  while (start < columns.size()) {
+    const size_t end = std::min(columns.find(',', start), columns.size());
+    const size_t first = columns.find_first_not_of(' ', start);
+    values += (values.empty() ? ":" : ", :") + columns.substr(first, end - first);
+    start = end + 1;
+  }
+  return "INSERT INTO " + table + " (" + columns + ") VALUES (" + values + ")";
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) {
@@ -137,39 +150,37 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   }
   auto& db = store->db_;
   store->insert_disk_ = std::make_unique<SQLite::Statement>(
-      db,
-      "INSERT INTO disk_samples (ts_ms, device_id, interval_ms, reads_per_second, "
-      "writes_per_second, read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
-      "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, util_percent, "
-      "in_flight) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      db, insertSql("disk_samples",
+                    "ts_ms, device_id, interval_ms, reads_per_second, writes_per_second, "
+                    "read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
+                    "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, "
+                    "util_percent, in_flight"));
   store->insert_pressure_ = std::make_unique<SQLite::Statement>(
-      db,
-      "INSERT INTO pressure_samples (ts_ms, interval_ms, resource, some_ratio, full_ratio) "
-      "VALUES (?,?,?,?,?)");
+      db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
   store->insert_gpu_ = std::make_unique<SQLite::Statement>(
-      db,
-      "INSERT INTO gpu_samples (ts_ms, gpu_id, interval_ms, utilization_percent, "
-      "utilization_sample_count, memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
-      "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
-      "sm_occupancy_percent, tensor_active_percent, dram_active_percent) "
-      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      db, insertSql(
+              "gpu_samples",
+              "ts_ms, gpu_id, interval_ms, utilization_percent, utilization_sample_count, "
+              "memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
+              "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
+              "sm_occupancy_percent, tensor_active_percent, dram_active_percent"));
   store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
-      db,
-      "INSERT INTO gpu_process_samples (ts_ms, gpu_id, pid, sm_utilization_percent, "
-      "memory_utilization_percent) VALUES (?,?,?,?,?)");
+      db, insertSql("gpu_process_samples",
+                    "ts_ms, gpu_id, pid, sm_utilization_percent, memory_utilization_percent"));
   store->insert_job_sample_ = std::make_unique<SQLite::Statement>(
       db,
-      "INSERT INTO job_samples (ts_ms, job_id, interval_ms, processes, workers, "
-      "read_bytes_per_second, write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
-      "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
-      "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent) "
-      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      insertSql("job_samples",
+                "ts_ms, job_id, interval_ms, processes, workers, read_bytes_per_second, "
+                "write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
+                "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
+                "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
-      "INSERT INTO rank_samples (ts_ms, job_id, rank, interval_ms, processes, workers, "
-      "read_bytes_per_second, write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, "
-      "d_state_threads, top_wchan, steps, data_wait_seconds, step_seconds, gpu_util_percent, "
-      "gpu_work_percent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      insertSql(
+          "rank_samples",
+          "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "
+          "write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, "
+          "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent"));
   return store;
 }
 
@@ -407,63 +418,63 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
     for (const auto& d : b.disks) {
       auto& st = *insert_disk_;
       const auto& r = d.rates;
-      st.bind(1, b.wall_time_ms);
-      st.bind(2, deviceId(d.device, d.major, d.minor, b.wall_time_ms));
-      st.bind(3, interval_ms);
-      st.bind(4, r.reads_per_second);
-      st.bind(5, r.writes_per_second);
-      st.bind(6, r.read_bytes_per_second);
-      st.bind(7, r.write_bytes_per_second);
-      bindOptional(st, 8, r.r_await_ms);
-      bindOptional(st, 9, r.w_await_ms);
-      bindOptional(st, 10, r.discards_per_second);
-      bindOptional(st, 11, r.d_await_ms);
-      bindOptional(st, 12, r.flushes_per_second);
-      bindOptional(st, 13, r.f_await_ms);
-      st.bind(14, r.aqu_sz);
-      st.bind(15, r.util_percent);
-      st.bind(16, static_cast<int64_t>(d.in_flight));
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":device_id", deviceId(d.device, d.major, d.minor, b.wall_time_ms));
+      st.bind(":interval_ms", interval_ms);
+      st.bind(":reads_per_second", r.reads_per_second);
+      st.bind(":writes_per_second", r.writes_per_second);
+      st.bind(":read_bytes_per_second", r.read_bytes_per_second);
+      st.bind(":write_bytes_per_second", r.write_bytes_per_second);
+      bindOptional(st, ":r_await_ms", r.r_await_ms);
+      bindOptional(st, ":w_await_ms", r.w_await_ms);
+      bindOptional(st, ":discards_per_second", r.discards_per_second);
+      bindOptional(st, ":d_await_ms", r.d_await_ms);
+      bindOptional(st, ":flushes_per_second", r.flushes_per_second);
+      bindOptional(st, ":f_await_ms", r.f_await_ms);
+      st.bind(":aqu_sz", r.aqu_sz);
+      st.bind(":util_percent", r.util_percent);
+      st.bind(":in_flight", static_cast<int64_t>(d.in_flight));
       st.exec();
       st.reset();
     }
     for (const auto& p : b.pressure) {
       auto& st = *insert_pressure_;
-      st.bind(1, b.wall_time_ms);
-      st.bind(2, interval_ms);
-      st.bind(3, p.resource);
-      bindOptional(st, 4, p.some_ratio);
-      bindOptional(st, 5, p.full_ratio);
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":interval_ms", interval_ms);
+      st.bind(":resource", p.resource);
+      bindOptional(st, ":some_ratio", p.some_ratio);
+      bindOptional(st, ":full_ratio", p.full_ratio);
       st.exec();
       st.reset();
     }
     for (const auto& g : b.gpus) {
       auto& st = *insert_gpu_;
-      st.bind(1, b.wall_time_ms);
-      st.bind(2, gpuId(g.gpu_index, g.uuid, b.wall_time_ms));
-      st.bind(3, interval_ms);
-      bindOptional(st, 4, g.utilization_percent);
-      st.bind(5, static_cast<int64_t>(g.utilization_sample_count));
-      bindOptional(st, 6, g.memory_utilization_percent);
-      bindOptional(st, 7, g.memory_used_bytes);
-      bindOptional(st, 8, g.sm_clock_mhz);
-      bindOptional(st, 9, g.pcie_tx_bytes_per_second);
-      bindOptional(st, 10, g.pcie_rx_bytes_per_second);
-      bindOptional(st, 11, g.power_watts);
-      bindOptional(st, 12, g.sm_active_percent);
-      bindOptional(st, 13, g.sm_occupancy_percent);
-      bindOptional(st, 14, g.tensor_active_percent);
-      bindOptional(st, 15, g.dram_active_percent);
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":gpu_id", gpuId(g.gpu_index, g.uuid, b.wall_time_ms));
+      st.bind(":interval_ms", interval_ms);
+      bindOptional(st, ":utilization_percent", g.utilization_percent);
+      st.bind(":utilization_sample_count", static_cast<int64_t>(g.utilization_sample_count));
+      bindOptional(st, ":memory_utilization_percent", g.memory_utilization_percent);
+      bindOptional(st, ":memory_used_bytes", g.memory_used_bytes);
+      bindOptional(st, ":sm_clock_mhz", g.sm_clock_mhz);
+      bindOptional(st, ":pcie_tx_bytes_per_second", g.pcie_tx_bytes_per_second);
+      bindOptional(st, ":pcie_rx_bytes_per_second", g.pcie_rx_bytes_per_second);
+      bindOptional(st, ":power_watts", g.power_watts);
+      bindOptional(st, ":sm_active_percent", g.sm_active_percent);
+      bindOptional(st, ":sm_occupancy_percent", g.sm_occupancy_percent);
+      bindOptional(st, ":tensor_active_percent", g.tensor_active_percent);
+      bindOptional(st, ":dram_active_percent", g.dram_active_percent);
       st.exec();
       st.reset();
     }
     writeJobFacts(b);
     for (const auto& p : b.gpu_processes) {
       auto& st = *insert_gpu_process_;
-      st.bind(1, b.wall_time_ms);
-      st.bind(2, gpuId(p.gpu_index, p.uuid, b.wall_time_ms));
-      st.bind(3, static_cast<int64_t>(p.pid));
-      bindOptional(st, 4, p.sm_utilization_percent);
-      bindOptional(st, 5, p.memory_utilization_percent);
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":gpu_id", gpuId(p.gpu_index, p.uuid, b.wall_time_ms));
+      st.bind(":pid", static_cast<int64_t>(p.pid));
+      bindOptional(st, ":sm_utilization_percent", p.sm_utilization_percent);
+      bindOptional(st, ":memory_utilization_percent", p.memory_utilization_percent);
       st.exec();
       st.reset();
     }
@@ -487,19 +498,20 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     SQLite::Statement st(
         db_,
         "INSERT INTO jobs (job_key, label, root_pid, cmdline, labels, gpus, started_ms, ended_ms, "
-        "last_seen_ms) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (job_key) DO UPDATE SET "
+        "last_seen_ms) VALUES (:job_key, :label, :root_pid, :cmdline, :labels, :gpus, :started_ms, "
+        ":ended_ms, :last_seen_ms) ON CONFLICT (job_key) DO UPDATE SET "
         "label=excluded.label, root_pid=excluded.root_pid, cmdline=excluded.cmdline, "
         "labels=excluded.labels, gpus=excluded.gpus, ended_ms=excluded.ended_ms, "
         "last_seen_ms=excluded.last_seen_ms RETURNING job_id");
-    st.bind(1, j.key);
-    bindText(st, 2, j.label);
-    st.bind(3, static_cast<int64_t>(j.root_pid));
-    bindText(st, 4, j.cmdline);
-    bindText(st, 5, j.labels);
-    bindText(st, 6, join(j.gpus));  // comma-separated in the DB
-    st.bind(7, j.started_ms);
-    bindOptional(st, 8, j.ended_ms);
-    st.bind(9, b.wall_time_ms);
+    st.bind(":job_key", j.key);
+    bindTextOrNull(st, ":label", j.label);
+    st.bind(":root_pid", static_cast<int64_t>(j.root_pid));
+    bindTextOrNull(st, ":cmdline", j.cmdline);
+    bindTextOrNull(st, ":labels", j.labels);
+    bindTextOrNull(st, ":gpus", join(j.gpus));  // comma-separated in the DB
+    st.bind(":started_ms", j.started_ms);
+    bindOptional(st, ":ended_ms", j.ended_ms);
+    st.bind(":last_seen_ms", b.wall_time_ms);
     st.executeStep();
     job_ids_[j.key] = st.getColumn(0).getInt64();
   }
@@ -509,12 +521,12 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     SQLite::Statement st(
         db_,
         "INSERT OR IGNORE INTO job_processes (job_id, pid, role, comm, first_seen_ms) "
-        "VALUES (?,?,?,?,?)");
-    st.bind(1, job);
-    st.bind(2, static_cast<int64_t>(p.pid));
-    st.bind(3, p.role);
-    bindText(st, 4, p.comm);
-    st.bind(5, b.wall_time_ms);
+        "VALUES (:job_id, :pid, :role, :comm, :first_seen_ms)");
+    st.bind(":job_id", job);
+    st.bind(":pid", static_cast<int64_t>(p.pid));
+    st.bind(":role", p.role);
+    bindTextOrNull(st, ":comm", p.comm);
+    st.bind(":first_seen_ms", b.wall_time_ms);
     st.exec();
   }
   for (const auto& d : b.job_devices) {
@@ -523,15 +535,16 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     SQLite::Statement st(
         db_,
         "INSERT INTO job_devices (job_id, device_id, via, open_files_seen, first_seen_ms, "
-        "last_seen_ms) VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, device_id, via) DO UPDATE SET "
+        "last_seen_ms) VALUES (:job_id, :device_id, :via, :open_files_seen, :first_seen_ms, "
+        ":last_seen_ms) ON CONFLICT (job_id, device_id, via) DO UPDATE SET "
         "open_files_seen = open_files_seen + excluded.open_files_seen, "
         "last_seen_ms = excluded.last_seen_ms");
-    st.bind(1, job);
-    st.bind(2, deviceId(d.device, d.major, d.minor, b.wall_time_ms));
-    st.bind(3, d.via);
-    st.bind(4, static_cast<int64_t>(d.open_files));
-    st.bind(5, b.wall_time_ms);
-    st.bind(6, b.wall_time_ms);
+    st.bind(":job_id", job);
+    st.bind(":device_id", deviceId(d.device, d.major, d.minor, b.wall_time_ms));
+    st.bind(":via", d.via);
+    st.bind(":open_files_seen", static_cast<int64_t>(d.open_files));
+    st.bind(":first_seen_ms", b.wall_time_ms);
+    st.bind(":last_seen_ms", b.wall_time_ms);
     st.exec();
   }
   const int64_t interval_ms = static_cast<int64_t>(std::llround(b.interval_seconds * 1000.0));
@@ -539,25 +552,25 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     const int64_t job = jobId(j.key);
     if (!job) continue;
     auto& st = *insert_job_sample_;
-    st.bind(1, b.wall_time_ms);
-    st.bind(2, job);
-    st.bind(3, interval_ms);
-    st.bind(4, static_cast<int64_t>(j.processes));
-    st.bind(5, static_cast<int64_t>(j.workers));
-    bindOptional(st, 6, j.read_bytes_per_second);
-    bindOptional(st, 7, j.write_bytes_per_second);
-    bindOptional(st, 8, j.rchar_per_second);
-    bindOptional(st, 9, j.read_syscalls_per_second);
-    bindOptional(st, 10, j.main_cpu_ratio);
-    bindOptional(st, 11, j.workers_cpu_ratio);
-    st.bind(12, static_cast<int64_t>(j.d_state_threads));
-    bindText(st, 13, j.top_wchan);
-    bindOptional(st, 14, j.steps);
-    bindOptional(st, 15, j.samples);
-    bindOptional(st, 16, j.data_wait_seconds);
-    bindOptional(st, 17, j.step_seconds);
-    bindOptional(st, 18, j.gpu_util_percent);
-    bindOptional(st, 19, j.gpu_work_percent);
+    st.bind(":ts_ms", b.wall_time_ms);
+    st.bind(":job_id", job);
+    st.bind(":interval_ms", interval_ms);
+    st.bind(":processes", static_cast<int64_t>(j.processes));
+    st.bind(":workers", static_cast<int64_t>(j.workers));
+    bindOptional(st, ":read_bytes_per_second", j.read_bytes_per_second);
+    bindOptional(st, ":write_bytes_per_second", j.write_bytes_per_second);
+    bindOptional(st, ":rchar_per_second", j.rchar_per_second);
+    bindOptional(st, ":read_syscalls_per_second", j.read_syscalls_per_second);
+    bindOptional(st, ":main_cpu_ratio", j.main_cpu_ratio);
+    bindOptional(st, ":workers_cpu_ratio", j.workers_cpu_ratio);
+    st.bind(":d_state_threads", static_cast<int64_t>(j.d_state_threads));
+    bindTextOrNull(st, ":top_wchan", j.top_wchan);
+    bindOptional(st, ":steps", j.steps);
+    bindOptional(st, ":samples", j.samples);
+    bindOptional(st, ":data_wait_seconds", j.data_wait_seconds);
+    bindOptional(st, ":step_seconds", j.step_seconds);
+    bindOptional(st, ":gpu_util_percent", j.gpu_util_percent);
+    bindOptional(st, ":gpu_work_percent", j.gpu_work_percent);
     st.exec();
     st.reset();
   }
@@ -567,37 +580,38 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     SQLite::Statement st(
         db_,
         "INSERT INTO job_ranks (job_id, rank, pid, gpu_uuid, first_seen_ms, last_seen_ms) "
-        "VALUES (?,?,?,?,?,?) ON CONFLICT (job_id, rank) DO UPDATE SET pid = excluded.pid, "
+        "VALUES (:job_id, :rank, :pid, :gpu_uuid, :first_seen_ms, :last_seen_ms) ON CONFLICT "
+        "(job_id, rank) DO UPDATE SET pid = excluded.pid, "
         "gpu_uuid = coalesce(excluded.gpu_uuid, gpu_uuid), last_seen_ms = excluded.last_seen_ms");
-    st.bind(1, job);
-    st.bind(2, r.rank);
-    st.bind(3, static_cast<int64_t>(r.pid));
-    bindText(st, 4, r.gpu);
-    st.bind(5, b.wall_time_ms);
-    st.bind(6, b.wall_time_ms);
+    st.bind(":job_id", job);
+    st.bind(":rank", r.rank);
+    st.bind(":pid", static_cast<int64_t>(r.pid));
+    bindTextOrNull(st, ":gpu_uuid", r.gpu);
+    st.bind(":first_seen_ms", b.wall_time_ms);
+    st.bind(":last_seen_ms", b.wall_time_ms);
     st.exec();
   }
   for (const auto& r : b.ranks) {
     const int64_t job = jobId(r.key);
     if (!job) continue;
     auto& st = *insert_rank_sample_;
-    st.bind(1, b.wall_time_ms);
-    st.bind(2, job);
-    st.bind(3, r.rank);
-    st.bind(4, interval_ms);
-    st.bind(5, static_cast<int64_t>(r.processes));
-    st.bind(6, static_cast<int64_t>(r.workers));
-    bindOptional(st, 7, r.read_bytes_per_second);
-    bindOptional(st, 8, r.write_bytes_per_second);
-    bindOptional(st, 9, r.main_cpu_ratio);
-    bindOptional(st, 10, r.workers_cpu_ratio);
-    st.bind(11, static_cast<int64_t>(r.d_state_threads));
-    bindText(st, 12, r.top_wchan);
-    bindOptional(st, 13, r.steps);
-    bindOptional(st, 14, r.data_wait_seconds);
-    bindOptional(st, 15, r.step_seconds);
-    bindOptional(st, 16, r.gpu_util_percent);
-    bindOptional(st, 17, r.gpu_work_percent);
+    st.bind(":ts_ms", b.wall_time_ms);
+    st.bind(":job_id", job);
+    st.bind(":rank", r.rank);
+    st.bind(":interval_ms", interval_ms);
+    st.bind(":processes", static_cast<int64_t>(r.processes));
+    st.bind(":workers", static_cast<int64_t>(r.workers));
+    bindOptional(st, ":read_bytes_per_second", r.read_bytes_per_second);
+    bindOptional(st, ":write_bytes_per_second", r.write_bytes_per_second);
+    bindOptional(st, ":main_cpu_ratio", r.main_cpu_ratio);
+    bindOptional(st, ":workers_cpu_ratio", r.workers_cpu_ratio);
+    st.bind(":d_state_threads", static_cast<int64_t>(r.d_state_threads));
+    bindTextOrNull(st, ":top_wchan", r.top_wchan);
+    bindOptional(st, ":steps", r.steps);
+    bindOptional(st, ":data_wait_seconds", r.data_wait_seconds);
+    bindOptional(st, ":step_seconds", r.step_seconds);
+    bindOptional(st, ":gpu_util_percent", r.gpu_util_percent);
+    bindOptional(st, ":gpu_work_percent", r.gpu_work_percent);
     st.exec();
     st.reset();
   }
