@@ -67,10 +67,8 @@ class Writer {
   std::string name_;
 };
 
-}  // namespace
-
-std::string renderMetrics(const MetricsSnapshot& s) {
-  Writer w;
+// The agent itself: build, intervals, each collector's health, the writer.
+void renderAgent(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_build_info", "gauge", "The agent's version; always 1.");
   w.sample({{"version", s.version}}, 1);
   w.family("stallwatch_last_sample_timestamp_seconds", "gauge",
@@ -112,7 +110,10 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   w.family("stallwatch_writer_failed_writes_total", "counter",
            "Database transactions that failed.");
   w.sample(static_cast<double>(s.writer.failed_writes));
+}
 
+// Block devices (iostat -x's figures in base units) and pressure, over the last interval.
+void renderDevices(const MetricsSnapshot& s, Writer& w) {
   // Devices, over the last interval (iostat -x's figures in base units).
   struct DiskGauge {
     const char* name;
@@ -172,7 +173,10 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   for (const auto& p : s.pressure) {
     if (p.full_ratio) w.sample({{"resource", p.resource}}, *p.full_ratio);
   }
+}
 
+// GPUs, over the last interval.
+void renderGpus(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_gpu_utilization_ratio", "gauge",
            "GPU busy share over the interval (NVML utilisation / 100).");
   for (const auto& g : s.gpus) {
@@ -212,7 +216,10 @@ std::string renderMetrics(const MetricsSnapshot& s) {
                static_cast<double>(*g.memory_used_bytes));
     }
   }
+}
 
+// Jobs, over the last interval.
+void renderJobs(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_job_gpu_utilization_ratio", "gauge",
            "Mean utilisation of the job's GPUs over the interval.");
   for (const auto& j : s.jobs) {
@@ -239,7 +246,10 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   w.family("stallwatch_job_uninterruptible_threads", "gauge",
            "The job's threads in uninterruptible sleep at the tick.");
   for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
+}
 
+// Stalls open now, incidents and their notifications.
+void renderStalls(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_stall_active", "gauge",
            "1 while the job is stalled; class and device say why, rank which rank held it back "
            "(\"all\": every rank starved alike; empty: a one-rank job).");
@@ -290,10 +300,26 @@ std::string renderMetrics(const MetricsSnapshot& s) {
              "Webhook POSTs that failed (each retry counts).");
     w.sample(static_cast<double>(s.webhook->failed_attempts));
   }
+}
+
+// Drives' health verdicts.
+void renderHealth(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_drive_health", "gauge",
            "1 for the drive's current health verdict (ok, warning, failing, worn-out, unknown, "
            "unsupported).");
   for (const auto& h : s.health) w.sample({{"device", h.device}, {"verdict", h.verdict}}, 1);
+}
+
+}  // namespace
+
+std::string renderMetrics(const MetricsSnapshot& s) {
+  Writer w;
+  renderAgent(s, w);
+  renderDevices(s, w);
+  renderGpus(s, w);
+  renderJobs(s, w);
+  renderStalls(s, w);
+  renderHealth(s, w);
   return w.take();
 }
 

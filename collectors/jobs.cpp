@@ -263,48 +263,32 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
   }
 }
 
-// Ranks: a process without RANK in its environment belongs to the rank of its parent;
-// each rank's main process is its topmost one. Written when a rank appears or changes.
-void JobTracker::assignRanks(Job& job) {
-  if (!job.ranks_changed) return;
-  bool grew = true;
-  while (grew) {
-    grew = false;
-    for (auto& [pid, m] : job.members) {
-      if (m.rank) continue;
-      auto parent = job.members.find(m.stat.ppid);
-      if (parent != job.members.end() && parent->second.rank) {
-        m.rank = parent->second.rank;
-        grew = true;
-      }
+// The dataloader's datagrams since the last tick, per job and per rank of the sending process.
+JobTracker::ReportedSteps JobTracker::drainDataloader(int64_t now_ms, SampleBatch& out) {
+  ReportedSteps reported;
+  if (!socket_) return reported;
+  auto add = [](DataloaderTotals& sum, const DataloaderTotals& t) {
+    sum.steps += t.steps;
+    sum.samples += t.samples;
+    sum.wait_seconds += t.wait_seconds;
+    sum.step_seconds += t.step_seconds;
+  };
+  std::vector<std::tuple<Job*, uint32_t, DataloaderTotals>> by_sender;
+  for (const auto& [pid, t] : socket_->drain()) {
+    Job* job = pid != 0 ? attach(pid, {}, now_ms, out) : nullptr;
+    if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
+    add(reported.by_job[job->description.key], t);
+    by_sender.emplace_back(job, pid, t);
+  }
+  // Each sender's rank, once every sender is attached (each job's ranks assigned once).
+  std::set<Job*> assigned;
+  for (auto& [job, pid, t] : by_sender) {
+    if (assigned.insert(job).second) assignRanks(*job);
+    if (auto m = job->members.find(pid); m != job->members.end() && m->second.rank) {
+      add(reported.by_rank[{job->description.key, *m->second.rank}], t);
     }
   }
-}
-
-void JobTracker::describeRanks(Job& job, SampleBatch& out) {
-  if (!job.ranks_changed) return;
-  job.ranks_changed = false;
-  std::map<int32_t, RankDescription> now;
-  for (const auto& [pid, m] : job.members) {
-    if (!m.rank) continue;
-    auto parent = job.members.find(m.stat.ppid);
-    const bool top = parent == job.members.end() || parent->second.rank != m.rank;
-    RankDescription& r = now[*m.rank];
-    r.key = job.description.key;
-    r.rank = *m.rank;
-    if (top && (r.pid == 0 || pid < r.pid)) r.pid = pid;
-    if (auto g = job.gpu_of_pid.find(pid); g != job.gpu_of_pid.end() && (r.gpu.empty() || top))
-      r.gpu = g->second.first;
-  }
-  for (auto& [rank, r] : now) {
-    auto was = job.ranks.find(rank);
-    if (was != job.ranks.end() && was->second.pid == r.pid &&
-        (was->second.gpu == r.gpu || r.gpu.empty()))
-      continue;
-    if (r.gpu.empty() && was != job.ranks.end()) r.gpu = was->second.gpu;
-    job.ranks[rank] = r;
-    out.rank_updates.push_back(r);
-  }
+  return reported;
 }
 
 std::string JobTracker::finalReport() const {
@@ -330,35 +314,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   const bool have_interval = last_tick_ns_ != 0 && elapsed > 0;
   last_tick_ns_ = tick.monotonic_ns;
   if (discovery) discover(tick.wall_time_ms, out);
-  // Attribute the dataloader's datagrams now, before exited members are pruned: a process
-  // sends its last datagram as it finishes, and it may be gone by this tick. Per job, and
-  // per rank of the sending process.
-  std::map<std::string, DataloaderTotals> dataloader;
-  std::map<std::pair<std::string, int32_t>, DataloaderTotals> dataloader_by_rank;
-  if (socket_) {
-    auto add = [](DataloaderTotals& sum, const DataloaderTotals& t) {
-      sum.steps += t.steps;
-      sum.samples += t.samples;
-      sum.wait_seconds += t.wait_seconds;
-      sum.step_seconds += t.step_seconds;
-    };
-    std::vector<std::tuple<Job*, uint32_t, DataloaderTotals>> by_sender;
-    for (const auto& [pid, t] : socket_->drain()) {
-      Job* job = pid != 0 ? attach(pid, {}, tick.wall_time_ms, out) : nullptr;
-      if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
-      add(dataloader[job->description.key], t);
-      by_sender.emplace_back(job, pid, t);
-    }
-    // Each sender's rank, once every sender is attached (each job's ranks assigned once).
-    std::set<Job*> assigned;
-    for (auto& [job, pid, t] : by_sender) {
-      if (assigned.insert(job).second) assignRanks(*job);
-      if (auto m = job->members.find(pid); m != job->members.end() && m->second.rank) {
-        add(dataloader_by_rank[{job->description.key, *m->second.rank}], t);
-      }
-    }
-  }
-
+  // Attributed now, before exited members are pruned: a process sends its last datagram as
+  // it finishes, and it may be gone by this tick.
+  const ReportedSteps dataloader = drainDataloader(tick.wall_time_ms, out);
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
     followChildren(job, discovery, out);
@@ -418,7 +376,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       member.io = io;
       ++m;
     }
-    if (auto reported = dataloader.find(job.description.key); reported != dataloader.end()) {
+    if (auto reported = dataloader.by_job.find(job.description.key);
+        reported != dataloader.by_job.end()) {
       total.reported = reported->second;
       total.any_reported = true;
     }
@@ -484,8 +443,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         r.rank = rank;
         r.gpu = description.gpu;
         Totals& t = by_rank[rank];
-        if (auto reported = dataloader_by_rank.find({job.description.key, rank});
-            reported != dataloader_by_rank.end()) {
+        if (auto reported = dataloader.by_rank.find({job.description.key, rank});
+            reported != dataloader.by_rank.end()) {
           t.reported = reported->second;
           t.any_reported = true;
         }

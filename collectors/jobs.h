@@ -76,6 +76,12 @@ class JobTracker final : public Collector {
   };
   struct Totals;  // one rank's (or the job's) figures for an interval
 
+  // Per job, and per (job, rank) of the sending process.
+  struct ReportedSteps {
+    std::map<std::string, DataloaderTotals> by_job;
+    std::map<std::pair<std::string, int32_t>, DataloaderTotals> by_rank;
+  };
+  ReportedSteps drainDataloader(int64_t now_ms, SampleBatch& out);
   void assignRanks(Job& job);
   void describeRanks(Job& job, SampleBatch& out);
 

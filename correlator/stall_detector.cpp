@@ -5,164 +5,19 @@
 #include <cstdio>
 #include <deque>
 
+#include "correlator/evidence.h"
+#include "correlator/straggler.h"
+
 namespace stallwatch::correlator {
 namespace {
 
+using evidence::at;
+using evidence::Check;
+using evidence::compare;
+using evidence::latencyAt;
+
 constexpr double kQueueFloor = 0.1;
 constexpr size_t kMinBaselineForAttribution = 5;
-
-std::optional<double> at(const Series& s, size_t i) { return i < s.size() ? s[i] : std::nullopt; }
-
-std::optional<double> median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(mid), v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) {
-    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<long>(mid))) / 2.0;
-  }
-  return m;
-}
-
-template <typename Fn>
-std::optional<double> medianOver(const std::vector<size_t>& indices, Fn value) {
-  std::vector<double> v;
-  v.reserve(indices.size());
-  for (size_t i : indices) {
-    if (auto x = value(i)) v.push_back(*x);
-  }
-  return median(std::move(v));
-}
-
-std::optional<double> latencyAt(const DeviceSeries& d, size_t i) {
-  const auto r = at(d.r_await_ms, i);
-  const auto w = at(d.w_await_ms, i);
-  if (r && w) return std::max(*r, *w);
-  return r ? r : w;
-}
-
-struct Check {
-  EvidenceItem item;
-  double ratio = 0;
-  double share_of_intervals = 0;  // incident intervals past the threshold
-};
-
-// Compares SERIES over the incident with its baseline window. RATIO_MODE: during/baseline
-// must reach THRESHOLD (baseline floored at FLOOR); else during - baseline must reach it.
-template <typename Fn>
-Check compare(const std::string& signal, const std::vector<size_t>& base, size_t first, size_t last,
-              Fn value, bool ratio_mode, double threshold, double floor, double min_during) {
-  Check c;
-  c.item.signal = signal;
-  std::vector<size_t> during;
-  for (size_t i = first; i <= last; ++i) during.push_back(i);
-  const auto b = medianOver(base, value);
-  const auto d = medianOver(during, value);
-  c.item.baseline = b.value_or(0.0);
-  c.item.during = d.value_or(0.0);
-  if (!d) return c;
-  const double reference = ratio_mode ? std::max(c.item.baseline, floor) : c.item.baseline;
-  auto crosses = [&](double x) {
-    return x >= min_during &&
-           (ratio_mode ? x / reference >= threshold : x - reference >= threshold);
-  };
-  c.ratio = ratio_mode ? *d / reference : *d - reference;
-  c.item.supports = crosses(*d);
-  size_t over = 0, known = 0;
-  for (size_t i : during) {
-    if (auto x = value(i)) {
-      ++known;
-      over += crosses(*x);
-    }
-  }
-  c.share_of_intervals = known ? static_cast<double>(over) / static_cast<double>(known) : 0.0;
-  return c;
-}
-
-std::optional<double> waitShareAt(const Series& wait, const std::vector<double>& interval_s,
-                                  size_t i) {
-  const auto w = at(wait, i);
-  if (!w || i >= interval_s.size() || interval_s[i] <= 0) return std::nullopt;
-  return std::clamp(*w / interval_s[i], 0.0, 1.0);
-}
-
-// Which rank held a synchronous job back during the incident. A starving rank's GPU goes
-// idle while the others spin inside the collective that waits for it (their utilisation stays
-// high), and its data wait rises while theirs does not. One starving rank is the straggler;
-// several (a shared disk got slow for all) are said as such, with no single straggler.
-// Returns the straggler's index in s.ranks.
-std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cfg,
-                                    const std::vector<size_t>& base, Incident& inc) {
-  struct Judged {
-    bool idle = false, busy = false, waits = false;
-  };
-  std::vector<Judged> judged(s.ranks.size());
-  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
-  for (size_t r = 0; r < s.ranks.size(); ++r) {
-    const RankSeries& rank = s.ranks[r];
-    const std::string name = "rank " + std::to_string(rank.rank);
-    Check util = compare(
-        "gpu_util_percent " + name, base, inc.first, inc.last,
-        [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
-    if (util.item.baseline > 0) {
-      judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
-                       util.item.baseline - util.item.during >= cfg.min_gpu_drop_points;
-      judged[r].busy = util.item.during >= cfg.rank_busy_ratio * util.item.baseline;
-    }
-    util.item.supports = judged[r].idle;
-    add(util);
-    const Check wait = compare(
-        "data_wait_share " + name, base, inc.first, inc.last,
-        [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
-        cfg.rank_wait_rise, 0, 0);
-    if (wait.share_of_intervals > 0 || wait.item.during > 0) {
-      judged[r].waits = wait.item.supports;
-      add(wait);
-    }
-  }
-  // A rank that starves reports its data wait only when the batch finally comes (a blocked
-  // loop sends nothing), so early in a stall there may be no wait figures at all: then the
-  // GPUs' idling decides. Either is enough.
-  std::vector<size_t> starved;
-  for (size_t r = 0; r < s.ranks.size(); ++r) {
-    const bool others_busy = std::any_of(
-        judged.begin(), judged.end(), [&](const Judged& j) { return &j != &judged[r] && j.busy; });
-    if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
-  }
-  if (starved.size() == 1) {
-    const RankSeries& st = s.ranks[starved.front()];
-    inc.straggler = Straggler{st.rank, st.pid, st.gpu};
-    for (const RankSeries& r : s.ranks) {
-      if (r.rank != st.rank) inc.waiting_ranks.push_back(r.rank);
-    }
-    return starved.front();
-  }
-  // Every rank (or several) starved alike, or none stood out: no single straggler.
-  if (starved.size() > 1) {
-    for (size_t r : starved) inc.ranks_starved.push_back(s.ranks[r].rank);
-  } else {
-    for (const RankSeries& r : s.ranks) inc.ranks_starved.push_back(r.rank);
-  }
-  return std::nullopt;
-}
-
-// The job seen through one rank: its processes' writes, reads, D-state threads and workers,
-// with the job's devices and the host's pressure, so that the usual attribution names what
-// starved that rank.
-JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
-  JobSeries v;
-  v.ts_ms = s.ts_ms;
-  v.interval_s = s.interval_s;
-  v.gpu_count = s.gpu_count;
-  v.io_some = s.io_some;
-  v.cpu_some = s.cpu_some;
-  v.devices = s.devices;
-  v.write_bytes_per_s = r.write_bytes_per_s;
-  v.read_bytes_per_s = r.read_bytes_per_s;
-  v.d_state_threads = r.d_state_threads;
-  v.workers_cpu = r.workers_cpu;
-  return v;
-}
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc);
@@ -333,48 +188,6 @@ std::optional<double> progressAt(const JobSeries& s, size_t i, ProgressSignal si
       return at(s.gpu_util_percent, i);
   }
   return std::nullopt;
-}
-
-std::string rankSummary(const Incident& inc) {
-  auto list = [](const std::vector<int32_t>& ranks) {
-    std::string out;
-    for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-    return out;
-  };
-  if (!inc.straggler) {
-    if (inc.ranks_starved.empty()) return {};
-    return (inc.ranks_starved.size() == 1 ? "rank " : "ranks ") + list(inc.ranks_starved) +
-           " starved alike: no single straggler";
-  }
-  const Straggler& st = *inc.straggler;
-  std::string out = "rank " + std::to_string(st.rank) + " (pid " + std::to_string(st.pid) +
-                    (st.gpu.empty() ? "" : ", " + st.gpu.substr(0, 12)) +
-                    ") starved: " + toString(inc.cls);
-  if (!inc.device.empty()) {
-    out +=
-        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
-  }
-  // The first signal that decided the class, not a per-rank one.
-  for (const auto& e : inc.evidence) {
-    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 ||
-        e.signal.rfind("data_wait_share rank", 0) == 0) {
-      continue;
-    }
-    char figures[96];
-    std::snprintf(figures, sizeof figures, " %.3g -> %.3g", e.baseline, e.during);
-    out += ", " + e.signal + figures;
-    break;
-  }
-  if (!inc.waiting_ranks.empty()) {
-    out += "; rank" + std::string(inc.waiting_ranks.size() == 1 ? " " : "s ") +
-           list(inc.waiting_ranks) + " waited";
-  }
-  return out;
-}
-
-std::string stallRankLabel(const Incident& inc) {
-  if (inc.straggler) return std::to_string(inc.straggler->rank);
-  return inc.ranks_starved.empty() ? "" : "all";
 }
 
 double minDrop(ProgressSignal signal, const DetectorConfig& cfg) {

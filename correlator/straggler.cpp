@@ -1,0 +1,133 @@
+#include "correlator/straggler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "correlator/evidence.h"
+
+namespace stallwatch::correlator {
+
+using evidence::at;
+using evidence::Check;
+using evidence::compare;
+using evidence::waitShareAt;
+
+// Which rank held a synchronous job back during the incident. A starving rank's GPU goes
+// idle while the others spin inside the collective that waits for it (their utilisation stays
+// high), and its data wait rises while theirs does not. One starving rank is the straggler;
+// several (a shared disk got slow for all) are said as such, with no single straggler.
+// Returns the straggler's index in s.ranks.
+std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cfg,
+                                    const std::vector<size_t>& base, Incident& inc) {
+  struct Judged {
+    bool idle = false, busy = false, waits = false;
+  };
+  std::vector<Judged> judged(s.ranks.size());
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const RankSeries& rank = s.ranks[r];
+    const std::string name = "rank " + std::to_string(rank.rank);
+    Check util = compare(
+        "gpu_util_percent " + name, base, inc.first, inc.last,
+        [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
+    if (util.item.baseline > 0) {
+      judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
+                       util.item.baseline - util.item.during >= cfg.min_gpu_drop_points;
+      judged[r].busy = util.item.during >= cfg.rank_busy_ratio * util.item.baseline;
+    }
+    util.item.supports = judged[r].idle;
+    add(util);
+    const Check wait = compare(
+        "data_wait_share " + name, base, inc.first, inc.last,
+        [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
+        cfg.rank_wait_rise, 0, 0);
+    if (wait.share_of_intervals > 0 || wait.item.during > 0) {
+      judged[r].waits = wait.item.supports;
+      add(wait);
+    }
+  }
+  // A rank that starves reports its data wait only when the batch finally comes (a blocked
+  // loop sends nothing), so early in a stall there may be no wait figures at all: then the
+  // GPUs' idling decides. Either is enough.
+  std::vector<size_t> starved;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const bool others_busy = std::any_of(
+        judged.begin(), judged.end(), [&](const Judged& j) { return &j != &judged[r] && j.busy; });
+    if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
+  }
+  if (starved.size() == 1) {
+    const RankSeries& st = s.ranks[starved.front()];
+    inc.straggler = Straggler{st.rank, st.pid, st.gpu};
+    for (const RankSeries& r : s.ranks) {
+      if (r.rank != st.rank) inc.waiting_ranks.push_back(r.rank);
+    }
+    return starved.front();
+  }
+  // Every rank (or several) starved alike, or none stood out: no single straggler.
+  if (starved.size() > 1) {
+    for (size_t r : starved) inc.ranks_starved.push_back(s.ranks[r].rank);
+  } else {
+    for (const RankSeries& r : s.ranks) inc.ranks_starved.push_back(r.rank);
+  }
+  return std::nullopt;
+}
+
+JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
+  JobSeries v;
+  v.ts_ms = s.ts_ms;
+  v.interval_s = s.interval_s;
+  v.gpu_count = s.gpu_count;
+  v.io_some = s.io_some;
+  v.cpu_some = s.cpu_some;
+  v.devices = s.devices;
+  v.write_bytes_per_s = r.write_bytes_per_s;
+  v.read_bytes_per_s = r.read_bytes_per_s;
+  v.d_state_threads = r.d_state_threads;
+  v.workers_cpu = r.workers_cpu;
+  return v;
+}
+
+std::string rankSummary(const Incident& inc) {
+  auto list = [](const std::vector<int32_t>& ranks) {
+    std::string out;
+    for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
+  };
+  if (!inc.straggler) {
+    if (inc.ranks_starved.empty()) return {};
+    return (inc.ranks_starved.size() == 1 ? "rank " : "ranks ") + list(inc.ranks_starved) +
+           " starved alike: no single straggler";
+  }
+  const Straggler& st = *inc.straggler;
+  std::string out = "rank " + std::to_string(st.rank) + " (pid " + std::to_string(st.pid) +
+                    (st.gpu.empty() ? "" : ", " + st.gpu.substr(0, 12)) +
+                    ") starved: " + toString(inc.cls);
+  if (!inc.device.empty()) {
+    out +=
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  // The first signal that decided the class, not a per-rank one.
+  for (const auto& e : inc.evidence) {
+    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 ||
+        e.signal.rfind("data_wait_share rank", 0) == 0) {
+      continue;
+    }
+    char figures[96];
+    std::snprintf(figures, sizeof figures, " %.3g -> %.3g", e.baseline, e.during);
+    out += ", " + e.signal + figures;
+    break;
+  }
+  if (!inc.waiting_ranks.empty()) {
+    out += "; rank" + std::string(inc.waiting_ranks.size() == 1 ? " " : "s ") +
+           list(inc.waiting_ranks) + " waited";
+  }
+  return out;
+}
+
+std::string stallRankLabel(const Incident& inc) {
+  if (inc.straggler) return std::to_string(inc.straggler->rank);
+  return inc.ranks_starved.empty() ? "" : "all";
+}
+
+}  // namespace stallwatch::correlator
