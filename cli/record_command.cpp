@@ -1,3 +1,4 @@
+#include <grp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -32,6 +33,7 @@ struct RecordArgs {
   std::vector<std::string> cgroups;
   std::string socket;
   std::string socket_mode = "0660";
+  std::string socket_group;
   LiveArgs live;
   std::string health_interval = "10m";
   std::string retain = "14d";
@@ -93,6 +95,24 @@ int runRecord(const RecordArgs& args) {
     std::cerr << "stallwatch record: --socket-mode '" << args.socket_mode
               << "' is not an octal file mode (examples: 0660, 0666)\n";
     return 2;
+  }
+  if (!args.socket_group.empty()) {
+    // By name or number, as chgrp takes it.
+    std::vector<char> buffer(16384);
+    group grp{};
+    group* found = nullptr;
+    ::getgrnam_r(args.socket_group.c_str(), &grp, buffer.data(), buffer.size(), &found);
+    if (found) {
+      jobs.socket.group = found->gr_gid;
+    } else if (!args.socket_group.empty() &&
+               args.socket_group.find_first_not_of("0123456789") == std::string::npos &&
+               args.socket_group.size() < 10) {
+      jobs.socket.group = static_cast<gid_t>(std::stoul(args.socket_group));
+    } else {
+      std::cerr << "stallwatch record: --socket-group '" << args.socket_group
+                << "' is not a group of this host (getent group " << args.socket_group << ")\n";
+      return 2;
+    }
   }
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
@@ -248,6 +268,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
   cmd->add_option("--socket-mode", args->socket_mode,
                   "Permissions of the dataloader socket; 0666 lets every user's jobs report")
       ->capture_default_str()
+      ->group("Jobs");
+  cmd->add_option("--socket-group", args->socket_group,
+                  "Group of the dataloader socket: with the default mode 0660, the users of this "
+                  "group may report their jobs' steps (docs/DATALOADER.md)")
       ->group("Jobs");
   cmd->add_option(
          "--health-interval", args->health_interval,

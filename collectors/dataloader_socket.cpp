@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -82,6 +83,37 @@ uint64_t accumulateDataloaderMetrics(const std::vector<StatsdMetric>& metrics,
   return unknown;
 }
 
+namespace {
+
+// The socket's directory: a directory (not a symlink to one), owned by this agent's user, and
+// writable by no one else.
+bool safeDirectory(const std::filesystem::path& dir, std::string& error) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    error = "cannot inspect " + dir.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (S_ISLNK(st.st_mode)) {
+    error = dir.string() + " is a symbolic link; the socket's directory must be a real one";
+  } else if (!S_ISDIR(st.st_mode)) {
+    error = dir.string() + " is not a directory";
+  } else if (st.st_uid != ::geteuid()) {
+    error = dir.string() + " belongs to uid " + std::to_string(st.st_uid) +
+            ", not to this agent's uid " + std::to_string(::geteuid()) +
+            "; another user could replace the socket";
+  } else if ((st.st_mode & 022) != 0) {
+    error = dir.string() + " is writable by others (mode " + mode +
+            "); another user could replace the socket: make it 0755 or 0700";
+  } else {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::filesystem::path defaultDataloaderSocketPath() {
   if (::geteuid() == 0) return "/run/stallwatch/dataloader.sock";
   if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime == '/') {
@@ -105,6 +137,7 @@ std::unique_ptr<DataloaderSocket> DataloaderSocket::open(const Options& options,
     }
     ::chmod(dir.c_str(), 0755);  // clients must reach the socket; the socket's mode guards it
   }
+  if (!dir.empty() && !safeDirectory(dir, error)) return nullptr;
   struct stat st {};
   if (::lstat(options.path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
@@ -130,7 +163,9 @@ std::unique_ptr<DataloaderSocket> DataloaderSocket::open(const Options& options,
   const int one = 1;
   if (::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
       ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::chmod(options.path.c_str(), options.mode) != 0) {
+      ::chmod(options.path.c_str(), options.mode) != 0 ||
+      (options.group &&
+       ::chown(options.path.c_str(), static_cast<uid_t>(-1), *options.group) != 0)) {
     error = "cannot bind " + options.path.string() + ": " + std::strerror(errno);
     ::close(fd);
     return nullptr;

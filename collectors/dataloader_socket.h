@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -62,11 +63,15 @@ class DataloaderSocket {
   struct Options {
     std::filesystem::path path;
     mode_t mode = 0660;  // owner and group may send; --socket-mode 0666 opens it to all users
+    std::optional<gid_t> group;  // the socket's group (--socket-group): who may send, with 0660
     size_t max_senders = 4096;
   };
 
   // Binds the socket (removing a stale one left by a dead agent; refusing to replace a live
-  // one or a file that is not a socket) and starts the receiving thread.
+  // one or a file that is not a socket) and starts the receiving thread. The directory it
+  // lives in must be the agent's own and writable by no one else, as XDG_RUNTIME_DIR must be:
+  // another user who owns it, can write it or made it a symlink could swap the socket for
+  // theirs and read every job's reports. Created 0755 when missing.
   static std::unique_ptr<DataloaderSocket> open(const Options& options, std::string& error);
   ~DataloaderSocket();
   DataloaderSocket(const DataloaderSocket&) = delete;

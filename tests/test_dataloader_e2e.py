@@ -165,6 +165,49 @@ class DataloaderE2E(unittest.TestCase):
         self.stop_agent(fourth)
         self.assertEqual(mode, 0o600)
 
+    def record_briefly(self, sock, *extra):
+        return subprocess.run([BIN, "record", "--db", self.db, "--socket", sock, "--duration", "1s",
+                               "--interval", "500ms", "--no-collector.gpu", "--health-interval", "0s",
+                               *extra], capture_output=True, text=True, timeout=20)
+
+    # A directory another user owns, can write or has made a symlink would let them swap the
+    # socket for theirs: refused, said, and the agent records without it.
+    def test_socket_directory_others_could_write_is_refused(self):
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        run = self.record_briefly(os.path.join(shared, "dl.sock"))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("is writable by others (mode 0777)", run.stderr)
+        self.assertFalse(os.path.exists(os.path.join(shared, "dl.sock")))
+
+        real = os.path.join(self.tmp, "real")
+        os.mkdir(real, 0o755)
+        link = os.path.join(self.tmp, "link")
+        os.symlink(real, link)
+        run = self.record_briefly(os.path.join(link, "dl.sock"))
+        self.assertIn("is a symbolic link", run.stderr)
+        self.assertFalse(os.path.exists(os.path.join(real, "dl.sock")))
+
+        if os.geteuid() == 0:
+            theirs = os.path.join(self.tmp, "theirs")
+            os.mkdir(theirs, 0o755)
+            os.chown(theirs, 65534, 65534)
+            run = self.record_briefly(os.path.join(theirs, "dl.sock"))
+            self.assertIn("belongs to uid 65534", run.stderr)
+
+    def test_socket_group_lets_its_members_report(self):
+        import grp
+        group = grp.getgrgid(os.getgid() if os.geteuid() != 0 else 1)  # root may give any group
+        agent = self.start_agent("--socket-group", group.gr_name)
+        st = os.stat(self.sock)
+        self.stop_agent(agent)
+        self.assertEqual(st.st_gid, group.gr_gid)
+        self.assertEqual(st.st_mode & 0o777, 0o660)
+        bad = self.record_briefly(self.sock, "--socket-group", "no-such-group-here")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--socket-group 'no-such-group-here' is not a group", bad.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

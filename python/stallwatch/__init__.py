@@ -19,15 +19,19 @@ For loops that are not a plain `for`:
             train_step(batch)
     # or reporter.record_step(wait_seconds, step_seconds, samples)
 
-The socket is found at $STALLWATCH_SOCKET, else /run/stallwatch/dataloader.sock (an agent
-running as root), else $XDG_RUNTIME_DIR/stallwatch/dataloader.sock, else
-/tmp/stallwatch-<uid>/dataloader.sock. Wire format: docs/DATALOADER.md.
+The socket is $STALLWATCH_SOCKET if set; otherwise each of /run/stallwatch/dataloader.sock
+(an agent running as root), $XDG_RUNTIME_DIR/stallwatch/dataloader.sock and
+/tmp/stallwatch-<uid>/dataloader.sock is tried in turn until one takes the datagram. When
+none does (no agent, or a socket this user may not write: see docs/DATALOADER.md for the
+group that may), one warning says so on stderr, once per process, and the loop goes on.
+Wire format: docs/DATALOADER.md.
 """
 
 import atexit
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -73,7 +77,11 @@ class Reporter:
     """Accumulates steps and sends them to the agent. Thread-safe; never raises."""
 
     def __init__(self, socket_path=None, flush_seconds=_FLUSH_SECONDS):
-        self._paths = [socket_path] if socket_path else None
+        # One path, or a list of candidates tried in turn; none: the default candidates.
+        if isinstance(socket_path, (list, tuple)):
+            self._paths = list(socket_path)
+        else:
+            self._paths = [socket_path] if socket_path else None
         self._flush_seconds = flush_seconds
         self._lock = threading.Lock()
         self._sock = None
@@ -86,6 +94,7 @@ class Reporter:
         self._step = 0.0
         self.sent = 0
         self.dropped = 0
+        self.warned = False  # said once that no agent takes the datagrams
         self._fetch_started = None
         self._step_started = None
 
@@ -143,22 +152,45 @@ class Reporter:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
                 self._sock.setblocking(False)
-            if self._target is None:
-                for path in self._paths or _socket_candidates():
-                    if os.path.exists(path):
-                        self._target = path
-                        break
-            if self._target is None:
-                raise FileNotFoundError("no stallwatch socket")
-            self._sock.sendto(payload, self._target)
-            self.sent += 1
-        except (BlockingIOError, InterruptedError):
-            self.dropped += 1  # the agent is behind: drop rather than wait
-        except Exception:
-            # No agent, a dead one, or no permission: look again in a while.
+        except OSError:
             self.dropped += 1
-            self._target = None
             self._down_until = now + _RETRY_SECONDS
+            return
+        if self._target is not None:
+            try:
+                self._sock.sendto(payload, self._target)
+                self.sent += 1
+                return
+            except (BlockingIOError, InterruptedError):
+                self.dropped += 1  # the agent is behind: drop rather than wait
+                return
+            except OSError:
+                self._target = None  # the agent went away: look for one again below
+        # Every candidate in turn: the first that takes the datagram is the agent's.
+        failures = []
+        for path in self._paths or _socket_candidates():
+            try:
+                self._sock.sendto(payload, path)
+            except (BlockingIOError, InterruptedError):
+                self._target = path  # an agent, busy: keep it
+                self.dropped += 1
+                return
+            except OSError as e:
+                failures.append(f"{path}: {e.strerror or e}")
+                continue
+            self._target = path
+            self.sent += 1
+            return
+        self.dropped += 1
+        self._down_until = now + _RETRY_SECONDS
+        if not self.warned:
+            self.warned = True
+            try:
+                sys.stderr.write(
+                    "stallwatch: no agent took the dataloader's report, steps are not recorded ("
+                    + "; ".join(failures) + "). The loop is not affected.\n")
+            except Exception:
+                pass
 
 
 _default = None

@@ -1,5 +1,7 @@
 """Unit tests of the stallwatch Python package against a socket the test owns."""
 
+import contextlib
+import io
 import os
 import socket
 import sys
@@ -114,6 +116,42 @@ class NoAgentTest(unittest.TestCase):
         finally:
             os.unlink(path)
             os.rmdir(tmp)
+
+    def test_every_candidate_is_tried_until_one_takes_the_datagram(self):
+        tmp = tempfile.mkdtemp()
+        dead, live = os.path.join(tmp, "dead.sock"), os.path.join(tmp, "live.sock")
+        d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        d.bind(dead)
+        d.close()  # a socket file nobody listens on, as a stopped agent leaves it
+        agent = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        agent.bind(live)
+        try:
+            reporter = stallwatch.Reporter(socket_path=["/nonexistent/a.sock", dead, live], flush_seconds=0)
+            list(stallwatch.watch(range(3), reporter=reporter))
+            self.assertGreater(reporter.sent, 0)
+            self.assertFalse(reporter.warned)
+            agent.settimeout(1)
+            self.assertIn(b"stallwatch.dataloader.steps:", agent.recv(4096))
+        finally:
+            agent.close()
+            for p in (dead, live):
+                os.unlink(p)
+            os.rmdir(tmp)
+
+    def test_no_agent_is_said_once_on_stderr(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            reporter = stallwatch.Reporter(socket_path=["/nonexistent/a.sock", "/nonexistent/b.sock"],
+                                           flush_seconds=0)
+            reporter._down_until = 0
+            for _ in range(5):
+                reporter.record_step(0.01, 0.01)
+                reporter._down_until = 0  # as if the retry delay had passed each time
+                reporter.flush()
+        self.assertTrue(reporter.warned)
+        self.assertEqual(err.getvalue().count("no agent took the dataloader's report"), 1)
+        self.assertIn("/nonexistent/a.sock", err.getvalue())
+        self.assertIn("/nonexistent/b.sock", err.getvalue())
 
     def test_errors_in_the_iterable_propagate_unchanged(self):
         def broken():
