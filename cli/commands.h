@@ -16,5 +16,6 @@ CommandRunner addIncidentsCommand(CLI::App& app);
 CommandRunner addReportCommand(CLI::App& app);
 CommandRunner addReplayCommand(CLI::App& app);
 CommandRunner addHealthCommand(CLI::App& app);
+CommandRunner addExportCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli

@@ -33,6 +33,7 @@ int run(int argc, char** argv) {
   add(stallwatch::cli::addIncidentsCommand);
   add(stallwatch::cli::addReportCommand);
   add(stallwatch::cli::addReplayCommand);
+  add(stallwatch::cli::addExportCommand);
   add(stallwatch::cli::addHealthCommand);
 
   CLI11_PARSE(app, argc, argv);

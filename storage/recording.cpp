@@ -191,6 +191,16 @@ std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
   return jobs;
 }
 
+std::vector<JobRecord> Recording::jobsOfRun(const std::string& run_id) {
+  std::vector<JobRecord> out;
+  for (auto& job : jobs()) {
+    if (job.key == run_id || job.key == "slurm:" + run_id || job.key == "torchelastic:" + run_id) {
+      out.push_back(std::move(job));
+    }
+  }
+  return out;
+}
+
 JobActivity Recording::activity(const JobRecord& job) {
   JobActivity a;
   SQLite::Statement p(db_,

@@ -100,6 +100,9 @@ class Recording {
 
   // The jobs table, the one way it is read: every job, or the one with JOB_ID.
   std::vector<JobRecord> jobs(std::optional<int64_t> job_id = {});
+  // The jobs of one run of a launcher: RUN_ID as Slurm (SLURM_JOB_ID, key slurm:ID) or torchrun
+  // (TORCHELASTIC_RUN_ID, key torchelastic:ID) gave it, or a job key as `jobs` lists it.
+  std::vector<JobRecord> jobsOfRun(const std::string& run_id);
   JobActivity activity(const JobRecord& job);
 
   // The job's series over RANGE: its own samples, its GPUs', host pressure, and the devices
