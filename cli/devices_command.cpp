@@ -95,8 +95,10 @@ int runDevices(const DevicesArgs& args) {
   std::string gpu_note;
   std::vector<collectors::GpuSample> gpu_samples;
   if (root.isHost()) {
-    collectors::GpuCollector gpu(collectors::makeNvmlDriver(args.nvml_library),
-                                 {/*pcie=*/false, /*per_process=*/false});
+    collectors::GpuCollectorOptions options;
+    options.pcie = false;
+    options.per_process = false;
+    collectors::GpuCollector gpu(collectors::makeNvmlDriver(args.nvml_library), options);
     gpus = gpu.gpus();
     gpu_note = gpu.unavailableReason();
     collectors::SampleBatch batch;

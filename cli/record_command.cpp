@@ -31,6 +31,7 @@ struct RecordArgs {
   bool gpu_processes = true;
   std::vector<uint32_t> pids;
   std::vector<std::string> cgroups;
+  std::vector<std::string> gpus;
   std::string socket;
   std::string socket_mode = "0660";
   std::string socket_group;
@@ -83,6 +84,8 @@ int runRecord(const RecordArgs& args) {
   options.queue_capacity = args.queue_capacity;
   auto& jobs = options.collector_config.jobs;
   jobs.pids = args.pids;
+  options.collector_config.gpu.only = args.gpus;
+  jobs.only_gpus = args.gpus;
   for (const auto& c : args.cgroups) jobs.cgroups.emplace_back(c);
   jobs.socket.path = args.socket.empty() ? collectors::defaultDataloaderSocketPath()
                                          : std::filesystem::path(args.socket);
@@ -256,6 +259,11 @@ CommandRunner addRecordCommand(CLI::App& app) {
                 "Read per-process GPU utilisation")
       ->group("Collectors");
   cmd->add_option("--pid", args->pids, "Follow the training job of this process (repeatable)")
+      ->group("Jobs");
+  cmd->add_option(
+         "--gpu", args->gpus,
+         "Only this GPU, by UUID or index (repeatable): its readings, and the jobs found on it; "
+         "with --pid/--cgroup, one agent per job on a shared node")
       ->group("Jobs");
   cmd->add_option("--cgroup", args->cgroups,
                   "Follow the processes of this cgroup v2 directory as one job (repeatable)")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace stallwatch::collectors {
 namespace {
@@ -24,9 +25,37 @@ GpuCollector::GpuCollector(std::unique_ptr<GpuDriver> driver, GpuCollectorOption
     unavailable_ = devices.message;
     return;
   }
-  gpus_ = std::move(devices.value);
+  std::vector<std::string> unmatched;
+  gpus_ = selectGpus(devices.value, options_.only, &unmatched);
   state_.resize(gpus_.size());
-  if (gpus_.empty()) unavailable_ = "the NVIDIA driver reports no GPU";
+  if (!unmatched.empty()) {
+    std::string names;
+    for (const auto& u : unmatched) names += (names.empty() ? "" : ", ") + u;
+    pending_notice_ = "no GPU " + names +
+                      " on this host (--gpu takes a UUID or an index as nvidia-smi gives them)";
+  }
+  if (gpus_.empty()) {
+    unavailable_ = pending_notice_.empty() ? "the NVIDIA driver reports no GPU" : pending_notice_;
+  }
+}
+
+std::vector<GpuInfo> selectGpus(const std::vector<GpuInfo>& all,
+                                const std::vector<std::string>& selection,
+                                std::vector<std::string>* unmatched) {
+  if (selection.empty()) return all;
+  std::vector<GpuInfo> out;
+  for (const auto& wanted : selection) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const GpuInfo& g) {
+      return g.uuid == wanted || std::to_string(g.index) == wanted;
+    });
+    if (it == all.end()) {
+      if (unmatched) unmatched->push_back(wanted);
+    } else if (std::none_of(out.begin(), out.end(),
+                            [&](const GpuInfo& g) { return g.uuid == it->uuid; })) {
+      out.push_back(*it);
+    }
+  }
+  return out;
 }
 
 std::optional<double> GpuCollector::utilization(uint32_t index, PerGpu& state, GpuSample& sample,
@@ -108,7 +137,7 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
   uint64_t skipped = 0;
   size_t reported = 0;
   std::string problem;
-  std::string notice;
+  std::string notice = std::exchange(pending_notice_, std::string());
   for (size_t i = 0; i < gpus_.size(); ++i) {
     const GpuInfo& gpu = gpus_[i];
     PerGpu& state = state_[i];

@@ -21,6 +21,8 @@ struct GpuCollectorOptions {
   bool per_process = true;
   // GPM activity metrics (SM activity, occupancy, tensor, DRAM) where the GPU offers them.
   bool activity = true;
+  // Only these GPUs (UUIDs or indexes, --gpu): one agent per job on a shared node.
+  std::vector<std::string> only;
 };
 
 struct GpuCollectorCounters {
@@ -57,7 +59,9 @@ class GpuCollector final : public Collector {
   GpuCollectorCounters counters_;
   std::vector<GpuInfo> gpus_;
   std::vector<PerGpu> state_;
-  bool described_ = false;  // the GPUs went out in a batch's gpu_updates
+  bool described_ = false;
+  std::string pending_notice_;  // said with the first collection (a --gpu that matched nothing)  //
+                                // the GPUs went out in a batch's gpu_updates
   std::string unavailable_;
   bool samples_supported_ = true;
 };

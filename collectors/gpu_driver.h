@@ -69,6 +69,13 @@ struct GpuActivity {
 
 enum class PcieDirection { kTx, kRx };
 
+// The GPUs of ALL that SELECTION names, each by UUID or by the driver's index (as nvidia-smi
+// numbers them); all of them when SELECTION is empty. A name that matches no GPU is put in
+// UNMATCHED (when given), so that the caller can say so.
+std::vector<GpuInfo> selectGpus(const std::vector<GpuInfo>& all,
+                                const std::vector<std::string>& selection,
+                                std::vector<std::string>* unmatched = nullptr);
+
 class GpuDriver {
  public:
   virtual ~GpuDriver() = default;

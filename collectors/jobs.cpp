@@ -96,7 +96,8 @@ JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
       clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
   if (options_.discovery_every_ticks == 0) options_.discovery_every_ticks = 1;
   if (gpu_ && options_.follow_gpu_processes && gpu_->init().ok()) {
-    if (auto devices = gpu_->devices(); devices.ok()) gpu_list_ = devices.value;
+    if (auto devices = gpu_->devices(); devices.ok())
+      gpu_list_ = selectGpus(devices.value, options_.only_gpus);
   }
   if (options_.listen_dataloader) {
     socket_ = DataloaderSocket::open(options_.socket, socket_error_);

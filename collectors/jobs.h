@@ -37,6 +37,8 @@ struct JobTrackerOptions {
   uint32_t discovery_every_ticks = 5;
   size_t max_open_files_per_process = 512;
   size_t max_processes_per_job = 1024;
+  // Only jobs on these GPUs (UUIDs or indexes, --gpu) are found through the GPUs.
+  std::vector<std::string> only_gpus;
 };
 
 // The environment variables that name a job, in the order they are tried for its key.

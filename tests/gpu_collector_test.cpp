@@ -13,8 +13,14 @@ struct Harness {
   std::unique_ptr<GpuCollector> collector;
 };
 
-Harness make(std::function<void(FakeGpuDriver&)> setup,
-             GpuCollectorOptions options = {/*pcie=*/true, /*per_process=*/true}) {
+GpuCollectorOptions withPcie() {
+  GpuCollectorOptions o;
+  o.pcie = true;
+  o.per_process = true;
+  return o;
+}
+
+Harness make(std::function<void(FakeGpuDriver&)> setup, GpuCollectorOptions options = withPcie()) {
   auto driver = std::make_unique<FakeGpuDriver>();
   FakeGpuDriver* raw = driver.get();
   FakeGpuDriver::Gpu gpu;
@@ -131,6 +137,30 @@ TEST(GpuCollector, PcieIsOffByDefault) {
   auto batch = collect(*h.collector);
   EXPECT_EQ(h.fake->pcie_calls, 0);
   EXPECT_FALSE(batch.gpus[0].pcie_tx_bytes_per_second);
+}
+
+// --gpu: one agent per job on a shared node samples only its GPUs, named by UUID or index.
+TEST(GpuCollector, OnlyTheSelectedGpusAreSampled) {
+  GpuCollectorOptions options = withPcie();
+  options.only = {"GPU-1111", "7"};
+  auto h = make(
+      [](FakeGpuDriver& f) {
+        FakeGpuDriver::Gpu second;
+        second.info = {1, "GPU-1111", "Fake H100", {}};
+        f.gpus.push_back(second);
+      },
+      options);
+  ASSERT_EQ(h.collector->gpus().size(), 1u);
+  EXPECT_EQ(h.collector->gpus()[0].uuid, "GPU-1111");
+  SampleBatch first;
+  const auto r = h.collector->collect({}, first);
+  EXPECT_NE(r.notice.find("no GPU 7 on this host"), std::string::npos) << r.notice;
+  ASSERT_EQ(first.gpus.size(), 1u);
+  EXPECT_EQ(first.gpus[0].gpu_index, 1u);
+  std::vector<std::string> unmatched;
+  const auto both = selectGpus(h.fake->devices().value, {"0", "GPU-1111", "1"}, &unmatched);
+  EXPECT_EQ(both.size(), 2u);  // index 1 and GPU-1111 are the same GPU: once
+  EXPECT_TRUE(unmatched.empty());
 }
 
 TEST(NvmlDriver, MissingLibraryIsReportedAsNoDriver) {

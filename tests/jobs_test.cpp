@@ -111,6 +111,11 @@ class JobTrackerTest : public ::testing::Test {
     tree_.mountinfo(
         101, "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n");
 
+    makeTracker();
+  }
+
+  // Two GPUs: the ranks of run7 on GPU-0 (101, with 200 beside it) and GPU-1 (102).
+  void makeTracker(std::vector<std::string> only_gpus = {}) {
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
     g0.info = {0, "GPU-0", "Fake", {}};
@@ -121,6 +126,7 @@ class JobTrackerTest : public ::testing::Test {
     JobTrackerOptions options;
     options.listen_dataloader = false;
     options.discovery_every_ticks = 1;
+    options.only_gpus = std::move(only_gpus);
     tracker_ =
         std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
     tracker_->setDeviceTree(loopOverVda());
@@ -136,6 +142,18 @@ class JobTrackerTest : public ::testing::Test {
   ProcTree tree_{dir_.path()};
   std::unique_ptr<JobTracker> tracker_;
 };
+
+// --gpu 1: an agent for the job on GPU 1 finds it through that GPU only; pid 200, alone on
+// GPU 0, is not its business.
+TEST_F(JobTrackerTest, OnlyJobsOnTheSelectedGpusAreFound) {
+  makeTracker({"1"});
+  const SampleBatch first = tick(1);
+  std::vector<std::string> keys;
+  for (const auto& d : first.job_updates) keys.push_back(d.key);
+  EXPECT_EQ(keys, std::vector<std::string>{"torchelastic:run7"});
+  ASSERT_EQ(first.job_updates.size(), 1u);
+  EXPECT_EQ(first.job_updates[0].gpus, std::vector<std::string>{"GPU-1"});
+}
 
 TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   const SampleBatch first = tick(1);
