@@ -43,6 +43,67 @@ struct RecordArgs {
   CLI::Option* smartctl_option = nullptr;
 };
 
+// The dataloader socket's mode and group; false (said on stderr) when they do not parse.
+bool toSocketOptions(const RecordArgs& args, collectors::DataloaderSocket::Options& socket) {
+  try {
+    size_t used = 0;
+    const unsigned long mode = std::stoul(args.socket_mode, &used, 8);
+    if (used != args.socket_mode.size() || mode > 0777) throw std::invalid_argument("mode");
+    socket.mode = static_cast<mode_t>(mode);
+  } catch (const std::exception&) {
+    std::cerr << "stallwatch record: --socket-mode '" << args.socket_mode
+              << "' is not an octal file mode (examples: 0660, 0666)\n";
+    return false;
+  }
+  if (!args.socket_group.empty()) {
+    // By name or number, as chgrp takes it.
+    std::vector<char> buffer(16384);
+    group grp{};
+    group* found = nullptr;
+    ::getgrnam_r(args.socket_group.c_str(), &grp, buffer.data(), buffer.size(), &found);
+    if (found) {
+      socket.group = found->gr_gid;
+    } else if (args.socket_group.find_first_not_of("0123456789") == std::string::npos &&
+               args.socket_group.size() < 10) {
+      socket.group = static_cast<gid_t>(std::stoul(args.socket_group));
+    } else {
+      std::cerr << "stallwatch record: --socket-group '" << args.socket_group
+                << "' is not a group of this host (getent group " << args.socket_group << ")\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Drive health: how often, with what time limit, and through smartctl if asked; false (said
+// on stderr) when the durations do not parse.
+bool toHealthOptions(const RecordArgs& args, agent::RecorderOptions& options) {
+  const auto every = parseDuration(args.health_interval);
+  const auto timeout = parseDuration(args.health_timeout);
+  if (!every || !timeout || timeout->count() <= 0) {
+    std::cerr
+        << "stallwatch record: --health-interval and --health-timeout take durations (10m, 10s; "
+           "--health-interval 0s turns drive health off)\n";
+    return false;
+  }
+  if (every->count() == 0) {
+    options.health.reset();
+  } else {
+    options.health =
+        agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
+                            std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
+  }
+  if (args.smartctl_option->count() > 0) {
+    // smartctl gets a little less than the health read's timeout, so that it is killed,
+    // not abandoned.
+    const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout) * 9 / 10;
+    options.drive_reader = std::make_shared<health::SmartctlFallbackReader>(
+        std::make_shared<health::NativeDriveReader>(),
+        args.smartctl.empty() ? "smartctl" : args.smartctl, limit);
+  }
+  return true;
+}
+
 int runRecord(const RecordArgs& args) {
   agent::RecorderOptions options;
   options.db_path =
@@ -89,34 +150,7 @@ int runRecord(const RecordArgs& args) {
   for (const auto& c : args.cgroups) jobs.cgroups.emplace_back(c);
   jobs.socket.path = args.socket.empty() ? collectors::defaultDataloaderSocketPath()
                                          : std::filesystem::path(args.socket);
-  try {
-    size_t used = 0;
-    const unsigned long mode = std::stoul(args.socket_mode, &used, 8);
-    if (used != args.socket_mode.size() || mode > 0777) throw std::invalid_argument("mode");
-    jobs.socket.mode = static_cast<mode_t>(mode);
-  } catch (const std::exception&) {
-    std::cerr << "stallwatch record: --socket-mode '" << args.socket_mode
-              << "' is not an octal file mode (examples: 0660, 0666)\n";
-    return 2;
-  }
-  if (!args.socket_group.empty()) {
-    // By name or number, as chgrp takes it.
-    std::vector<char> buffer(16384);
-    group grp{};
-    group* found = nullptr;
-    ::getgrnam_r(args.socket_group.c_str(), &grp, buffer.data(), buffer.size(), &found);
-    if (found) {
-      jobs.socket.group = found->gr_gid;
-    } else if (!args.socket_group.empty() &&
-               args.socket_group.find_first_not_of("0123456789") == std::string::npos &&
-               args.socket_group.size() < 10) {
-      jobs.socket.group = static_cast<gid_t>(std::stoul(args.socket_group));
-    } else {
-      std::cerr << "stallwatch record: --socket-group '" << args.socket_group
-                << "' is not a group of this host (getent group " << args.socket_group << ")\n";
-      return 2;
-    }
-  }
+  if (!toSocketOptions(args, jobs.socket)) return 2;
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
   }
@@ -127,31 +161,7 @@ int runRecord(const RecordArgs& args) {
               << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
     return 2;
   }
-  {
-    const auto every = parseDuration(args.health_interval);
-    const auto timeout = parseDuration(args.health_timeout);
-    if (!every || !timeout || timeout->count() <= 0) {
-      std::cerr
-          << "stallwatch record: --health-interval and --health-timeout take durations (10m, 10s; "
-             "--health-interval 0s turns drive health off)\n";
-      return 2;
-    }
-    if (every->count() == 0) {
-      options.health.reset();
-    } else {
-      options.health =
-          agent::HealthConfig{std::chrono::duration_cast<std::chrono::milliseconds>(*every),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(*timeout)};
-    }
-    if (args.smartctl_option->count() > 0) {
-      // smartctl gets a little less than the health read's timeout, so that it is killed,
-      // not abandoned.
-      const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout) * 9 / 10;
-      options.drive_reader = std::make_shared<health::SmartctlFallbackReader>(
-          std::make_shared<health::NativeDriveReader>(),
-          args.smartctl.empty() ? "smartctl" : args.smartctl, limit);
-    }
-  }
+  if (!toHealthOptions(args, options)) return 2;
   if (auto live = toLiveOptions(args.live, "record")) {
     options.live = std::move(*live);
   } else {

@@ -14,7 +14,7 @@ bool inPercentRange(double value) { return value >= 0.0 && value <= kMaxPercent;
 }  // namespace
 
 GpuCollector::GpuCollector(std::unique_ptr<GpuDriver> driver, GpuCollectorOptions options)
-    : driver_(std::move(driver)), options_(options) {
+    : driver_(std::move(driver)), options_(std::move(options)) {
   auto init = driver_->init();
   if (!init.ok()) {
     unavailable_ = init.message;
