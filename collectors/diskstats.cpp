@@ -84,6 +84,11 @@ void parseDiskstats(std::string_view text, DiskstatsParse& result) {
 
 namespace {
 
+bool neverUsed(const DiskStats& d) {
+  return d.reads_completed == 0 && d.writes_completed == 0 && d.in_flight == 0 && d.io_ticks_ms == 0 &&
+         d.discards_completed.value_or(0) == 0 && d.flushes_completed.value_or(0) == 0;
+}
+
 class DiskstatsCollector final : public Collector {
  public:
   explicit DiskstatsCollector(const SystemRoot& root) : file_(root.proc / "diskstats") {}
@@ -102,6 +107,9 @@ class DiskstatsCollector final : public Collector {
       out.disks.reserve(out.disks.size() + current_.devices.size());
       for (size_t i = 0; i < current_.devices.size(); ++i) {
         const DiskStats& d = current_.devices[i];
+        // A device that never did any I/O since boot (a loop device with nothing attached,
+        // an empty card reader) has nothing to say: no rows, no metric series.
+        if (neverUsed(d)) continue;
         const DiskStats* prev = previousOf(d, i);
         if (!prev) continue;  // a device that just appeared: rates from the next tick on
         auto result = computeDiskRates(*prev, d, elapsed);

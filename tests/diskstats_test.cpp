@@ -201,11 +201,19 @@ TEST(DiskstatsCollector, EmitsOneSamplePerDeviceFromTheSecondReading) {
                      "8 0 sda 110 0 880 80 0 0 0 0 0 600 80\n7 0 loop0 0 0 0 0 0 0 0 0 0 0 0\n");
   SampleBatch second;
   EXPECT_EQ(collector->collect({1'000'000'000, 1000}, second).outcome, Outcome::kData);
-  ASSERT_EQ(second.disks.size(), 2u);
+  // loop0 never did any I/O: no sample (no DB rows, no metric series) until it does.
+  ASSERT_EQ(second.disks.size(), 1u);
   EXPECT_EQ(second.disks[0].device, "sda");
   EXPECT_DOUBLE_EQ(*second.disks[0].rates.r_await_ms, 3.0);
   EXPECT_DOUBLE_EQ(second.disks[0].rates.util_percent, 50.0);
-  EXPECT_FALSE(second.disks[1].rates.r_await_ms);
+  testing::writeFile(file,
+                     "8 0 sda 110 0 880 80 0 0 0 0 0 600 80\n7 0 loop0 4 0 32 2 0 0 0 0 0 2 2\n");
+  SampleBatch third;
+  collector->collect({2'000'000'000, 2000}, third);
+  ASSERT_EQ(third.disks.size(), 2u);
+  EXPECT_FALSE(third.disks[0].rates.r_await_ms);  // sda idle this interval: no await, not 0
+  EXPECT_EQ(third.disks[1].device, "loop0");
+  EXPECT_DOUBLE_EQ(*third.disks[1].rates.r_await_ms, 0.5);
 }
 
 TEST(DiskstatsCollector, MissingFileIsAnErrorNotACrash) {
