@@ -23,17 +23,7 @@ struct ExportArgs {
 int runExport(const ExportArgs& args) {
   const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
   storage::TimeRange range;
-  const int64_t now = nowMs();
-  for (auto [text, target, flag] : {std::tuple{&args.since, &range.since_ms, "--since"},
-                                    std::tuple{&args.until, &range.until_ms, "--until"}}) {
-    if (text->empty()) continue;
-    *target = parseTimeArg(*text, now);
-    if (!*target) {
-      std::cerr << "stallwatch export: " << flag << " '" << *text
-                << "' is not a time (2026-11-22T02:00:00Z, epoch seconds, or a duration ago: 2h)\n";
-      return 2;
-    }
-  }
+  if (!parseTimeRange(args.since, args.until, range, "export")) return 2;
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
     const auto jobs = args.job ? recording.jobs(args.job) : recording.jobsOfRun(args.run_id);

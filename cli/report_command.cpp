@@ -22,19 +22,7 @@ struct ReportArgs {
 int runReport(const ReportArgs& args) {
   const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
   storage::TimeRange range;
-  const int64_t now = nowMs();
-  for (auto [text, target, flag] : {std::tuple{&args.since, &range.since_ms, "--since"},
-                                    std::tuple{&args.until, &range.until_ms, "--until"}}) {
-    if (text->empty()) continue;
-    *target = parseTimeArg(*text, now);
-    if (!*target) {
-      std::cerr << "stallwatch report: " << flag << " '" << *text
-                << "' is not a time (2026-11-22, 2026-11-22T02:00:00Z, '2026-11-22 04:00+02:00', "
-                   "epoch seconds "
-                   "1795318660 or milliseconds 1795318660000, or a duration ago: 2h, 1h30m)\n";
-      return 2;
-    }
-  }
+  if (!parseTimeRange(args.since, args.until, range, "report")) return 2;
   std::vector<JobReport> reports;
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <iostream>
 #include <string>
+#include <tuple>
 
 #include "cli/duration.h"
 
@@ -131,6 +133,24 @@ std::optional<int64_t> parseTimeArg(std::string_view text, int64_t now_ms) {
     return now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(*ago).count();
   }
   return std::nullopt;
+}
+
+bool parseTimeRange(const std::string& since, const std::string& until, storage::TimeRange& range,
+                    const char* command) {
+  const int64_t now = nowMs();
+  for (auto [text, target, flag] : {std::tuple{&since, &range.since_ms, "--since"},
+                                    std::tuple{&until, &range.until_ms, "--until"}}) {
+    if (text->empty()) continue;
+    *target = parseTimeArg(*text, now);
+    if (!*target) {
+      std::cerr << "stallwatch " << command << ": " << flag << " '" << *text
+                << "' is not a time (2026-11-22, 2026-11-22T02:00:00Z, '2026-11-22 04:00+02:00', "
+                   "epoch seconds "
+                   "1795318660 or milliseconds 1795318660000, or a duration ago: 2h, 1h30m)\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace stallwatch::cli

@@ -9,11 +9,19 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "storage/recording.h"
 
 namespace stallwatch::cli {
 
 std::optional<int64_t> parseTimeArg(std::string_view text, int64_t now_ms);
 int64_t nowMs();
+
+// --since and --until into RANGE (an empty one leaves that end open). False after saying on
+// stderr, as COMMAND, which one is not a time and what is.
+bool parseTimeRange(const std::string& since, const std::string& until, storage::TimeRange& range,
+                    const char* command);
 
 }  // namespace stallwatch::cli

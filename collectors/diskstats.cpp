@@ -85,8 +85,9 @@ void parseDiskstats(std::string_view text, DiskstatsParse& result) {
 namespace {
 
 bool neverUsed(const DiskStats& d) {
-  return d.reads_completed == 0 && d.writes_completed == 0 && d.in_flight == 0 && d.io_ticks_ms == 0 &&
-         d.discards_completed.value_or(0) == 0 && d.flushes_completed.value_or(0) == 0;
+  return d.reads_completed == 0 && d.writes_completed == 0 && d.in_flight == 0 &&
+         d.io_ticks_ms == 0 && d.discards_completed.value_or(0) == 0 &&
+         d.flushes_completed.value_or(0) == 0;
 }
 
 class DiskstatsCollector final : public Collector {
