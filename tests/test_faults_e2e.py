@@ -2,6 +2,7 @@
 or truncated DB at start, SIGKILL while writing, a writer that blocks (the DB's disk
 stalling, here an exclusive lock held by another process), and a full filesystem."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -40,7 +41,9 @@ class FaultsE2E(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
             p.communicate()
-        subprocess.run(["umount", os.path.join(self.tmp, "small")], capture_output=True)
+        small = os.path.join(self.tmp, "small")
+        if os.path.ismount(small) and subprocess.run(["umount", small], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", small], capture_output=True)  # still busy: detach it
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def record(self, *args, duration="2s"):
@@ -307,9 +310,10 @@ class FaultsE2E(unittest.TestCase):
         self.assertEqual(p.returncode, 0, err)
         self.assertGreater(failed, 0, err)
         self.assertGreaterEqual(intervals, 35)
-        c = sqlite3.connect(db)
-        self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
-        gap = c.execute("SELECT message FROM agent_events WHERE message LIKE 'database writes failed%'").fetchall()
+        # Closed before tearDown unmounts the tmpfs: an open file keeps it busy (and mounted).
+        with contextlib.closing(sqlite3.connect(db)) as c:
+            self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+            gap = c.execute("SELECT message FROM agent_events WHERE message LIKE 'database writes failed%'").fetchall()
         self.assertEqual(len(gap), 1, err)
         self.assertIn("full", gap[0][0])
 
