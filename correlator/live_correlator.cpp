@@ -203,9 +203,11 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     }
     const size_t margin = tailMargin();
     JobSeries s = model::tailOf(whole, stall_start > margin ? stall_start - margin : 0);
-    const Analysis a = analyzeJobOnHost(
-        s, [this](JobSeries& t, const auto& windows) { addOtherDevices(t, windows); },
-        config_.detector);
+    // The tail is already cut to what the stall's attribution looks at (the post-mortem's
+    // windows around an incident): the host's other devices over all of it, and one analysis,
+    // instead of analyzeJobOnHost's detection pass to find those windows first.
+    addOtherDevices(s, {{0, s.size() - 1}});
+    const Analysis a = analyzeJob(s, config_.detector);
     // The incident still going on: its last stalled interval is this one or the one before
     // (the detector bridges a single healthy interval).
     const Incident* ongoing = nullptr;
