@@ -23,7 +23,8 @@ class Columns {
   int64_t int64(const char* name) const { return at(name).getInt64(); }
   double real(const char* name) const { return at(name).getDouble(); }
   std::string text(const char* name) const {
-    return at(name).isNull() ? std::string() : at(name).getString();
+    const SQLite::Column c = at(name);
+    return c.isNull() ? std::string() : c.getString();
   }
   std::optional<double> optionalReal(const char* name) const {
     const SQLite::Column c = at(name);
@@ -42,24 +43,34 @@ inline std::optional<double> optionalReal(const SQLite::Column& c) {
   return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
 }
 
-// NAME bound to VALUE, or NULL without one (the "WHERE :x IS NULL OR col = :x" filters).
-template <typename T>
-void bindOptional(SQLite::Statement& st, const char* name, const std::optional<T>& value) {
+// The parameter KEY (a name, ":x", or a 1-based position) bound to VALUE, or NULL without
+// one (the "WHERE :x IS NULL OR col = :x" filters, optional readings).
+template <typename Key, typename T>
+void bindOptional(SQLite::Statement& st, Key key, const std::optional<T>& value) {
   if (!value) {
-    st.bind(name);
+    st.bind(key);
   } else if constexpr (std::is_floating_point_v<T>) {
-    st.bind(name, static_cast<double>(*value));
+    st.bind(key, static_cast<double>(*value));
   } else {
-    st.bind(name, static_cast<int64_t>(*value));
+    st.bind(key, static_cast<int64_t>(*value));
   }
 }
 
-inline void bindTextOrNull(SQLite::Statement& st, const char* name, const std::string& text) {
+// TEXT, or NULL for an empty one.
+template <typename Key>
+void bindTextOrNull(SQLite::Statement& st, Key key, const std::string& text) {
   if (text.empty()) {
-    st.bind(name);
+    st.bind(key);
   } else {
-    st.bind(name, text);
+    st.bind(key, text);
   }
+}
+
+// A list as the DB keeps it (GPU UUIDs, device names): comma-separated.
+inline std::string joinList(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out;
 }
 
 // A comma-separated list as the DB keeps it (GPU UUIDs, ranks); "" is no entries.

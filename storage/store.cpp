@@ -35,47 +35,13 @@ const Migration kMigrations[] = {
     {4, kSchemaV4Sql}, {5, kSchemaV5Sql}, {6, kSchemaV6Sql},
 };
 
-template <typename T>
-void bindOptional(SQLite::Statement& st, int index, const std::optional<T>& value) {
-  if (value) {
-    if constexpr (std::is_floating_point_v<T>) {
-      st.bind(index, static_cast<double>(*value));
-    } else {
-      st.bind(index, static_cast<int64_t>(*value));
-    }
-  } else {
-    st.bind(index);  // NULL
-  }
-}
-
-void bindText(SQLite::Statement& st, int index, const std::string& value) {
-  if (value.empty()) {
-    st.bind(index);
-  } else {
-    st.bind(index, value);
-  }
-}
-
 // "INSERT INTO TABLE (a, b) VALUES (:a, :b)": one list of columns, bound by name.
 std::string insertSql(const std::string& table, const std::string& columns) {
   std::string values;
-  size_t start = 0;
-  while (start < columns.size()) {
-    const size_t end = std::min(columns.find(',', start), columns.size());
-    const size_t first = columns.find_first_not_of(' ', start);
-    values += (values.empty() ? ":" : ", :") + columns.substr(first, end - first);
-    start = end + 1;
+  for (const auto& column : splitList(columns)) {
+    values += (values.empty() ? ":" : ", :") + column.substr(column.find_first_not_of(' '));
   }
   return "INSERT INTO " + table + " (" + columns + ") VALUES (" + values + ")";
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out += ',';
-    out += p;
-  }
-  return out;
 }
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -325,16 +291,16 @@ void Store::upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms) {
     if (!d.major || !d.minor) continue;  // without a device number it cannot be matched
     const int64_t id = deviceId(d.name, *d.major, *d.minor, seen_ms);
     st.bind(1, collectors::toString(d.kind));
-    bindText(st, 2, d.parent);
-    bindText(st, 3, join(d.slaves));
-    bindText(st, 4, d.dm_name);
-    bindText(st, 5, d.backing_file);
-    bindText(st, 6, d.backing_device);
-    bindText(st, 7, join(tree.physicalDevices(d.name)));
-    bindText(st, 8, d.identity.model);
-    bindText(st, 9, d.identity.serial);
-    bindText(st, 10, d.identity.wwn);
-    bindText(st, 11, d.identity.transport);
+    bindTextOrNull(st, 2, d.parent);
+    bindTextOrNull(st, 3, joinList(d.slaves));
+    bindTextOrNull(st, 4, d.dm_name);
+    bindTextOrNull(st, 5, d.backing_file);
+    bindTextOrNull(st, 6, d.backing_device);
+    bindTextOrNull(st, 7, joinList(tree.physicalDevices(d.name)));
+    bindTextOrNull(st, 8, d.identity.model);
+    bindTextOrNull(st, 9, d.identity.serial);
+    bindTextOrNull(st, 10, d.identity.wwn);
+    bindTextOrNull(st, 11, d.identity.transport);
     if (d.identity.rotational) {
       st.bind(12, *d.identity.rotational ? 1 : 0);
     } else {
@@ -508,7 +474,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(":root_pid", static_cast<int64_t>(j.root_pid));
     bindTextOrNull(st, ":cmdline", j.cmdline);
     bindTextOrNull(st, ":labels", j.labels);
-    bindTextOrNull(st, ":gpus", join(j.gpus));  // comma-separated in the DB
+    bindTextOrNull(st, ":gpus", joinList(j.gpus));  // comma-separated in the DB
     st.bind(":started_ms", j.started_ms);
     bindOptional(st, ":ended_ms", j.ended_ms);
     st.bind(":last_seen_ms", b.wall_time_ms);
@@ -672,7 +638,7 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
   }
   ev.bind(4, model::toString(e.kind));
   ev.bind(5, model::toString(i.cls));
-  bindText(ev, 6, i.device);
+  bindTextOrNull(ev, 6, i.device);
   ev.bind(7, live.notified ? 1 : 0);
   ev.exec();
   tx.commit();
@@ -695,8 +661,8 @@ void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   st.bind(4, health::toString(r.kind));
   st.bind(5, r.source);
   st.bind(6, health::toString(h.verdict.verdict));
-  bindText(st, 7, r.model);
-  bindText(st, 8, r.serial);
+  bindTextOrNull(st, 7, r.model);
+  bindTextOrNull(st, 8, r.serial);
   if (r.passed) {
     st.bind(9, *r.passed ? 1 : 0);
   } else {
@@ -707,7 +673,7 @@ void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
   st.bind(12, health::toJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false,
                                                          nlohmann::json::error_handler_t::replace));
-  bindText(st, 14, r.note);
+  bindTextOrNull(st, 14, r.note);
   st.exec();
 }
 
