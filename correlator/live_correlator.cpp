@@ -10,6 +10,20 @@ std::optional<double> toOptional(const std::optional<uint64_t>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
+// Interval I of a job's (or a rank's) series from its sample: the figures JobSample and
+// RankSample share, under the same names in JobSeries and RankSeries.
+template <typename Series, typename Sample>
+void setProcessFigures(Series& s, size_t i, const Sample& x) {
+  s.gpu_util_percent[i] = x.gpu_util_percent;
+  s.gpu_work_percent[i] = x.gpu_work_percent;
+  s.steps[i] = toOptional(x.steps);
+  s.data_wait_s[i] = x.data_wait_seconds;
+  s.read_bytes_per_s[i] = x.read_bytes_per_second;
+  s.write_bytes_per_s[i] = x.write_bytes_per_second;
+  s.workers_cpu[i] = x.workers_cpu_ratio;
+  s.d_state_threads[i] = static_cast<double>(x.d_state_threads);
+}
+
 }  // namespace
 
 LiveCorrelator::LiveCorrelator(const LiveConfig& config) : config_(config) {
@@ -21,15 +35,8 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   JobSeries& s = job.series;
   const size_t i = model::appendInterval(s, b.wall_time_ms, b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
-  s.gpu_util_percent[i] = j.gpu_util_percent;
-  s.gpu_work_percent[i] = j.gpu_work_percent;
-  s.steps[i] = toOptional(j.steps);
-  s.data_wait_s[i] = j.data_wait_seconds;
+  setProcessFigures(s, i, j);
   s.step_s[i] = j.step_seconds;
-  s.read_bytes_per_s[i] = j.read_bytes_per_second;
-  s.write_bytes_per_s[i] = j.write_bytes_per_second;
-  s.workers_cpu[i] = j.workers_cpu_ratio;
-  s.d_state_threads[i] = static_cast<double>(j.d_state_threads);
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
@@ -52,14 +59,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
       rank.pid = d->second.pid;
       rank.gpu = d->second.gpu;
     }
-    rank.gpu_util_percent[i] = r.gpu_util_percent;
-    rank.gpu_work_percent[i] = r.gpu_work_percent;
-    rank.steps[i] = toOptional(r.steps);
-    rank.data_wait_s[i] = r.data_wait_seconds;
-    rank.read_bytes_per_s[i] = r.read_bytes_per_second;
-    rank.write_bytes_per_s[i] = r.write_bytes_per_second;
-    rank.workers_cpu[i] = r.workers_cpu_ratio;
-    rank.d_state_threads[i] = static_cast<double>(r.d_state_threads);
+    setProcessFigures(rank, i, r);
   }
   trim(s);
 }
