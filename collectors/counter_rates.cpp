@@ -16,10 +16,13 @@ namespace {
 
 constexpr uint64_t k32BitWrap = uint64_t{1} << 32;
 
-std::optional<double> perSecond(const std::optional<uint64_t>& previous,
-                                const std::optional<uint64_t>& current, double elapsed_seconds) {
+// Δ per second of an optional counter (a field older kernels lack); none when either reading
+// lacks it or it went backwards (a reset: no figure rather than a made-up one).
+std::optional<double> optionalPerSecond(const std::optional<uint64_t>& previous,
+                                        const std::optional<uint64_t>& current,
+                                        double elapsed_seconds) {
   if (!previous || !current || *current < *previous) return std::nullopt;
-  return static_cast<double>(*current - *previous) / elapsed_seconds;
+  return perSecond(static_cast<double>(*current - *previous), elapsed_seconds);
 }
 
 // Δ time / Δ count, or none when nothing completed in the interval.
@@ -70,11 +73,11 @@ DiskRatesResult computeDiskRates(const DiskStats& previous, const DiskStats& cur
   r.r_await_ms = await(deltaWrapping32(previous.read_time_ms, current.read_time_ms), reads);
   r.w_await_ms = await(deltaWrapping32(previous.write_time_ms, current.write_time_ms), writes);
   r.discards_per_second =
-      perSecond(previous.discards_completed, current.discards_completed, elapsed_seconds);
+      optionalPerSecond(previous.discards_completed, current.discards_completed, elapsed_seconds);
   r.d_await_ms = optionalAwait(previous.discard_time_ms, current.discard_time_ms,
                                previous.discards_completed, current.discards_completed);
   r.flushes_per_second =
-      perSecond(previous.flushes_completed, current.flushes_completed, elapsed_seconds);
+      optionalPerSecond(previous.flushes_completed, current.flushes_completed, elapsed_seconds);
   r.f_await_ms = optionalAwait(previous.flush_time_ms, current.flush_time_ms,
                                previous.flushes_completed, current.flushes_completed);
   r.aqu_sz = static_cast<double>(
