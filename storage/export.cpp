@@ -56,13 +56,10 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
   result.to_ms = INT64_MIN;
   std::string job_ids;  // ",1,4," for instr()
   for (const auto& job : jobs) {
-    const auto series = recording.jobSeries(job, range);
-    if (series.size() == 0) continue;
-    // The interval of the first sample starts before its timestamp.
-    result.from_ms =
-        std::min(result.from_ms,
-                 series.ts_ms.front() - static_cast<int64_t>(series.interval_s.front() * 1000));
-    result.to_ms = std::max(result.to_ms, series.ts_ms.back());
+    const auto span = recording.sampleSpan(job, range);
+    if (!span) continue;
+    result.from_ms = std::min(result.from_ms, span->first);
+    result.to_ms = std::max(result.to_ms, span->second);
     job_ids += (job_ids.empty() ? "," : "") + std::to_string(job.job_id) + ",";
   }
   if (job_ids.empty()) throw StoreError("the job has no samples in the range; nothing to export");

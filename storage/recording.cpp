@@ -374,6 +374,21 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   return s;
 }
 
+std::optional<std::pair<int64_t, int64_t>> Recording::sampleSpan(const JobRecord& job,
+                                                                 const TimeRange& range) {
+  SQLite::Statement q(
+      db_,
+      "SELECT ts_ms - interval_ms AS from_ms, "
+      "(SELECT max(ts_ms) FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN "
+      ":since_ms AND :until_ms) AS to_ms FROM job_samples WHERE job_id = :job_id AND ts_ms "
+      "BETWEEN :since_ms AND :until_ms ORDER BY ts_ms LIMIT 1");
+  q.bind(":job_id", job.job_id);
+  bindRange(q, range);
+  if (!q.executeStep()) return std::nullopt;
+  const Columns c(q);
+  return std::pair{c.int64("from_ms"), c.int64("to_ms")};
+}
+
 void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s,
                                 const IntervalWindows& windows) {
   if (windows.empty() || s.size() == 0) return;

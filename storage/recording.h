@@ -108,6 +108,10 @@ class Recording {
   // The job's series over RANGE: its own samples, its GPUs', host pressure, and the devices
   // the job had files on (whole).
   model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range);
+  // The span of the job's samples within RANGE, without reading them: from the start of the
+  // first one's interval to the end of the last one; none without samples there.
+  std::optional<std::pair<int64_t, int64_t>> sampleSpan(const JobRecord& job,
+                                                        const TimeRange& range);
   // Adds the host's other devices to SERIES, read only within WINDOWS: they appear in the
   // evidence of incidents there and are never blamed. Reading them whole would cost a week's
   // samples of every disk for a few minutes of evidence.
