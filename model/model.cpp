@@ -90,9 +90,9 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   };
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
-  // forEachSeries visits both in the same order; it does not modify S.
+  // forEachSeries visits both in the same order.
   std::vector<const Series*> source;
-  const_cast<JobSeries&>(s).forEachSeries([&](Series& x) { source.push_back(&x); });
+  s.forEachSeries([&](const Series& x) { source.push_back(&x); });
   size_t k = 0;
   t.forEachSeries([&](Series& x) { x = from(*source[k++]); });
   return t;

@@ -36,8 +36,19 @@ struct RankSeries {
   // Every per-interval series of the rank: the one list of them.
   template <typename Fn>
   void forEachSeries(Fn fn) {
-    for (Series* x : {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &read_bytes_per_s,
-                      &write_bytes_per_s, &workers_cpu, &d_state_threads}) {
+    each(*this, fn);
+  }
+  template <typename Fn>
+  void forEachSeries(Fn fn) const {
+    each(*this, fn);
+  }
+
+ private:
+  template <typename Self, typename Fn>
+  static void each(Self& s, Fn fn) {
+    for (auto* x :
+         {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.read_bytes_per_s,
+          &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads}) {
       fn(*x);
     }
   }
@@ -60,15 +71,26 @@ struct JobSeries {
   // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
   template <typename Fn>
   void forEachSeries(Fn fn) {
-    for (Series* x :
-         {&gpu_util_percent, &gpu_work_percent, &steps, &data_wait_s, &step_s, &read_bytes_per_s,
-          &write_bytes_per_s, &workers_cpu, &d_state_threads, &io_some, &cpu_some}) {
+    each(*this, fn);
+  }
+  template <typename Fn>
+  void forEachSeries(Fn fn) const {
+    each(*this, fn);
+  }
+
+ private:
+  // The one list, for a series to change (JobSeries&) or to read (const JobSeries&).
+  template <typename Self, typename Fn>
+  static void each(Self& s, Fn fn) {
+    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
+                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
+                    &s.io_some, &s.cpu_some}) {
       fn(*x);
     }
-    for (auto& d : devices) {
-      for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
+    for (auto& d : s.devices) {
+      for (auto* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
     }
-    for (auto& r : ranks) r.forEachSeries(fn);
+    for (auto& r : s.ranks) r.forEachSeries(fn);
   }
 };
 
