@@ -30,10 +30,7 @@ void DeviceTopology::afterTick(const collectors::SampleBatch& batch,
     disk_names_.clear();
     for (const auto& d : batch.disks) disk_names_.push_back(d.device);
   }
-  if (devices_changed || mounts_changed_.changed() || now - last_rescan_ >= rescan_every_) {
-    rescan();
-    last_rescan_ = now;
-  }
+  if (devices_changed || mounts_changed_.changed() || now - last_rescan_ >= rescan_every_) rescan();
 }
 
 }  // namespace stallwatch::agent

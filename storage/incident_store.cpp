@@ -50,6 +50,22 @@ std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
   return out;
 }
 
+// The one list of an incident's stored fields, in bindIncident's parameters' names.
+constexpr const char* kIncidentFields =
+    "start_ms, end_ms, class, device, physical_device, idle_share, gpu_seconds_lost, confidence, "
+    "evidence, "
+    "straggler_rank, straggler_pid, straggler_gpu, waiting_ranks";
+
+std::string insertIncidentSql() {
+  return insertSql("incidents",
+                   std::string("job_id, ") + kIncidentFields + ", source, detected_ms");
+}
+
+std::string updateIncidentSql() {
+  return "UPDATE incidents SET " + assignmentsSql(kIncidentFields) +
+         " WHERE incident_id = :incident_id";
+}
+
 void bindIncident(SQLite::Statement& st, const model::Incident& inc) {
   st.bind(":start_ms", inc.start_ms);
   st.bind(":end_ms", inc.end_ms);
@@ -80,9 +96,7 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
   del.bind(":job_id", job_id);
   del.bind(":source", source);
   del.exec();
-  SQLite::Statement ins(db, std::string("INSERT INTO incidents (job_id, ") + kIncidentColumns +
-                                ", source, detected_ms) VALUES (:job_id, " + kIncidentValues +
-                                ", :source, :detected_ms)");
+  SQLite::Statement ins(db, insertIncidentSql());
   for (const auto& inc : incidents) {
     ins.bind(":job_id", job_id);
     bindIncident(ins, inc);

@@ -30,22 +30,10 @@ std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
 // :device, :physical_device, :idle_share, :gpu_seconds_lost, :confidence, :evidence,
 // :straggler_rank, :straggler_pid, :straggler_gpu and :waiting_ranks of ST.
 void bindIncident(SQLite::Statement& st, const model::Incident& incident);
-// Those parameters in that order, for an INSERT's VALUES or an UPDATE's SET.
-inline constexpr const char* kIncidentColumns =
-    "start_ms, end_ms, class, device, physical_device, idle_share, gpu_seconds_lost, confidence, "
-    "evidence, "
-    "straggler_rank, straggler_pid, straggler_gpu, waiting_ranks";
-inline constexpr const char* kIncidentValues =
-    ":start_ms, :end_ms, :class, :device, :physical_device, :idle_share, :gpu_seconds_lost, "
-    ":confidence, "
-    ":evidence, :straggler_rank, :straggler_pid, :straggler_gpu, :waiting_ranks";
-inline constexpr const char* kIncidentAssignments =
-    "start_ms=:start_ms, end_ms=:end_ms, class=:class, device=:device, "
-    "physical_device=:physical_device, "
-    "idle_share=:idle_share, gpu_seconds_lost=:gpu_seconds_lost, confidence=:confidence, "
-    "evidence=:evidence, "
-    "straggler_rank=:straggler_rank, straggler_pid=:straggler_pid, straggler_gpu=:straggler_gpu, "
-    "waiting_ranks=:waiting_ranks";
+// The statements that write them, with those parameters: an INSERT that also takes :job_id,
+// :source and :detected_ms, and an UPDATE of the fields WHERE incident_id = :incident_id.
+std::string insertIncidentSql();
+std::string updateIncidentSql();
 
 // Replaces the job's incidents from SOURCE with INCIDENTS, in one transaction.
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,

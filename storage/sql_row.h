@@ -86,4 +86,23 @@ inline std::vector<std::string> splitList(const std::string& text) {
   return out;
 }
 
+// "INSERT INTO TABLE (a, b) VALUES (:a, :b)": one list of columns, bound by name.
+inline std::string insertSql(const std::string& table, const std::string& columns) {
+  std::string values;
+  for (const auto& column : splitList(columns)) {
+    values += (values.empty() ? ":" : ", :") + column.substr(column.find_first_not_of(' '));
+  }
+  return "INSERT INTO " + table + " (" + columns + ") VALUES (" + values + ")";
+}
+
+// "a=:a, b=:b" for COLUMNS "a, b": an UPDATE's SET, bound by name.
+inline std::string assignmentsSql(const std::string& columns) {
+  std::string out;
+  for (const auto& c : splitList(columns)) {
+    const std::string column = c.substr(c.find_first_not_of(' '));
+    out += (out.empty() ? "" : ", ") + column + "=:" + column;
+  }
+  return out;
+}
+
 }  // namespace stallwatch::storage

@@ -35,15 +35,6 @@ const Migration kMigrations[] = {
     {4, kSchemaV4Sql}, {5, kSchemaV5Sql}, {6, kSchemaV6Sql},
 };
 
-// "INSERT INTO TABLE (a, b) VALUES (:a, :b)": one list of columns, bound by name.
-std::string insertSql(const std::string& table, const std::string& columns) {
-  std::string values;
-  for (const auto& column : splitList(columns)) {
-    values += (values.empty() ? ":" : ", :") + column.substr(column.find_first_not_of(' '));
-  }
-  return "INSERT INTO " + table + " (" + columns + ") VALUES (" + values + ")";
-}
-
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
 // files 0644 less the umask, never leaves the history readable by everyone. WAL and SHM
 // files take the DB file's mode.
@@ -608,16 +599,14 @@ void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
   int64_t incident_id = 0;
   if (auto it = live_incident_ids_.find(e.live_id); it != live_incident_ids_.end()) {
     incident_id = it->second;
-    SQLite::Statement st(db_, std::string("UPDATE incidents SET ") + kIncidentAssignments +
-                                  " WHERE incident_id = :incident_id");
+    SQLite::Statement st(db_, updateIncidentSql());
     bindIncident(st, i);
     st.bind(":incident_id", incident_id);
     st.exec();
   } else {
-    SQLite::Statement st(db_, std::string("INSERT INTO incidents (job_id, ") + kIncidentColumns +
-                                  ", source, detected_ms) VALUES (:job_id, " + kIncidentValues +
-                                  ", 'live', :detected_ms) RETURNING incident_id");
+    SQLite::Statement st(db_, insertIncidentSql() + " RETURNING incident_id");
     st.bind(":job_id", job);
+    st.bind(":source", "live");
     bindIncident(st, i);
     st.bind(":detected_ms", e.ts_ms);
     st.executeStep();
