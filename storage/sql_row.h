@@ -100,7 +100,8 @@ inline std::string assignmentsSql(const std::string& columns) {
   std::string out;
   for (const auto& c : splitList(columns)) {
     const std::string column = c.substr(c.find_first_not_of(' '));
-    out += (out.empty() ? "" : ", ") + column + "=:" + column;
+    if (!out.empty()) out += ", ";
+    out.append(column).append("=:").append(column);
   }
   return out;
 }
