@@ -22,8 +22,10 @@ constexpr size_t kMinBaselineForAttribution = 5;
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc);
 
-void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<bool>& stalled,
-               Incident& inc) {
+}  // namespace
+
+void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
+                       const DetectorConfig& cfg, Incident& inc) {
   std::vector<size_t> base;
   const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
   for (size_t i = from; i < inc.first; ++i) {
@@ -42,6 +44,8 @@ void attribute(const JobSeries& s, const DetectorConfig& cfg, const std::vector<
   }
   attributeCause(s, cfg, base, inc);
 }
+
+namespace {
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc) {
@@ -305,7 +309,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
                                     : drop * s.interval_s[k] * s.gpu_count;
       }
       inc.idle_share = capacity > 0 ? lost / capacity : 0.0;
-      attribute(s, cfg, a.stalled, inc);
+      attributeIncident(s, a.stalled, cfg, inc);
       a.gpu_seconds_lost[static_cast<int>(inc.cls)] += inc.gpu_seconds_lost;
       a.incidents.push_back(std::move(inc));
     }

@@ -93,6 +93,14 @@ struct Analysis {
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 
+// Explains INC (its first and last intervals set) on SERIES: the cause, its evidence, and the
+// straggler of a job of several ranks, each signal against its baseline over the intervals
+// before INC that STALLED (analyzeJob's per-interval verdict) calls healthy. What analyzeJob
+// does for every incident it finds; a report across nodes uses it to explain a window the whole
+// job stalled in on the series of the node that held it back.
+void attributeIncident(const JobSeries& series, const std::vector<bool>& stalled,
+                       const DetectorConfig& config, Incident& inc);
+
 // Adds the host's other devices to SERIES within WINDOWS (interval index ranges, inclusive),
 // as devices the job does not read: evidence that a slow disk was the job's alone, or the
 // whole host's. The post-mortem reads them from the recording, the live correlator from the

@@ -27,7 +27,9 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
-    const std::string name = "rank " + std::to_string(rank.rank);
+    // Across nodes each "rank" stands for a node (its slowest rank): named by its host.
+    const std::string name =
+        rank.node.empty() ? "rank " + std::to_string(rank.rank) : "node " + rank.node;
     Check util = compare(
         "gpu_util_percent " + name, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);

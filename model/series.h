@@ -28,7 +28,8 @@ struct DeviceSeries {
 struct RankSeries {
   int32_t rank = 0;
   uint32_t pid = 0;
-  std::string gpu;  // UUID
+  std::string gpu;   // UUID
+  std::string node;  // the host it ran on, in a job read across nodes; "" within one node
   Series gpu_util_percent, gpu_work_percent;
   Series steps, data_wait_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "health/reading_json.h"
+#include "storage/runs_across_nodes.h"
 #include "storage/sql_row.h"
 #include "storage/store.h"
 
@@ -105,6 +106,38 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
   }
 }
 
+// The node summary's one rank (Recording::Detail::kNodeSummary): the job's own figures, with
+// the least busy GPU and the longest data wait of its ranks where it ran several (PER_RANK).
+void loadSlowestRank(SQLite::Database& db, int64_t job_id, bool per_rank, model::JobSeries& s) {
+  model::RankSeries& r = s.ranks.front();
+  r.gpu_util_percent = s.gpu_util_percent;
+  r.gpu_work_percent = s.gpu_work_percent;
+  r.steps = s.steps;
+  r.data_wait_s = s.data_wait_s;
+  r.read_bytes_per_s = s.read_bytes_per_s;
+  r.write_bytes_per_s = s.write_bytes_per_s;
+  r.workers_cpu = s.workers_cpu;
+  r.d_state_threads = s.d_state_threads;
+  if (!per_rank) return;
+  // One row per interval, aggregated inside SQLite from the (job_id, ts_ms, rank) index.
+  SQLite::Statement q(db,
+                      "SELECT ts_ms, min(gpu_util_percent) AS gpu_util, "
+                      "min(gpu_work_percent) AS gpu_work, max(data_wait_seconds) AS data_wait "
+                      "FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND "
+                      ":to_ms GROUP BY ts_ms ORDER BY ts_ms");
+  q.bind(":job_id", job_id);
+  q.bind(":from_ms", s.ts_ms.front());
+  q.bind(":to_ms", s.ts_ms.back());
+  const Columns c(q);
+  const int util_c = c.index("gpu_util"), work_c = c.index("gpu_work"),
+            wait_c = c.index("data_wait");
+  mergeByTime(q, s.ts_ms, [&](size_t i) {
+    if (auto v = optionalReal(q.getColumn(util_c))) r.gpu_util_percent[i] = v;
+    if (auto v = optionalReal(q.getColumn(work_c))) r.gpu_work_percent[i] = v;
+    if (auto v = optionalReal(q.getColumn(wait_c))) r.data_wait_s[i] = v;
+  });
+}
+
 // Throws StoreError unless DB is a stallwatch recording (schema 1 or later, with its runs
 // table) of a version this stallwatch understands; returns that version.
 int checkRecording(SQLite::Database& db, const std::string& path) {
@@ -194,7 +227,9 @@ std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
 std::vector<JobRecord> Recording::jobsOfRun(const std::string& run_id) {
   std::vector<JobRecord> out;
   for (auto& job : jobs()) {
-    if (job.key == run_id || job.key == "slurm:" + run_id || job.key == "torchelastic:" + run_id) {
+    const std::string run = runKeyOf(job);  // a cgroup's job: the run its environment names
+    if (job.key == run_id || run == run_id || run == "slurm:" + run_id ||
+        run == "torchelastic:" + run_id) {
       out.push_back(std::move(job));
     }
   }
@@ -271,7 +306,7 @@ JobActivity Recording::activity(const JobRecord& job) {
   return a;
 }
 
-model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& range) {
+model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& range, Detail detail) {
   model::JobSeries s;
   {
     // Read-only readers do not migrate: a schema-2 recording has no per-job GPU mean, one
@@ -342,6 +377,15 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       if (count[i]) s.gpu_util_percent[i] = sum[i] / count[i];
     }
   }
+  if (detail == Detail::kNodeSummary) {
+    const auto ranks = ranksOf(job);
+    model::RankSeries& node =
+        model::addRank(s, ranks.empty() ? 0 : *std::min_element(ranks.begin(), ranks.end()));
+    node.pid = static_cast<uint32_t>(job.root_pid);
+    if (!job.gpu_uuids.empty()) node.gpu = job.gpu_uuids.front();
+    loadSlowestRank(db_, job.job_id, version_ >= 6 && ranks.size() >= 2, s);
+    return s;
+  }
   for (auto [resource, target] : {std::pair{"io", &s.io_some}, std::pair{"cpu", &s.cpu_some}}) {
     SQLite::Statement q(db_,
                         "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
@@ -372,6 +416,32 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   }
   if (version_ >= 6) loadRanks(db_, job.job_id, from, to, s);
   return s;
+}
+
+std::vector<int32_t> Recording::ranksOf(const JobRecord& job) {
+  std::vector<int32_t> ranks;
+  if (version_ >= 6) {
+    SQLite::Statement q(db_, "SELECT rank FROM job_ranks WHERE job_id = :job_id ORDER BY rank");
+    q.bind(":job_id", job.job_id);
+    while (q.executeStep()) ranks.push_back(q.getColumn(0).getInt());
+  }
+  if (!ranks.empty()) return ranks;
+  for (const auto& label : splitList(job.labels)) {
+    if (label.rfind("RANK=", 0) != 0) continue;
+    try {
+      size_t used = 0;
+      const int rank = std::stoi(label.substr(5), &used);
+      if (used == label.size() - 5 && rank >= 0) ranks.push_back(rank);
+    } catch (const std::exception&) {
+      // not a number: the job's rank is not known
+    }
+  }
+  return ranks;
+}
+
+std::string Recording::hostName() {
+  SQLite::Statement q(db_, "SELECT hostname FROM runs ORDER BY started_ms DESC LIMIT 1");
+  return q.executeStep() ? q.getColumn(0).getString() : std::string();
 }
 
 std::optional<std::pair<int64_t, int64_t>> Recording::sampleSpan(const JobRecord& job,

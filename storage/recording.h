@@ -105,9 +105,23 @@ class Recording {
   std::vector<JobRecord> jobsOfRun(const std::string& run_id);
   JobActivity activity(const JobRecord& job);
 
-  // The job's series over RANGE: its own samples, its GPUs', host pressure, and the devices
-  // the job had files on (whole).
-  model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range);
+  // How much of a job's series to read.
+  enum class Detail {
+    kFull,  // its own samples, its GPUs', host pressure, its devices (whole), its ranks
+    // What a report across nodes judges this node by: the job's own samples and one rank
+    // standing for all of this node's (its lowest rank number): in each interval the least busy
+    // GPU and the longest data wait among them, as a synchronous job moves at its slowest
+    // rank's pace. No devices, pressure or per-rank series: a day of 8 ranks stays small.
+    kNodeSummary,
+  };
+  // The job's series over RANGE, as much of it as DETAIL says.
+  model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range,
+                             Detail detail = Detail::kFull);
+  // The global ranks the job ran on this host: its job_ranks rows (schema 6), else the RANK its
+  // environment gave (labels); empty if neither says.
+  std::vector<int32_t> ranksOf(const JobRecord& job);
+  // The host that recorded it: the hostname of its latest run.
+  std::string hostName();
   // The span of the job's samples within RANGE, without reading them: from the start of the
   // first one's interval to the end of the last one; none without samples there.
   std::optional<std::pair<int64_t, int64_t>> sampleSpan(const JobRecord& job,

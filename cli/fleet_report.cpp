@@ -1,0 +1,372 @@
+#include "cli/fleet_report.h"
+
+#include <fmt/format.h>
+#include <glob.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cli/report.h"
+
+namespace stallwatch::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool isPattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+// One recording of the run, open for the reads the analysis asks for.
+struct OpenNode {
+  std::unique_ptr<storage::Recording> recording;
+  std::string host;
+};
+
+// Node names as people know them: the host, or host/file where two recordings say the same
+// host (one machine standing in for several nodes, or a node recorded twice).
+std::vector<std::string> nodeNames(const std::vector<std::string>& hosts,
+                                   const std::vector<std::string>& paths) {
+  std::map<std::string, int> count;
+  for (const auto& h : hosts) ++count[h];
+  std::vector<std::string> names;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const std::string host = hosts[i].empty() ? "?" : hosts[i];
+    names.push_back(count[hosts[i]] > 1 ? host + "/" + fs::path(paths[i]).stem().string() : host);
+  }
+  return names;
+}
+
+std::string rankList(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j > i + 1    ? fmt::format("{}-{}", ranks[i], ranks[j])
+                                        : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
+                                                     : std::to_string(ranks[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string seconds(int64_t ms) {
+  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+}
+
+}  // namespace
+
+FleetInputs recordingPaths(const std::vector<std::string>& args) {
+  FleetInputs in;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& p) {
+    if (seen.insert(fs::weakly_canonical(p).string()).second) in.paths.push_back(p);
+  };
+  for (const auto& arg : args) {
+    std::error_code ec;
+    if (fs::is_directory(arg, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(arg, ec)) {
+        if (e.is_regular_file() && e.path().extension() == ".db")
+          found.push_back(e.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty()) in.problems.push_back(arg + ": a directory with no *.db file in it");
+      for (const auto& f : found) add(f);
+    } else if (isPattern(arg)) {
+      glob_t g{};
+      if (::glob(arg.c_str(), 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) add(g.gl_pathv[i]);
+      } else {
+        in.problems.push_back(arg + ": matches no file");
+      }
+      ::globfree(&g);
+    } else {
+      add(arg);
+    }
+  }
+  return in;
+}
+
+std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::string& run_id,
+                                           const storage::TimeRange& range) {
+  // Open every recording and list its jobs; one that cannot be read is said, not fatal: the
+  // report then names the ranks it lacks.
+  std::vector<OpenNode> open;
+  std::vector<std::string> paths, hosts;
+  std::vector<std::vector<storage::JobRecord>> jobs;
+  for (const auto& path : inputs.paths) {
+    try {
+      auto rec = std::make_unique<storage::Recording>(
+          storage::Recording::open(path, storage::Recording::Needs::kJobTables));
+      auto listed = run_id.empty() ? rec->jobs() : rec->jobsOfRun(run_id);
+      hosts.push_back(rec->hostName());
+      paths.push_back(path);
+      jobs.push_back(std::move(listed));
+      open.push_back({std::move(rec), hosts.back()});
+      ++inputs.opened;
+    } catch (const std::exception& e) {
+      inputs.problems.push_back(e.what());
+    }
+  }
+  const auto names = nodeNames(hosts, paths);
+  std::vector<FleetReport> reports;
+  for (auto& run : storage::groupRuns(jobs)) {
+    FleetReport report;
+    report.run = run;
+    // Each node's summary read on a thread of its own: one connection per recording.
+    std::vector<std::future<correlator::NodeJob>> reading;
+    for (const auto& nj : run.jobs) {
+      reading.push_back(std::async(std::launch::async, [&, nj] {
+        storage::Recording& rec = *open[nj.recording].recording;
+        correlator::NodeJob node;
+        node.node = names[nj.recording];
+        node.ranks = rec.ranksOf(nj.job);
+        node.summary = rec.jobSeries(nj.job, range, storage::Recording::Detail::kNodeSummary);
+        return node;
+      }));
+    }
+    std::vector<correlator::NodeJob> nodes;
+    std::vector<const storage::NodeJobRecord*> of_node;
+    for (size_t i = 0; i < reading.size(); ++i) {
+      auto node = reading[i].get();
+      if (node.summary.size() == 0) continue;
+      const auto& nj = run.jobs[i];
+      report.nodes.push_back({node.node, paths[nj.recording], nj.job.job_id, node.ranks,
+                              node.summary.gpu_count, node.summary.size()});
+      of_node.push_back(&nj);
+      nodes.push_back(std::move(node));
+    }
+    if (nodes.empty()) continue;
+    // Nodes in rank order, so that the first (the clock reference) is rank 0's where known.
+    std::vector<size_t> order(nodes.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto lowest = [&](size_t i) {
+      return nodes[i].ranks.empty()
+                 ? INT32_MAX
+                 : *std::min_element(nodes[i].ranks.begin(), nodes[i].ranks.end());
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return lowest(a) < lowest(b); });
+    std::vector<correlator::NodeJob> sorted_nodes;
+    std::vector<FleetNode> sorted_info;
+    std::vector<const storage::NodeJobRecord*> sorted_of;
+    for (size_t i : order) {
+      sorted_nodes.push_back(std::move(nodes[i]));
+      sorted_info.push_back(report.nodes[i]);
+      sorted_of.push_back(of_node[i]);
+    }
+    report.nodes = std::move(sorted_info);
+    auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
+      const storage::NodeJobRecord& nj = *sorted_of[n];
+      storage::Recording& rec = *open[nj.recording].recording;
+      model::JobSeries s = rec.jobSeries(nj.job, {from_ms, to_ms});
+      if (s.size()) rec.addOtherDevices(nj.job, s, {{0, s.size() - 1}});
+      return s;
+    };
+    report.analysis = correlator::analyzeFleet(sorted_nodes, window, run.world_size);
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+namespace {
+
+// "node gpu-07, rank 13 (pid 4242, GPU-5c1c2662) held the job back: disk-slow loop0 (on vda),
+// r_await_ms loop0 0.4 -> 80; the other 15 nodes waited 42.0 s (630 GPU-s)".
+std::string whoHeldBack(const FleetReport& r, const correlator::FleetIncident& fi) {
+  const model::Incident& inc = fi.incident;
+  if (!fi.straggler_node) {
+    std::string names;
+    for (size_t n : fi.starved_nodes) names += (names.empty() ? "" : ", ") + r.nodes[n].name;
+    return fmt::format("nodes {} starved alike: no single node held the job back{}", names,
+                       fi.causes.empty() ? "" : "; on each: see below");
+  }
+  std::string out = "node " + r.nodes[*fi.straggler_node].name;
+  if (inc.straggler) {
+    out += fmt::format(", rank {} (pid {}{})", inc.straggler->rank, inc.straggler->pid,
+                       inc.straggler->gpu.empty() ? "" : ", " + inc.straggler->gpu.substr(0, 12));
+  }
+  out += std::string(" held the job back: ") + model::toString(inc.cls);
+  if (!inc.device.empty()) {
+    out +=
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  if (fi.causes.empty()) out += " (its recording has no samples over the stall to explain it by)";
+  for (const auto& e : fi.causes.empty() ? std::vector<model::EvidenceItem>{}
+                                         : fi.causes.front().incident.evidence) {
+    if (!e.supports || e.signal.find(" rank ") != std::string::npos) continue;
+    out += fmt::format(", {} {:.3g} -> {:.3g}", e.signal, e.baseline, e.during);
+    break;
+  }
+  const size_t others = r.nodes.size() - 1;
+  out += fmt::format("; the other {} node{} waited {:.1f} s ({:.1f} GPU-s)", others,
+                     others == 1 ? "" : "s", fi.others_waited_s, fi.others_gpu_seconds);
+  return out;
+}
+
+std::string clockText(const FleetReport& r) {
+  const auto& a = r.analysis;
+  std::string out;
+  std::vector<std::string> unchecked;
+  for (size_t i = 1; i < a.clocks.size(); ++i) {
+    const auto& c = a.clocks[i];
+    if (!c.checked) {
+      unchecked.push_back(c.node);
+    } else if (c.corrected) {
+      out += fmt::format(
+          "\n              {}'s clock is {} {} {}'s (by the job's {}, match {:.2f}); its "
+          "samples were shifted back by it",
+          c.node, seconds(std::llabs(c.offset_ms)), c.offset_ms > 0 ? "ahead of" : "behind",
+          a.clocks[0].node, a.clock_signal, c.match);
+    }
+  }
+  std::string head =
+      a.clocks.size() < 2 ? "one node: nothing to compare"
+      : unchecked.size() + 1 == a.clocks.size()
+          ? "not checked: the job's " + a.clock_signal +
+                " did not vary enough to line the nodes up by; times are each "
+                "node's own clock"
+          : fmt::format("checked by the job's {} against {}", a.clock_signal, a.clocks[0].node);
+  if (!unchecked.empty() && unchecked.size() + 1 != a.clocks.size()) {
+    std::string list;
+    for (const auto& n : unchecked) list += (list.empty() ? "" : ", ") + n;
+    out += "\n              not checkable for " + list + " (too little variation or overlap)";
+  }
+  if (out.empty() && unchecked.size() + 1 != a.clocks.size() && a.clocks.size() >= 2) {
+    head += ": they agree within one interval";
+  }
+  return head + out;
+}
+
+}  // namespace
+
+std::string renderFleetText(const std::vector<FleetReport>& reports, const FleetInputs& inputs) {
+  std::string out;
+  for (const auto& p : inputs.problems) out += "not read: " + p + "\n";
+  if (reports.empty()) {
+    out +=
+        "no run found across the recordings (a run is matched by its SLURM_JOB_ID, "
+        "TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT at overlapping times)\n";
+    return out;
+  }
+  for (const auto& r : reports) {
+    const auto& a = r.analysis;
+    const auto& s = a.series;
+    out += fmt::format("run {}  across {} node{}", r.run.key, r.nodes.size(),
+                       r.nodes.size() == 1 ? "" : "s");
+    if (r.run.world_size) out += fmt::format(", world size {}", *r.run.world_size);
+    out += "\n";
+    if (s.size() == 0) {
+      out += "  no samples in the range\n\n";
+      continue;
+    }
+    out += fmt::format("  span        {} .. {}  ({} intervals of {})\n", timeText(s.ts_ms.front()),
+                       timeText(s.ts_ms.back()), s.size(), seconds(a.grid_ms));
+    for (const auto& n : r.nodes) {
+      out += fmt::format("  node        {:<20} ranks {:<10} {} GPU(s)  job {} in {}\n", n.name,
+                         rankList(n.ranks), n.gpus, n.job_id, n.path);
+    }
+    if (!a.missing_ranks.empty()) {
+      out += fmt::format(
+          "  missing     rank{} {} of {} {} no recording here: not judged, and a stall {} caused "
+          "shows as the other nodes starving alike\n",
+          a.missing_ranks.size() == 1 ? "" : "s", rankList(a.missing_ranks),
+          r.run.world_size.value_or(0), a.missing_ranks.size() == 1 ? "has" : "have",
+          a.missing_ranks.size() == 1 ? "it" : "they");
+    }
+    out += "  clocks      " + clockText(r) + "\n";
+    out += fmt::format("  judged by   {}\n",
+                       a.analysis.progress_signal == model::ProgressSignal::kSteps
+                           ? "dataloader steps per second, over every node"
+                       : a.analysis.progress_signal == model::ProgressSignal::kGpuWork
+                           ? "GPU work (GPM tensor/DRAM activity), over every node"
+                           : "GPU utilisation of each node's least busy rank");
+    out += fmt::format("  goodput     {:.2f} %\n", a.goodput * 100);
+    out += fmt::format("  stalls      {} ({} shorter blips not reported)\n", a.incidents.size(),
+                       a.analysis.blips);
+    for (const auto& fi : a.incidents) {
+      out += "    " + describeIncident(fi.incident) + "\n";
+      out += "      " + whoHeldBack(r, fi) + "\n";
+      if (!fi.straggler_node) {
+        for (const auto& c : fi.causes) {
+          out += fmt::format("      on {}: {}{}\n", r.nodes[c.node].name,
+                             model::toString(c.incident.cls),
+                             c.incident.device.empty() ? "" : " " + c.incident.device);
+        }
+      }
+      for (const auto& e : fi.incident.evidence) {
+        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+        out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
+                           e.supports ? "*" : " ", e.signal, e.baseline, e.during);
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const FleetInputs& inputs) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : reports) {
+    const auto& a = r.analysis;
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : r.nodes) {
+      nodes.push_back({{"node", n.name},
+                       {"path", n.path},
+                       {"job_id", n.job_id},
+                       {"ranks", n.ranks},
+                       {"gpus", n.gpus},
+                       {"intervals", n.intervals}});
+    }
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const auto& c : a.clocks) {
+      clocks.push_back({{"node", c.node},
+                        {"checked", c.checked},
+                        {"offset_ms", c.offset_ms},
+                        {"match", c.match},
+                        {"corrected", c.corrected}});
+    }
+    nlohmann::json incidents = nlohmann::json::array();
+    for (const auto& fi : a.incidents) {
+      nlohmann::json j = incidentJson(fi.incident);
+      j["straggler_node"] = fi.straggler_node ? nlohmann::json(r.nodes[*fi.straggler_node].name)
+                                              : nlohmann::json(nullptr);
+      nlohmann::json starved = nlohmann::json::array();
+      for (size_t n : fi.starved_nodes) starved.push_back(r.nodes[n].name);
+      j["nodes_starved"] = starved;
+      j["others_waited_s"] = fi.others_waited_s;
+      j["others_gpu_seconds"] = fi.others_gpu_seconds;
+      nlohmann::json causes = nlohmann::json::array();
+      for (const auto& c : fi.causes) {
+        causes.push_back({{"node", r.nodes[c.node].name}, {"incident", incidentJson(c.incident)}});
+      }
+      j["on_nodes"] = causes;
+      incidents.push_back(std::move(j));
+    }
+    const auto& s = a.series;
+    runs.push_back(
+        {{"run", r.run.key},
+         {"world_size",
+          r.run.world_size ? nlohmann::json(*r.run.world_size) : nlohmann::json(nullptr)},
+         {"nodes", nodes},
+         {"missing_ranks", a.missing_ranks},
+         {"start_ms", s.size() ? nlohmann::json(s.ts_ms.front()) : nlohmann::json(nullptr)},
+         {"end_ms", s.size() ? nlohmann::json(s.ts_ms.back()) : nlohmann::json(nullptr)},
+         {"interval_ms", a.grid_ms},
+         {"intervals", s.size()},
+         {"clock_signal", a.clock_signal},
+         {"clocks", clocks},
+         {"progress_signal", model::toString(a.analysis.progress_signal)},
+         {"gpus", s.gpu_count},
+         {"goodput", a.goodput},
+         {"blips", a.analysis.blips},
+         {"incidents", incidents}});
+  }
+  return {{"runs", runs}, {"not_read", inputs.problems}};
+}
+
+}  // namespace stallwatch::cli

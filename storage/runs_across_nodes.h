@@ -1,0 +1,43 @@
+// Which jobs in several nodes' recordings are one run of a launcher: the same Slurm job,
+// torchrun run id or rendezvous address (the job key the jobs collector gives them), at times
+// that overlap. A rendezvous address is reused by the next run, a torchrun run id may be the
+// default "none": the overlap keeps different runs apart.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/recording.h"
+
+namespace stallwatch::storage {
+
+struct NodeJobRecord {
+  size_t recording = 0;  // index in the recordings given
+  JobRecord job;
+};
+
+struct RunAcrossNodes {
+  std::string key;                    // slurm:ID, torchelastic:ID or dist:ADDR:PORT
+  std::vector<NodeJobRecord> jobs;    // one per recording, in recording order
+  int64_t from_ms = 0, to_ms = 0;     // the jobs' span together
+  std::optional<int32_t> world_size;  // WORLD_SIZE, as the jobs' environments gave it
+  size_t skipped_restarts = 0;  // further jobs of the run in a recording (the longest is kept)
+};
+
+// True for keys a run across nodes shares; pid: and cgroup: keys are one node's own.
+bool sharedAcrossNodes(const std::string& key);
+
+// The run JOB belongs to: its key where that is a run's, else the run its environment names
+// (a job an agent followed by its cgroup); "" for a job of one node only.
+std::string runKeyOf(const JobRecord& job);
+
+// JOBS_PER_RECORDING[i]: recording i's jobs. Runs in order of their start; each holds the jobs
+// of one key whose spans overlap (a job still running reaches to the end of time), at most one
+// per recording.
+std::vector<RunAcrossNodes> groupRuns(
+    const std::vector<std::vector<JobRecord>>& jobs_per_recording);
+
+}  // namespace stallwatch::storage
