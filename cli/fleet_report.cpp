@@ -167,7 +167,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       if (s.size()) rec.addOtherDevices(nj.job, s, {{0, s.size() - 1}});
       return s;
     };
-    report.analysis = correlator::analyzeFleet(sorted_nodes, window, run.world_size);
+    report.analysis = correlator::analyzeFleet(std::move(sorted_nodes), window, run.world_size);
     reports.push_back(std::move(report));
   }
   return reports;

@@ -153,7 +153,7 @@ void maxInto(std::optional<double>& m, const std::optional<double>& v) {
   if (v && (!m || *v > *m)) m = v;
 }
 
-JobSeries mergeOnGrid(const std::vector<NodeJob>& nodes, const std::vector<ClockCheck>& clocks,
+JobSeries mergeOnGrid(std::vector<NodeJob>& nodes, const std::vector<ClockCheck>& clocks,
                       int64_t grid_ms) {
   std::vector<Placement> place(nodes.size());
   int64_t t0 = INT64_MAX;
@@ -205,7 +205,7 @@ JobSeries mergeOnGrid(const std::vector<NodeJob>& nodes, const std::vector<Clock
     const model::RankSeries* node_rank = s.ranks.empty() ? nullptr : &s.ranks.front();
     const double gpus = std::max<double>(1.0, s.gpu_count);
     for (size_t i = 0; i < s.size(); ++i) {
-      const size_t k = index[slot_of[n][i]];
+      const size_t k = index.at(slot_of[n][i]);
       ++present[k];
       if (node_rank) {
         r.gpu_util_percent[k] = at(node_rank->gpu_util_percent, i);
@@ -233,6 +233,8 @@ JobSeries mergeOnGrid(const std::vector<NodeJob>& nodes, const std::vector<Clock
       maxInto(f.io_some[k], at(s.io_some, i));
       maxInto(f.cpu_some[k], at(s.cpu_some, i));
     }
+    // Merged: a day of a node's samples is tens of MB, and sixteen nodes' add up.
+    nodes[n].summary = JobSeries{};
   }
   // The job's steps: the nodes' sum, scaled up where a node's sample is missing from a slot
   // (a late tick), so that a hole in one recording does not read as the job slowing down.
@@ -320,7 +322,7 @@ std::vector<int32_t> missingRanks(const std::vector<NodeJob>& nodes,
 
 }  // namespace
 
-FleetAnalysis analyzeFleet(const std::vector<NodeJob>& nodes, const NodeWindow& window,
+FleetAnalysis analyzeFleet(std::vector<NodeJob> nodes, const NodeWindow& window,
                            std::optional<int32_t> world_size, const DetectorConfig& cfg) {
   FleetAnalysis f;
   f.missing_ranks = missingRanks(nodes, world_size);
@@ -333,7 +335,9 @@ FleetAnalysis analyzeFleet(const std::vector<NodeJob>& nodes, const NodeWindow& 
   const ClockSignal signal = chooseClockSignal(nodes);
   f.clock_signal = nameOf(signal);
   f.clocks = checkClocks(nodes, signal, f.grid_ms);
-  f.series = mergeOnGrid(nodes, f.clocks, f.grid_ms);
+  std::vector<uint32_t> gpus;
+  for (const auto& n : nodes) gpus.push_back(n.summary.gpu_count);
+  f.series = mergeOnGrid(nodes, f.clocks, f.grid_ms);  // frees each node's summary
   f.analysis = analyzeJob(f.series, cfg);
   f.goodput = goodputOf(f.analysis, f.series);
   for (const Incident& job_inc : f.analysis.incidents) {
@@ -398,7 +402,7 @@ FleetAnalysis analyzeFleet(const std::vector<NodeJob>& nodes, const NodeWindow& 
     double duration = 0, other_gpus = 0;
     for (size_t k = inc.first; k <= inc.last; ++k) duration += f.series.interval_s[k];
     for (size_t n = 0; n < nodes.size(); ++n) {
-      if (!fi.straggler_node || n != *fi.straggler_node) other_gpus += nodes[n].summary.gpu_count;
+      if (!fi.straggler_node || n != *fi.straggler_node) other_gpus += gpus[n];
     }
     if (fi.straggler_node) {
       fi.others_waited_s = duration;

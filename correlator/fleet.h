@@ -72,7 +72,9 @@ struct FleetAnalysis {
 };
 
 // WORLD_SIZE, when known, lets the analysis say which ranks have no recording.
-FleetAnalysis analyzeFleet(const std::vector<NodeJob>& nodes, const NodeWindow& window,
+// NODES are taken (their summaries are freed as they are merged: a day of sixteen nodes' is
+// hundreds of MB).
+FleetAnalysis analyzeFleet(std::vector<NodeJob> nodes, const NodeWindow& window,
                            std::optional<int32_t> world_size = {},
                            const DetectorConfig& config = {});
 

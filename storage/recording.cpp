@@ -110,14 +110,13 @@ void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to
 // the least busy GPU and the longest data wait of its ranks where it ran several (PER_RANK).
 void loadSlowestRank(SQLite::Database& db, int64_t job_id, bool per_rank, model::JobSeries& s) {
   model::RankSeries& r = s.ranks.front();
+  // Only what the node is judged by; the rest stays empty (a day of sixteen nodes' series
+  // is hundreds of MB).
+  r.forEachSeries([](model::Series& x) { model::Series().swap(x); });
+  for (auto* x : {&s.step_s, &s.io_some, &s.cpu_some}) model::Series().swap(*x);
   r.gpu_util_percent = s.gpu_util_percent;
   r.gpu_work_percent = s.gpu_work_percent;
-  r.steps = s.steps;
   r.data_wait_s = s.data_wait_s;
-  r.read_bytes_per_s = s.read_bytes_per_s;
-  r.write_bytes_per_s = s.write_bytes_per_s;
-  r.workers_cpu = s.workers_cpu;
-  r.d_state_threads = s.d_state_threads;
   if (!per_rank) return;
   // One row per interval, aggregated inside SQLite from the (job_id, ts_ms, rank) index.
   SQLite::Statement q(db,

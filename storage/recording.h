@@ -111,7 +111,9 @@ class Recording {
     // What a report across nodes judges this node by: the job's own samples and one rank
     // standing for all of this node's (its lowest rank number): in each interval the least busy
     // GPU and the longest data wait among them, as a synchronous job moves at its slowest
-    // rank's pace. No devices, pressure or per-rank series: a day of 8 ranks stays small.
+    // rank's pace (its gpu_util_percent, gpu_work_percent and data_wait_s; its other series,
+    // and the job's step_s and pressure, are left empty). No devices or per-rank series: a
+    // day of 8 ranks stays small.
     kNodeSummary,
   };
   // The job's series over RANGE, as much of it as DETAIL says.

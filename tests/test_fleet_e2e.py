@@ -151,6 +151,30 @@ class FleetE2E(unittest.TestCase):
         r = self.sw("report", "--db", self.tmp, "--run-id", "another-run")
         self.assertIn("no run found", r.stdout)
 
+    def real_run(self, name):
+        d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "recordings",
+                         f"h200x2-two-node-{name}")
+        with open(os.path.join(d, "window")) as f:
+            t_in, t_out, node = f.read().split()
+        return d, int(t_in), int(t_out), node
+
+    def test_real_two_node_run_h200x2(self):
+        # tests/gpu/two_node_runs.sh: torchrun --nnodes 2 on one host, one agent per "node"
+        # (--gpu K --cgroup), node 1's reads throttled; the fixtures are the two exports.
+        d, t_in, t_out, node = self.real_run("node1-disk")
+        run = self.report(d)
+        self.assertEqual(run["run"], "torchelastic:sw2n-node1-disk")
+        self.assertEqual(len(run["incidents"]), 1, run["incidents"])
+        inc = run["incidents"][0]
+        self.assertEqual(inc["straggler_node"], f"vm/node{node}")
+        self.assertEqual(inc["straggler"]["rank"], int(node))
+        self.assertEqual(inc["class"], "disk-slow")
+        self.assertEqual(inc["device"], "loop0")
+        self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
+        self.assertLessEqual(abs(inc["end_ms"] - t_out), 2000)
+        d, _, _, _ = self.real_run("healthy")
+        self.assertEqual(self.report(d)["incidents"], [])
+
     def test_html_in_chromium(self):
         browser = chromium()
         if not browser:
