@@ -49,9 +49,11 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
     const std::string cls = model::toString(fi.incident.cls);
     const std::string where =
         fi.straggler_node ? " on " + r.nodes[*fi.straggler_node].name : " on every node";
+    std::string label = cls;
+    if (!fi.incident.device.empty()) label += " " + fi.incident.device;
+    label += where;
     shades.push_back({fi.incident.start_ms, fi.incident.end_ms, cls,
-                      describeIncident(fi.incident) + where,
-                      cls + (fi.incident.device.empty() ? "" : " " + fi.incident.device) + where});
+                      describeIncident(fi.incident) + where, label});
   }
   return renderTimeline(s, panels, shades, index);
 }

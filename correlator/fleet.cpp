@@ -335,8 +335,8 @@ FleetAnalysis analyzeFleet(std::vector<NodeJob> nodes, const NodeWindow& window,
   const ClockSignal signal = chooseClockSignal(nodes);
   f.clock_signal = nameOf(signal);
   f.clocks = checkClocks(nodes, signal, f.grid_ms);
-  std::vector<uint32_t> gpus;
-  for (const auto& n : nodes) gpus.push_back(n.summary.gpu_count);
+  std::vector<uint32_t> gpus(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) gpus[n] = nodes[n].summary.gpu_count;
   f.series = mergeOnGrid(nodes, f.clocks, f.grid_ms);  // frees each node's summary
   f.analysis = analyzeJob(f.series, cfg);
   f.goodput = goodputOf(f.analysis, f.series);
