@@ -34,6 +34,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
       if (writer) writer->submitIncidentEvent({std::move(e), notified});
     }
   }
+  noteRunShares(run_shares_, batch);
   if (!server_) return;
   auto s = std::make_shared<MetricsSnapshot>();
   s->version = STALLWATCH_VERSION;
@@ -45,6 +46,8 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->pressure = batch.pressure;
   s->gpus = batch.gpus;
   s->jobs = batch.jobs;
+  s->node = options_.host;
+  s->ranks = rankMetrics(batch, run_shares_);
   s->stalls = correlator_.active();
   s->incidents_opened = opened_;
   s->incident_events = events_;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,7 +30,7 @@ struct LiveOptions {
   std::optional<WebhookConfig> webhook;  // --webhook
   std::chrono::milliseconds repeat_window = std::chrono::minutes(10);
   std::optional<ListenAddress> listen;  // --listen
-  std::string host;
+  std::string host;                     // the node's name on metrics and in hook payloads (--node)
 };
 
 // What the recorder knows about itself, for the endpoint.
@@ -75,6 +76,7 @@ class LivePipeline {
   std::mutex health_mutex_;  // set by the health thread, read by the sampling thread
   std::vector<DriveHealthMetric> health_;
   std::function<void(const model::IncidentEvent&)> on_event_;
+  RunShares run_shares_;
 };
 
 }  // namespace stallwatch::agent

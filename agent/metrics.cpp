@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 #include <utility>
+
+#include "model/run.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -248,6 +251,40 @@ void renderJobs(const MetricsSnapshot& s, Writer& w) {
   for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
 }
 
+// The ranks of runs across nodes: run, rank and node labels, so that rules can compare a
+// run's nodes (deploy/prometheus/stallwatch-fleet.rules.yml). Bounded: a node has as many
+// ranks as GPUs, and a run's series end with it.
+void renderRanks(const MetricsSnapshot& s, Writer& w) {
+  auto labels = [&](const RankMetric& r) {
+    return Writer::Labels{{"run", r.run}, {"rank", std::to_string(r.rank)}, {"node", s.node}};
+  };
+  struct Family {
+    const char* name;
+    const char* help;
+    std::optional<double> RankMetric::*value;
+    double scale;
+  };
+  for (const Family& f :
+       {Family{"stallwatch_rank_gpu_utilization_ratio",
+               "Utilisation of the rank's GPU(s) over the interval (a rank waiting inside a "
+               "collective spins and reads busy).",
+               &RankMetric::gpu_util_percent, 0.01},
+        Family{"stallwatch_rank_gpu_work_ratio",
+               "GPM work of the rank's GPU(s): the busier of tensor-core and DRAM activity, 0 "
+               "while it waits inside a collective.",
+               &RankMetric::gpu_work_percent, 0.01},
+        Family{"stallwatch_rank_dataloader_wait_ratio",
+               "Share of the rank's training loop spent waiting for data (dataloader socket).",
+               &RankMetric::data_wait_ratio, 1.0},
+        Family{"stallwatch_rank_steps_per_second", "The rank's training steps per second.",
+               &RankMetric::steps_per_second, 1.0}}) {
+    w.family(f.name, "gauge", f.help);
+    for (const auto& r : s.ranks) {
+      if (const auto& v = r.*(f.value)) w.sample(labels(r), *v * f.scale);
+    }
+  }
+}
+
 // Stalls open now, incidents and their notifications.
 void renderStalls(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_stall_active", "gauge",
@@ -312,12 +349,54 @@ void renderHealth(const MetricsSnapshot& s, Writer& w) {
 
 }  // namespace
 
+void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch) {
+  for (const auto& job : batch.job_updates) {
+    std::string run = model::runKeyOf(job.key, job.labels);
+    if (job.ended_ms || run.empty()) {
+      shares.erase(job.key);
+    } else {
+      shares[job.key] = {std::move(run), model::labelNumber(job.labels, "RANK")};
+    }
+  }
+}
+
+std::vector<RankMetric> rankMetrics(const collectors::SampleBatch& batch, const RunShares& shares) {
+  std::vector<RankMetric> out;
+  auto waitRatio = [](const auto& x) -> std::optional<double> {
+    if (!x.data_wait_seconds || !x.step_seconds || *x.data_wait_seconds + *x.step_seconds <= 0)
+      return std::nullopt;
+    return *x.data_wait_seconds / (*x.data_wait_seconds + *x.step_seconds);
+  };
+  auto stepsPerSecond = [&](const auto& x) -> std::optional<double> {
+    if (!x.steps || batch.interval_seconds <= 0) return std::nullopt;
+    return static_cast<double>(*x.steps) / batch.interval_seconds;
+  };
+  // Jobs of several ranks on this node: each rank's own figures.
+  std::set<std::string> with_ranks;
+  for (const auto& r : batch.ranks) {
+    const auto share = shares.find(r.key);
+    if (share == shares.end()) continue;
+    with_ranks.insert(r.key);
+    out.push_back({share->second.run, r.rank, r.gpu_util_percent, r.gpu_work_percent, waitRatio(r),
+                   stepsPerSecond(r)});
+  }
+  // A job of one rank here: the job's figures are its rank's.
+  for (const auto& j : batch.jobs) {
+    const auto share = shares.find(j.key);
+    if (share == shares.end() || !share->second.rank || with_ranks.count(j.key)) continue;
+    out.push_back({share->second.run, *share->second.rank, j.gpu_util_percent, j.gpu_work_percent,
+                   waitRatio(j), stepsPerSecond(j)});
+  }
+  return out;
+}
+
 std::string renderMetrics(const MetricsSnapshot& s) {
   Writer w;
   renderAgent(s, w);
   renderDevices(s, w);
   renderGpus(s, w);
   renderJobs(s, w);
+  renderRanks(s, w);
   renderStalls(s, w);
   renderHealth(s, w);
   return w.take();

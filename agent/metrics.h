@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,16 @@ struct DriveHealthMetric {
   std::string verdict;  // ok, warning, failing, worn-out, unknown, unsupported
 };
 
+// One rank of a run across nodes, over the last interval: what the fleet rules compare across
+// the nodes (deploy/prometheus/stallwatch-fleet.rules.yml).
+struct RankMetric {
+  std::string run;  // slurm:ID, torchelastic:ID, dist:ADDR:PORT
+  int32_t rank = 0;
+  std::optional<double> gpu_util_percent, gpu_work_percent;
+  std::optional<double> data_wait_ratio;  // of the training loop's time
+  std::optional<double> steps_per_second;
+};
+
 struct MetricsSnapshot {
   std::string version;
   int64_t last_sample_ms = 0;
@@ -48,6 +59,8 @@ struct MetricsSnapshot {
   std::vector<collectors::PressureSample> pressure;
   std::vector<collectors::GpuSample> gpus;
   std::vector<collectors::JobSample> jobs;
+  std::string node;               // this node's name (--node, else the host name)
+  std::vector<RankMetric> ranks;  // of the jobs that are part of a run across nodes
   std::vector<correlator::ActiveStall> stalls;
   std::array<uint64_t, model::kStallClassCount> incidents_opened{};
   std::array<uint64_t, 3> incident_events{};  // by IncidentEventKind
@@ -60,6 +73,18 @@ struct MetricsSnapshot {
 };
 
 std::string renderMetrics(const MetricsSnapshot& snapshot);
+
+// The jobs that are this node's share of a run across nodes, by job key: their run and, for a
+// job of one rank here, its rank (from its environment). Kept from the job descriptions.
+struct RunShare {
+  std::string run;
+  std::optional<int32_t> rank;
+};
+using RunShares = std::map<std::string, RunShare>;
+void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch);
+// The ranks of those jobs in BATCH: each rank's own figures for a job of several ranks here,
+// the job's for a job of one.
+std::vector<RankMetric> rankMetrics(const collectors::SampleBatch& batch, const RunShares& shares);
 
 // The hand-over point between the sampling thread and the HTTP server's threads.
 class MetricsBoard {

@@ -64,7 +64,8 @@ std::shared_ptr<storage::SampleWriter> startWriter(const RecorderOptions& option
   const int64_t interval_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
   const int64_t run_id =
-      store->beginRun({started_ms, hostName(), STALLWATCH_VERSION, interval_ms, collector_names});
+      store->beginRun({started_ms, options.live.host.empty() ? hostName() : options.live.host,
+                       STALLWATCH_VERSION, interval_ms, collector_names});
   // Shared with the thread that finishes it (finishWriter): a stop must not wait on a disk
   // that does not answer.
   auto writer = std::make_shared<storage::SampleWriter>(
@@ -231,7 +232,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   CollectorSet collectors(options.enabled_collectors, options.collector_config,
                           [&writer](storage::AgentEvent e) { writer->submitEvent(std::move(e)); });
   LiveOptions live_options = options.live;
-  live_options.host = hostName();
+  if (live_options.host.empty()) live_options.host = hostName();
   LivePipeline live(live_options);
   writer = startWriter(options, collectors.names(), wallTimeMs());
   HealthWiring health(options, *writer, live);

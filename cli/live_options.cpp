@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "agent/recorder.h"
 #include "cli/duration.h"
 
 namespace stallwatch::cli {
@@ -47,6 +48,11 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Serve Prometheus metrics at ADDR/metrics: PORT or :PORT (loopback), "
                  "HOST:PORT, [V6]:PORT; 0.0.0.0:PORT for every interface (off by default)")
       ->group("Live");
+  cmd.add_option("--node", args.node,
+                 "This node's name: the node label on metrics, the host in hook payloads and "
+                 "in the recording (default: the host name); for containers, or one host "
+                 "standing in for several nodes")
+      ->group("Live");
   cmd.add_option("--stall-open-after", args.open_after,
                  "Report a stall once it has lasted this long")
       ->capture_default_str()
@@ -65,6 +71,7 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command) {
   agent::LiveOptions o;
   o.correlate = args.correlate;
+  o.host = args.node.empty() ? agent::hostName() : args.node;
   auto duration = [&](const std::string& text,
                       const char* option) -> std::optional<std::chrono::nanoseconds> {
     auto d = parseDuration(text);

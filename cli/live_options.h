@@ -24,6 +24,7 @@ struct LiveArgs {
   std::string open_after = "3s";
   std::string close_after = "10s";
   std::string repeat_window = "10m";
+  std::string node;  // "": the host name
 };
 
 void addLiveOptions(CLI::App& cmd, LiveArgs& args);

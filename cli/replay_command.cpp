@@ -28,7 +28,6 @@ struct ReplayArgs {
 int runReplay(const ReplayArgs& args) {
   auto options = toLiveOptions(args.live, "replay");
   if (!options) return 2;
-  options->host = agent::hostName();
   try {
     auto recording = storage::Recording::open(args.db);
     agent::LivePipeline live(*options);

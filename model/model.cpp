@@ -2,6 +2,7 @@
 #include <tuple>
 
 #include "model/incident.h"
+#include "model/run.h"
 #include "model/series.h"
 
 namespace stallwatch::model {
@@ -147,6 +148,49 @@ const char* toString(IncidentEventKind kind) {
       return "close";
   }
   return "?";
+}
+
+}  // namespace stallwatch::model
+
+namespace stallwatch::model {
+namespace {
+
+// The value of NAME in "K=V,K=V"; none if absent.
+std::optional<std::string> labelValue(const std::string& labels, const std::string& name) {
+  size_t at = 0;
+  while (at <= labels.size()) {
+    const size_t end = std::min(labels.find(',', at), labels.size());
+    const std::string item = labels.substr(at, end - at);
+    if (item.size() > name.size() && item.compare(0, name.size(), name) == 0 &&
+        item[name.size()] == '=') {
+      return item.substr(name.size() + 1);
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string runKeyOf(const std::string& job_key, const std::string& labels) {
+  for (const char* prefix : {"slurm:", "torchelastic:", "dist:"}) {
+    if (job_key.rfind(prefix, 0) == 0) return job_key;
+  }
+  if (auto slurm = labelValue(labels, "SLURM_JOB_ID")) {
+    const auto step = labelValue(labels, "SLURM_STEP_ID");
+    return "slurm:" + *slurm + (step ? "." + *step : "");
+  }
+  if (auto run = labelValue(labels, "TORCHELASTIC_RUN_ID")) return "torchelastic:" + *run;
+  return {};
+}
+
+std::optional<int32_t> labelNumber(const std::string& labels, const std::string& name) {
+  const auto text = labelValue(labels, name);
+  if (!text || text->empty() || text->size() > 9 ||
+      text->find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(std::stol(*text));
 }
 
 }  // namespace stallwatch::model

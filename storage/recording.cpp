@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "health/reading_json.h"
+#include "model/run.h"
 #include "storage/runs_across_nodes.h"
 #include "storage/sql_row.h"
 #include "storage/store.h"
@@ -425,16 +426,7 @@ std::vector<int32_t> Recording::ranksOf(const JobRecord& job) {
     while (q.executeStep()) ranks.push_back(q.getColumn(0).getInt());
   }
   if (!ranks.empty()) return ranks;
-  for (const auto& label : splitList(job.labels)) {
-    if (label.rfind("RANK=", 0) != 0) continue;
-    try {
-      size_t used = 0;
-      const int rank = std::stoi(label.substr(5), &used);
-      if (used == label.size() - 5 && rank >= 0) ranks.push_back(rank);
-    } catch (const std::exception&) {
-      // not a number: the job's rank is not known
-    }
-  }
+  if (const auto rank = model::labelNumber(job.labels, "RANK")) ranks.push_back(*rank);
   return ranks;
 }
 

@@ -4,51 +4,16 @@
 #include <climits>
 #include <map>
 
-#include "storage/sql_row.h"
+#include "model/run.h"
 
 namespace stallwatch::storage {
 namespace {
 
 int64_t endOf(const JobRecord& job) { return job.ended_ms.value_or(INT64_MAX); }
 
-std::optional<int32_t> worldSizeOf(const JobRecord& job) {
-  for (const auto& label : splitList(job.labels)) {
-    if (label.rfind("WORLD_SIZE=", 0) != 0) continue;
-    try {
-      const int v = std::stoi(label.substr(11));
-      if (v > 0) return v;
-    } catch (const std::exception&) {
-      // not a number: not known
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
-bool sharedAcrossNodes(const std::string& key) {
-  for (const char* prefix : {"slurm:", "torchelastic:", "dist:"}) {
-    if (key.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-std::string runKeyOf(const JobRecord& job) {
-  if (sharedAcrossNodes(job.key)) return job.key;
-  // A job followed by its cgroup (--cgroup) is keyed by it; its environment still says the run.
-  std::string slurm, step, torchelastic;
-  for (const auto& label : splitList(job.labels)) {
-    const auto eq = label.find('=');
-    if (eq == std::string::npos || eq + 1 == label.size()) continue;
-    const std::string name = label.substr(0, eq), value = label.substr(eq + 1);
-    if (name == "SLURM_JOB_ID") slurm = value;
-    if (name == "SLURM_STEP_ID") step = value;
-    if (name == "TORCHELASTIC_RUN_ID") torchelastic = value;
-  }
-  if (!slurm.empty()) return "slurm:" + slurm + (step.empty() ? "" : "." + step);
-  if (!torchelastic.empty()) return "torchelastic:" + torchelastic;
-  return {};
-}
+std::string runKeyOf(const JobRecord& job) { return model::runKeyOf(job.key, job.labels); }
 
 std::vector<RunAcrossNodes> groupRuns(const std::vector<std::vector<JobRecord>>& per_recording) {
   std::map<std::string, std::vector<NodeJobRecord>> by_key;
@@ -78,7 +43,7 @@ std::vector<RunAcrossNodes> groupRuns(const std::vector<std::vector<JobRecord>>&
       for (auto& j : cluster) {
         run.from_ms = std::min(run.from_ms, j.job.started_ms);
         run.to_ms = std::max(run.to_ms, endOf(j.job));
-        if (!run.world_size) run.world_size = worldSizeOf(j.job);
+        if (!run.world_size) run.world_size = model::labelNumber(j.job.labels, "WORLD_SIZE");
         auto [it, fresh] = longest.try_emplace(j.recording, j);
         if (fresh) continue;
         ++run.skipped_restarts;

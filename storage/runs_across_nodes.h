@@ -27,9 +27,6 @@ struct RunAcrossNodes {
   size_t skipped_restarts = 0;  // further jobs of the run in a recording (the longest is kept)
 };
 
-// True for keys a run across nodes shares; pid: and cgroup: keys are one node's own.
-bool sharedAcrossNodes(const std::string& key);
-
 // The run JOB belongs to: its key where that is a run's, else the run its environment names
 // (a job an agent followed by its cgroup); "" for a job of one node only.
 std::string runKeyOf(const JobRecord& job);

@@ -81,6 +81,64 @@ TEST(Metrics, EscapesLabelValues) {
   EXPECT_NE(text.find("device=\"we\\\"ird\\\\dev\\nice\""), std::string::npos) << text;
 }
 
+// The ranks of runs across nodes: a job of several ranks here gives each rank's figures, a job
+// of one rank its own under the rank its environment names; a job of no run gives none, and a
+// job that ended is forgotten.
+TEST(Metrics, RanksOfRunsAcrossNodesCarryRunRankAndNode) {
+  RunShares shares;
+  collectors::SampleBatch b;
+  b.interval_seconds = 2;
+  collectors::JobDescription several, one, alone;
+  several.key = "torchelastic:r1";
+  one.key = "cgroup:/sys/fs/cgroup/rank5";
+  one.labels = "TORCHELASTIC_RUN_ID=r2,RANK=5,WORLD_SIZE=8";
+  alone.key = "pid:42:7";
+  alone.labels = "RANK=0";
+  b.job_updates = {several, one, alone};
+  noteRunShares(shares, b);
+  EXPECT_EQ(shares.size(), 2u);
+  collectors::RankSample r0, r1;
+  r0.key = r1.key = "torchelastic:r1";
+  r0.rank = 0;
+  r0.gpu_util_percent = 97;
+  r1.rank = 1;
+  r1.gpu_util_percent = 2;
+  r1.data_wait_seconds = 1.8;
+  r1.step_seconds = 0.2;
+  b.ranks = {r0, r1};
+  collectors::JobSample j_several, j_one, j_alone;
+  j_several.key = "torchelastic:r1";
+  j_several.gpu_util_percent = 50;
+  j_one.key = one.key;
+  j_one.gpu_util_percent = 88;
+  j_one.steps = 10;
+  j_alone.key = alone.key;
+  j_alone.gpu_util_percent = 10;
+  b.jobs = {j_several, j_one, j_alone};
+  MetricsSnapshot s;
+  s.node = "gpu-07";
+  s.ranks = rankMetrics(b, shares);
+  ASSERT_EQ(s.ranks.size(), 3u);
+  const std::string text = renderMetrics(s);
+  EXPECT_NE(text.find("stallwatch_rank_gpu_utilization_ratio{run=\"torchelastic:r1\",rank=\"1\","
+                      "node=\"gpu-07\"} 0.02"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stallwatch_rank_dataloader_wait_ratio{run=\"torchelastic:r1\",rank=\"1\","
+                      "node=\"gpu-07\"} 0.9"),
+            std::string::npos);
+  EXPECT_NE(text.find("stallwatch_rank_steps_per_second{run=\"torchelastic:r2\",rank=\"5\","
+                      "node=\"gpu-07\"} 5"),
+            std::string::npos);
+  EXPECT_EQ(text.find("pid:42:7"), std::string::npos);
+  EXPECT_EQ(text.find("rank=\"0\",node=\"gpu-07\"} 0.5"), std::string::npos);  // no job-wide row
+  collectors::SampleBatch ended;
+  one.ended_ms = 5;
+  ended.job_updates = {one};
+  noteRunShares(shares, ended);
+  EXPECT_EQ(shares.count(one.key), 0u);
+}
+
 TEST(ListenAddress, LoopbackUnlessAnAddressIsGiven) {
   auto a = parseListenAddress("9877");
   ASSERT_TRUE(a);

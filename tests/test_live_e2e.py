@@ -245,8 +245,66 @@ scrape_configs:
         self.assertEqual(rules[0]["name"], "stallwatch")
         dashboard = json.load(open(os.path.join(DEPLOY, "grafana", "stallwatch-dashboard.json")))
         for panel in dashboard["panels"]:
-            expr = panel["targets"][0]["expr"].replace("$instance", ".*").replace("$device", ".*")
+            expr = panel["targets"][0]["expr"].replace("$instance", ".*").replace("$device", ".*").replace("$run", ".*")
             query(expr)
+
+    def test_prometheus_names_the_node_that_holds_back_a_run(self):
+        # Two agents, one per "node" of the real two-node run (tests/gpu/two_node_runs.sh: node
+        # 1's reads throttled), replayed at the recorded pace with --listen; Debian's Prometheus
+        # scrapes both with the fleet rules, which must name node 1 once.
+        if not shutil.which("prometheus"):
+            self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
+        run_dir = os.path.join(RECORDINGS, "h200x2-two-node-node1-disk")
+        ports = [free_port(), free_port()]
+        prom_port = free_port()
+        config = os.path.join(self.tmp, "prometheus.yml")
+        targets = ", ".join(f'"127.0.0.1:{p}"' for p in ports)
+        with open(config, "w") as f:
+            f.write(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ["{DEPLOY}/prometheus/stallwatch-fleet.rules.yml"]
+scrape_configs:
+  - job_name: stallwatch
+    static_configs:
+      - targets: [{targets}]
+""")
+        prom = self.start(["prometheus", f"--config.file={config}",
+                           f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={self.tmp}/tsdb"])
+        api = f"http://127.0.0.1:{prom_port}/api/v1"
+
+        def query(expr):
+            out = json.loads(get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
+            self.assertEqual(out["status"], "success", out)
+            return out["data"]["result"]
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                query("up")
+                break
+            except OSError:
+                time.sleep(0.3)
+        agents = [self.start([BIN, "replay", "--db", os.path.join(run_dir, f"node{k}.db"), "--speed", "1",
+                              "--listen", f"127.0.0.1:{ports[k]}", "--node", f"node{k}"]) for k in (0, 1)]
+        seen = []
+        while any(a.poll() is None for a in agents):
+            if not seen:
+                try:
+                    seen = query("count by (run, node, rank) (stallwatch_rank_gpu_utilization_ratio)")
+                except OSError:
+                    pass
+            time.sleep(1)
+        for a in agents:
+            self.assertEqual(a.returncode, 0, a.stderr.read()[-2000:])
+        self.assertIsNone(prom.poll(), "prometheus exited")
+        nodes = {r["metric"]["node"]: r["metric"] for r in query(
+            "count by (run, node, rank) (max_over_time(stallwatch_rank_gpu_utilization_ratio[5m]))")}
+        self.assertEqual(sorted(nodes), ["node0", "node1"], nodes)
+        self.assertEqual({m["run"] for m in nodes.values()}, {"torchelastic:sw2n-node1-disk"})
+        self.assertEqual(nodes["node1"]["rank"], "1")
+        fired = query('max_over_time(ALERTS{alertname="StallwatchRunHeldBackByNode",alertstate="firing"}[5m])')
+        self.assertEqual([r["metric"]["node"] for r in fired], ["node1"], fired)
 
 
 if __name__ == "__main__":
