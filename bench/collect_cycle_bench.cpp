@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "collectors/block_devices.h"
 #include "collectors/diskstats.h"
 #include "collectors/pressure.h"
 #include "collectors/proc_file.h"
+#include "collectors/process_reader.h"
 
 namespace {
 
@@ -115,6 +119,24 @@ void BM_ScanBlockDevices(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(scanBlockDevices(root, *udev));
 }
 BENCHMARK(BM_ScanBlockDevices)->Unit(benchmark::kMicrosecond);
+
+// The jobs collector's per-process thread scan (D-state threads and their wchans), on this
+// process with ARG threads besides its main one: a PyTorch rank runs about a hundred.
+void BM_ThreadStates(benchmark::State& state) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    threads.emplace_back([&] {
+      while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+  }
+  const ProcessReader reader("/proc");
+  const auto self = static_cast<uint32_t>(::getpid());
+  for (auto _ : state) benchmark::DoNotOptimize(reader.threadStates(self));
+  stop = true;
+  for (auto& t : threads) t.join();
+}
+BENCHMARK(BM_ThreadStates)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 BENCHMARK_MAIN();

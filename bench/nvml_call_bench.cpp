@@ -2,6 +2,9 @@
 // maximum of N calls per GPU, in microseconds of wall time (NVML blocks inside some calls),
 // and the median CPU time of the calling thread (what the agent pays).
 // Run on a GPU host: build/bench/nvml_call_bench [CALLS=20]
+// With --floor SECONDS: the least a GPU sampler can cost, the floor bench/gpu_cost.sh compares
+// the agent with: once a second, nvmlDeviceGetUtilizationRates and nvmlDeviceGetMemoryInfo
+// per GPU, nothing else; prints the process's CPU per second and per GPU.
 #include <fmt/format.h>
 #include <time.h>
 
@@ -47,8 +50,33 @@ void measure(const std::string& name, int calls, const std::function<DriverCode(
 
 }  // namespace
 
+double processCpuS() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+int floorLoop(GpuDriver& driver, const std::vector<GpuInfo>& gpus, int seconds) {
+  const double cpu0 = processCpuS();
+  auto next = std::chrono::steady_clock::now();
+  for (int s = 0; s < seconds; ++s) {
+    for (const auto& g : gpus) {
+      driver.utilizationRates(g.index);
+      driver.memory(g.index);
+    }
+    next += std::chrono::seconds(1);
+    std::this_thread::sleep_until(next);
+  }
+  const double per_second_ms = (processCpuS() - cpu0) * 1000.0 / seconds;
+  fmt::print("floor: {} GPUs, {} s: {:.3f} ms CPU per second, {:.3f} ms per GPU per sample\n",
+             gpus.size(), seconds, per_second_ms,
+             gpus.empty() ? 0.0 : per_second_ms / static_cast<double>(gpus.size()));
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  const int calls = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  const bool floor = argc > 2 && std::string(argv[1]) == "--floor";
+  const int calls = !floor && argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
   auto driver = makeNvmlDriver();
   auto init = driver->init();
   if (!init.ok()) {
@@ -56,6 +84,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto devices = driver->devices();
+  if (floor) return floorLoop(*driver, devices.value, std::max(1, std::atoi(argv[2])));
   for (const auto& gpu : devices.value) {
     fmt::print("GPU {} {} ({}), {} calls each\n", gpu.index, gpu.name, gpu.uuid, calls);
     const uint32_t i = gpu.index;

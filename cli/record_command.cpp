@@ -29,6 +29,8 @@ struct RecordArgs {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool gpu_pcie = false;
   bool gpu_processes = true;
+  uint32_t gpu_process_every = 60;
+  std::string gpu_utilization = "auto";
   std::vector<uint32_t> pids;
   std::vector<std::string> cgroups;
   std::vector<std::string> gpus;
@@ -142,6 +144,12 @@ int runRecord(const RecordArgs& args) {
   options.collector_config.nvml_library = args.nvml_library;
   options.collector_config.gpu.pcie = args.gpu_pcie;
   options.collector_config.gpu.per_process = args.gpu_processes;
+  options.collector_config.gpu.process_every_ticks = args.gpu_process_every;
+  using Utilization = collectors::GpuCollectorOptions::Utilization;
+  options.collector_config.gpu.utilization = args.gpu_utilization == "samples"
+                                                 ? Utilization::kSamples
+                                             : args.gpu_utilization == "rates" ? Utilization::kRates
+                                                                               : Utilization::kAuto;
   options.queue_capacity = args.queue_capacity;
   auto& jobs = options.collector_config.jobs;
   jobs.pids = args.pids;
@@ -267,6 +275,20 @@ CommandRunner addRecordCommand(CLI::App& app) {
       ->group("Collectors");
   cmd->add_flag("--gpu-processes,!--no-gpu-processes", args->gpu_processes,
                 "Read per-process GPU utilisation")
+      ->group("Collectors");
+  cmd->add_option("--gpu-process-every", args->gpu_process_every,
+                  "Read per-process GPU utilisation every N intervals, all its samples since the "
+                  "last read at once (~2.7 ms of CPU per GPU per read)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3600u))
+      ->group("Collectors");
+  cmd->add_option("--gpu-utilization", args->gpu_utilization,
+                  "Where GPU utilisation comes from: samples (the driver's sample buffer, the "
+                  "interval's mean, ~2.7 ms of CPU per GPU), rates (its last sample period, "
+                  "~0.4 us), auto (the buffer only for GPUs without GPM, which are judged by "
+                  "utilisation alone)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "samples", "rates"}))
       ->group("Collectors");
   cmd->add_option("--pid", args->pids, "Follow the training job of this process (repeatable)")
       ->group("Jobs");

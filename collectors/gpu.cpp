@@ -60,7 +60,10 @@ std::vector<GpuInfo> selectGpus(const std::vector<GpuInfo>& all,
 
 std::optional<double> GpuCollector::utilization(uint32_t index, PerGpu& state, GpuSample& sample,
                                                 uint64_t& skipped) {
-  if (samples_supported_) {
+  using Source = GpuCollectorOptions::Utilization;
+  const bool buffer = options_.utilization == Source::kSamples ||
+                      (options_.utilization == Source::kAuto && !state.activity_seen);
+  if (samples_supported_ && buffer) {
     auto samples = driver_->utilizationSamples(index, state.last_sample_us);
     if (samples.ok() || samples.code == DriverCode::kNoNewData) {
       double sum = 0;
@@ -117,6 +120,7 @@ void GpuCollector::readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sa
     return;
   }
   if (!activity.ok()) return;
+  state.activity_seen = true;
   auto keep = [&](const std::optional<double>& v, std::optional<double>& into) {
     if (!v) return;
     if (!inPercentRange(*v)) {
@@ -174,7 +178,16 @@ CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
         sample.pcie_rx_bytes_per_second = rx.value;
       }
     }
-    if (options_.per_process) {
+    // Per-process utilisation every process_every_ticks intervals: the driver keeps the
+    // samples, and one call returns all of them since the last.
+    bool processes_due = false;
+    if (options_.per_process && state.ticks_to_processes == 0) {
+      processes_due = true;
+      state.ticks_to_processes = std::max<uint32_t>(1, options_.process_every_ticks) - 1;
+    } else if (options_.per_process) {
+      --state.ticks_to_processes;
+    }
+    if (processes_due) {
       auto processes = driver_->processUtilization(gpu.index, state.last_process_us);
       const bool first = state.last_process_us == 0;
       // The driver may return several samples per process in one interval: average them.

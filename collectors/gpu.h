@@ -19,6 +19,16 @@ struct GpuCollectorOptions {
   // unless asked for, so that eight GPUs do not hold the sampling thread for 0.4 s a tick.
   bool pcie = false;
   bool per_process = true;
+  // nvmlDeviceGetProcessUtilization costs ~2.7 ms of CPU per GPU per call (H100, H200,
+  // driver 580): read once a minute at 1 s intervals, the samples since the last read at once.
+  uint32_t process_every_ticks = 60;
+  // Where utilisation comes from. The driver's sample buffer (nvmlDeviceGetSamples) gives the
+  // mean of the interval's sub-second samples for ~2.7 ms of CPU per GPU; the utilisation rate
+  // (nvmlDeviceGetUtilizationRates) the driver's last sample period for ~0.4 µs. kAuto: the
+  // buffer only for GPUs without GPM, where utilisation is all the correlator has; a GPU with
+  // GPM is judged by its GPM work and reads the cheap rate (docs/MEASUREMENTS.md).
+  enum class Utilization { kAuto, kSamples, kRates };
+  Utilization utilization = Utilization::kAuto;
   // GPM activity metrics (SM activity, occupancy, tensor, DRAM) where the GPU offers them.
   bool activity = true;
   // Only these GPUs (UUIDs or indexes, --gpu): one agent per job on a shared node.
@@ -48,6 +58,8 @@ class GpuCollector final : public Collector {
     uint64_t last_process_us = 0;
     bool lost = false;
     bool activity_unsupported = false;
+    bool activity_seen = false;  // GPM answered: utilisation may come from the cheap rate
+    uint32_t ticks_to_processes = 0;
   };
   std::optional<double> utilization(uint32_t index, PerGpu& state, GpuSample& sample,
                                     uint64_t& skipped);

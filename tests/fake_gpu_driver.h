@@ -28,6 +28,8 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   std::vector<Gpu> gpus;
   int pcie_calls = 0;
   int activity_calls = 0;
+  int samples_calls = 0;
+  int process_calls = 0;
 
   collectors::DriverResult<bool> init() override {
     return {init_code, init_code == collectors::DriverCode::kOk, "fake: no driver"};
@@ -39,6 +41,7 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   }
   collectors::DriverResult<std::vector<collectors::GpuUtilizationSample>> utilizationSamples(
       uint32_t index, uint64_t since_us) override {
+    ++samples_calls;
     const Gpu& g = gpus.at(index);
     if (g.samples_code != collectors::DriverCode::kOk) return {g.samples_code, {}, "fake"};
     std::vector<collectors::GpuUtilizationSample> out;
@@ -78,6 +81,7 @@ class FakeGpuDriver final : public collectors::GpuDriver {
   }
   collectors::DriverResult<std::vector<collectors::GpuProcessUtilization>> processUtilization(
       uint32_t index, uint64_t since_us) override {
+    ++process_calls;
     std::vector<collectors::GpuProcessUtilization> out;
     for (const auto& p : gpus.at(index).processes) {
       if (p.timestamp_us > since_us) out.push_back(p);

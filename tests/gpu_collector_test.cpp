@@ -17,6 +17,7 @@ GpuCollectorOptions withPcie() {
   GpuCollectorOptions o;
   o.pcie = true;
   o.per_process = true;
+  o.process_every_ticks = 1;
   return o;
 }
 
@@ -130,6 +131,52 @@ TEST(GpuCollector, PerProcessUtilisationIsAveragedPerPid) {
   EXPECT_DOUBLE_EQ(*batch.gpu_processes[0].memory_utilization_percent, 15.0);
   EXPECT_EQ(batch.gpu_processes[1].pid, 43u);
   EXPECT_FALSE(batch.gpu_processes[1].sm_utilization_percent);
+}
+
+// nvmlDeviceGetProcessUtilization costs milliseconds: read every Nth interval, every sample
+// since the last read averaged then.
+TEST(GpuCollector, ProcessUtilisationIsReadEveryNthIntervalWithAllItsSamples) {
+  GpuCollectorOptions o;
+  o.process_every_ticks = 3;
+  auto h = make([](FakeGpuDriver& f) { f.gpus[0].processes = {{42, 100, 50, 5}}; }, o);
+  collect(*h.collector);  // read: the driver's buffer reaches back before us
+  EXPECT_EQ(h.fake->process_calls, 1);
+  h.fake->gpus[0].processes.push_back({42, 200, 60, 10});
+  EXPECT_TRUE(collect(*h.collector).gpu_processes.empty());
+  h.fake->gpus[0].processes.push_back({42, 300, 80, 20});
+  EXPECT_TRUE(collect(*h.collector).gpu_processes.empty());
+  EXPECT_EQ(h.fake->process_calls, 1);
+  auto batch = collect(*h.collector);
+  EXPECT_EQ(h.fake->process_calls, 2);
+  ASSERT_EQ(batch.gpu_processes.size(), 1u);
+  EXPECT_DOUBLE_EQ(*batch.gpu_processes[0].sm_utilization_percent, 70.0);
+}
+
+// A GPU with GPM is judged by its GPM work: its utilisation comes from the cheap rate, not
+// the sample buffer (2.7 ms of CPU a call). Without GPM the buffer stays: utilisation is all
+// the correlator has. Asked for, the buffer is read either way.
+TEST(GpuCollector, OnlyGpusWithoutGpmReadTheSampleBuffer) {
+  for (const bool gpm : {true, false}) {
+    for (const auto source :
+         {GpuCollectorOptions::Utilization::kAuto, GpuCollectorOptions::Utilization::kSamples}) {
+      GpuCollectorOptions o;
+      o.utilization = source;
+      auto h = make(
+          [&](FakeGpuDriver& f) {
+            f.gpus[0].samples = {{100, 10}};
+            f.gpus[0].rates = {64, 7};
+            if (gpm) f.gpus[0].activity_code = DriverCode::kOk;
+          },
+          o);
+      collect(*h.collector);
+      const int after_first = h.fake->samples_calls;
+      h.fake->gpus[0].samples.push_back({200, 30});
+      auto second = collect(*h.collector);
+      const bool buffer = !gpm || source == GpuCollectorOptions::Utilization::kSamples;
+      EXPECT_EQ(h.fake->samples_calls - after_first, buffer ? 1 : 0) << gpm;
+      EXPECT_DOUBLE_EQ(*second.gpus[0].utilization_percent, buffer ? 30.0 : 64.0) << gpm;
+    }
+  }
 }
 
 TEST(GpuCollector, PcieIsOffByDefault) {
