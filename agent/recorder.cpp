@@ -63,14 +63,26 @@ std::shared_ptr<storage::SampleWriter> startWriter(const RecorderOptions& option
   }
   const int64_t interval_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options.interval).count();
-  const int64_t run_id =
-      store->beginRun({started_ms, options.live.host.empty() ? hostName() : options.live.host,
-                       STALLWATCH_VERSION, interval_ms, collector_names});
+  const storage::RunInfo run{started_ms, options.live.host.empty() ? hostName() : options.live.host,
+                             STALLWATCH_VERSION, interval_ms, collector_names};
+  const int64_t run_id = store->beginRun(run);
   // Shared with the thread that finishes it (finishWriter): a stop must not wait on a disk
   // that does not answer.
   auto writer = std::make_shared<storage::SampleWriter>(
       std::move(store), run_id, options.queue_capacity, options.flush_interval);
   writer->setRetention(options.retain);
+  // Damage found while writing: the same as at start, the file moved aside and a new one
+  // begun with this run's facts; the writer puts what was queued into it.
+  writer->onCorruption([path = options.db_path, run](const std::string& why) {
+    const std::string aside = storage::Store::moveAside(path, why);
+    spdlog::error(
+        "the database became corrupt while recording and was moved aside to {}; "
+        "recording into a new {}",
+        aside, path.string());
+    auto fresh = storage::Store::open(path);
+    const int64_t new_run = fresh->beginRun(run);
+    return std::pair{std::move(fresh), new_run};
+  });
   if (!moved_to.empty()) {
     writer->submitEvent({started_ms, "writer", "error",
                          "the database found at start was corrupt; moved aside to " + moved_to});

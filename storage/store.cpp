@@ -173,6 +173,32 @@ void quickCheck(SQLite::Database& db, const fs::path& path, std::chrono::millise
 
 }  // namespace
 
+std::string Store::moveAside(const fs::path& path, const std::string& why) {
+  const time_t now = ::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const fs::path aside = path.string() + ".corrupt-" + stamp;
+  std::error_code ec;
+  fs::rename(path, aside, ec);
+  if (ec) throw StoreError(why + "; and it cannot be moved aside: " + ec.message());
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const fs::path side = path.string() + suffix;
+    if (fs::exists(side, ec)) fs::rename(side, aside.string() + suffix, ec);
+  }
+  return aside.string();
+}
+
+bool Store::isCorruption(const std::exception& e) {
+  if (dynamic_cast<const CorruptDatabase*>(&e)) return true;
+  if (const auto* sql = dynamic_cast<const SQLite::Exception*>(&e)) {
+    const int code = sql->getErrorCode() & 0xFF;
+    return code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
+  }
+  return false;
+}
+
 std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string* moved_to,
                                               int busy_timeout_ms) {
   try {
@@ -180,21 +206,8 @@ std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string*
     quickCheck(store->db_, path, std::chrono::seconds(5));
     return store;
   } catch (const CorruptDatabase& e) {
-    const time_t now = ::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    const fs::path aside = path.string() + ".corrupt-" + stamp;
-    std::error_code ec;
-    fs::rename(path, aside, ec);
-    if (ec)
-      throw StoreError(std::string(e.what()) + "; and it cannot be moved aside: " + ec.message());
-    for (const char* suffix : {"-wal", "-shm"}) {
-      const fs::path side = path.string() + suffix;
-      if (fs::exists(side, ec)) fs::rename(side, aside.string() + suffix, ec);
-    }
-    if (moved_to) *moved_to = aside.string() + " (" + e.what() + ")";
+    const std::string aside = moveAside(path, e.what());
+    if (moved_to) *moved_to = aside + " (" + e.what() + ")";
     return open(path, busy_timeout_ms);
   }
 }

@@ -74,6 +74,11 @@ class Store {
   // (permissions, a newer schema) are thrown as by open().
   static std::unique_ptr<Store> openOrMoveAside(const std::filesystem::path& path,
                                                 std::string* moved_to, int busy_timeout_ms = 5000);
+  // Renames PATH (and its -wal and -shm) to PATH.corrupt-<UTC time>; returns the new name.
+  // Throws StoreError (saying WHY) if it cannot.
+  static std::string moveAside(const std::filesystem::path& path, const std::string& why);
+  // True for an error that says the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
+  static bool isCorruption(const std::exception& e);
 
   SQLite::Database& db() { return db_; }
   int schemaVersion();

@@ -99,7 +99,9 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
 
   bool ok = true;
   bool batches_written = false;
+  std::string replaced;  // what replaceCorrupt() did, for the new DB's events
   try {
+    if (!store_) throw StoreError("no database open (" + last_error_ + ")");
     if (devices) store_->upsertDevices(devices->first, devices->second);
     if (!batches.empty()) store_->writeBatches(batches);
     batches_written = true;
@@ -116,6 +118,8 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
     if (!failing_since_ms_)
       spdlog::error("writer: cannot write to the database, will retry: {}", e.what());
     last_error_ = e.what();
+    // A damaged file (or none left open after a replacement that failed): a new one.
+    if (reopen_ && (!store_ || Store::isCorruption(e))) replaced = replaceCorrupt(e.what());
   }
 
   lock.lock();
@@ -123,6 +127,8 @@ bool SampleWriter::writePending(std::unique_lock<std::mutex>& lock) {
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
+  just_replaced_ = !replaced.empty();
+  if (just_replaced_) events_.push({now_ms, "writer", "error", replaced});  // into the new DB
   if (ok) {
     if (failing_since_ms_) {
       const uint64_t dropped = stats_.dropped_batches - dropped_before_failing_;
@@ -184,6 +190,23 @@ void SampleWriter::pruneIfDue() {
   }
 }
 
+// With the lock released: the damaged DB is moved aside and a new one opened (disk I/O).
+std::string SampleWriter::replaceCorrupt(const std::string& why) {
+  try {
+    store_.reset();  // closed before the file is renamed
+    auto [store, run_id] = reopen_(why);
+    store_ = std::move(store);
+    run_id_ = run_id;
+    const std::string text = "the database became corrupt while recording (" + why +
+                             "); it was moved aside and a new one started";
+    spdlog::error("writer: {}", text);
+    return text;
+  } catch (const std::exception& e) {
+    spdlog::error("writer: the database is corrupt and could not be replaced: {}", e.what());
+    return {};
+  }
+}
+
 void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
@@ -198,6 +221,7 @@ void SampleWriter::run() {
       lock.lock();
     }
     if (!writePending(lock)) {
+      if (just_replaced_) continue;  // a new DB: write into it at once
       wake_.wait_for(lock, kRetryDelay, [this] { return stopping_; });
       if (stopping_) break;
       continue;
@@ -220,12 +244,14 @@ bool SampleWriter::finish(int64_t ended_ms) {
   if (thread_.joinable()) thread_.join();
   std::unique_lock lock(mutex_);
   bool ok = writePending(lock);
+  if (!ok && just_replaced_) ok = writePending(lock);  // into the DB that replaced a corrupt one
   if (!ok) {
     stats_.dropped_batches += batches_.clear();
   }
   const uint64_t dropped = stats_.dropped_batches;
   lock.unlock();
   try {
+    if (!store_) throw StoreError("no database open");
     store_->endRun(run_id_, ended_ms, dropped);
   } catch (const std::exception& e) {
     spdlog::error("writer: cannot close the run in the database: {}", e.what());

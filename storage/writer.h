@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,12 @@ class SampleWriter {
                std::chrono::milliseconds flush_interval = std::chrono::milliseconds(0));
   // Keep RETAIN of history: older rows are pruned at start and every hour (zero: keep all).
   void setRetention(std::chrono::milliseconds retain);
+  // A write that finds the DB damaged (SQLITE_CORRUPT: a page overwritten under it) calls
+  // REOPEN, with the error, for a new store and run to write into: the recorder moves the file
+  // aside and starts a new one, as it does with a damaged file at start. What was queued is
+  // written there. Without it, such writes are retried like any other failure.
+  using Reopen = std::function<std::pair<std::unique_ptr<Store>, int64_t>(const std::string& why)>;
+  void onCorruption(Reopen reopen) { reopen_ = std::move(reopen); }
   ~SampleWriter();
   SampleWriter(const SampleWriter&) = delete;
   SampleWriter& operator=(const SampleWriter&) = delete;
@@ -56,9 +63,12 @@ class SampleWriter {
  private:
   void run();
   bool writePending(std::unique_lock<std::mutex>& lock);
+  std::string replaceCorrupt(const std::string& why);
 
   std::unique_ptr<Store> store_;
-  const int64_t run_id_;
+  int64_t run_id_;  // changes only when a corrupt DB is replaced (writer thread, or finish())
+  Reopen reopen_;
+  bool just_replaced_ = false;  // the last write failed on a corrupt DB that was replaced
   const std::chrono::milliseconds flush_interval_;
 
   mutable std::mutex mutex_;

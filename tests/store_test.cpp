@@ -326,6 +326,56 @@ TEST(Writer, WritesEverySubmittedBatch) {
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 50);
 }
 
+// A page overwritten under a running recorder (a bad sector, a stray write): the write that
+// finds it (SQLITE_CORRUPT) moves the file aside and what was queued goes into a new one, with
+// an event saying so. Before this, the writer retried into the damaged file for ever.
+TEST(Writer, CorruptionFoundWhileWritingMovesTheFileAsideAndKeepsTheData) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "sw.db";
+  int root_page = 0, page_size = 0;
+  {
+    auto store = Store::open(path);
+    const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
+    SampleWriter writer(std::move(store), run, 100);
+    for (int i = 1; i <= 20; ++i) writer.submit(batchAt(i * 1000));
+    ASSERT_TRUE(writer.finish(30'000));
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE);
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    root_page = db.execAndGet("SELECT rootpage FROM sqlite_master WHERE name = 'disk_samples'");
+    page_size = db.execAndGet("PRAGMA page_size");
+  }
+  {
+    // The disk_samples table's root page overwritten; the schema (page 1) left intact.
+    FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(root_page - 1) * page_size, SEEK_SET);
+    const std::vector<char> garbage(static_cast<size_t>(page_size), '\x5a');
+    std::fwrite(garbage.data(), 1, garbage.size(), f);
+    std::fclose(f);
+  }
+  auto store = Store::open(path);
+  const int64_t run = store->beginRun({40'000, "h", "v", 1000, "x"});
+  SampleWriter writer(std::move(store), run, 100);
+  std::string moved_to;
+  writer.onCorruption([&](const std::string& why) {
+    moved_to = Store::moveAside(path, why);
+    auto fresh = Store::open(path);
+    const int64_t fresh_run = fresh->beginRun({40'000, "h", "v", 1000, "x"});
+    return std::pair{std::move(fresh), fresh_run};
+  });
+  for (int i = 41; i <= 45; ++i) writer.submit(batchAt(i * 1000));
+  ASSERT_TRUE(writer.finish(50'000));
+  ASSERT_FALSE(moved_to.empty());
+  EXPECT_TRUE(std::filesystem::exists(moved_to));
+  SQLite::Database db(path.string());
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 5);
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM agent_events WHERE message LIKE "
+                          "'%became corrupt while recording%'")
+                .getInt(),
+            1);
+  EXPECT_EQ(writer.stats().dropped_batches, 0u);
+}
+
 // The DB is locked by someone else (as a stalled disk would hold the writer): submit() must
 // not block, the queue keeps the newest CAPACITY batches, and writing resumes afterwards.
 TEST(Writer, BlockedDatabaseNeverBlocksSubmitAndDropsTheOldest) {
