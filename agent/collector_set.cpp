@@ -44,7 +44,8 @@ void CollectorSet::collect(const collectors::Tick& tick, collectors::SampleBatch
 }
 
 void CollectorSet::account(Active& a, const collectors::CollectResult& r, int64_t wall_time_ms) {
-  a.stats.last_ok = r.outcome != collectors::Outcome::kError;
+  a.stats.last_ok = r.outcome != collectors::Outcome::kError && !r.unavailable;
+  a.stats.available = !r.unavailable;
   a.stats.skipped += r.skipped;
   switch (r.outcome) {
     case collectors::Outcome::kData:

@@ -85,8 +85,13 @@ void renderAgent(const MetricsSnapshot& s, Writer& w) {
 
   // The agent's own health, per collector.
   w.family("stallwatch_collector_success", "gauge",
-           "1 if the collector's last run succeeded, else 0.");
+           "1 if the collector's last run succeeded, else 0 (an error, or its source missing "
+           "on this host: no NVIDIA driver, no PSI).");
   for (const auto& c : s.collectors) w.sample({{"collector", c.name}}, c.last_ok ? 1 : 0);
+  w.family("stallwatch_collector_available", "gauge",
+           "0 if the collector's source is missing on this host (no NVIDIA driver, no PSI), "
+           "else 1.");
+  for (const auto& c : s.collectors) w.sample({{"collector", c.name}}, c.available ? 1 : 0);
   w.family("stallwatch_collector_duration_seconds", "gauge",
            "How long the collector's last run took.");
   for (const auto& c : s.collectors) {
@@ -166,6 +171,39 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
     }
   }
 
+  // The same devices' cumulative counters (node_exporter's node_disk_*_total), for rate()
+  // over any window: a scrape every 15 s sees every interval, and a short spike too.
+  struct DiskCounter {
+    const char* name;
+    const char* help;
+    uint64_t collectors::DiskTotals::*value;
+    double scale;
+  };
+  using T = collectors::DiskTotals;
+  static const DiskCounter disk_counters[] = {
+      {"stallwatch_disk_reads_completed_total", "Reads completed.", &T::reads, 1.0},
+      {"stallwatch_disk_read_bytes_total", "Bytes read.", &T::read_bytes, 1.0},
+      {"stallwatch_disk_read_time_seconds_total",
+       "Time spent on reads (rate() over reads_completed: the mean r_await).", &T::read_time_ms,
+       1e-3},
+      {"stallwatch_disk_writes_completed_total", "Writes completed.", &T::writes, 1.0},
+      {"stallwatch_disk_written_bytes_total", "Bytes written.", &T::written_bytes, 1.0},
+      {"stallwatch_disk_write_time_seconds_total", "Time spent on writes.", &T::write_time_ms,
+       1e-3},
+      {"stallwatch_disk_io_time_seconds_total", "Time the device was busy (rate(): %util / 100).",
+       &T::io_time_ms, 1e-3},
+      {"stallwatch_disk_io_time_weighted_seconds_total",
+       "Time spent on I/O weighted by requests in flight (rate(): aqu-sz).",
+       &T::weighted_io_time_ms, 1e-3},
+  };
+  for (const auto& c : disk_counters) {
+    w.family(c.name, "counter", c.help);
+    for (const auto& d : s.disks) {
+      if (d.totals)
+        w.sample({{"device", d.device}}, static_cast<double>((*d.totals).*(c.value)) * c.scale);
+    }
+  }
+
   w.family("stallwatch_pressure_some_ratio", "gauge",
            "Share of the interval some task stalled on the resource (PSI).");
   for (const auto& p : s.pressure) {
@@ -175,6 +213,18 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
            "Share of the interval all non-idle tasks stalled (PSI).");
   for (const auto& p : s.pressure) {
     if (p.full_ratio) w.sample({{"resource", p.resource}}, *p.full_ratio);
+  }
+  w.family("stallwatch_pressure_some_seconds_total", "counter",
+           "Time some task stalled on the resource (PSI total=), for rate() over any window.");
+  for (const auto& p : s.pressure) {
+    if (p.some_total_us)
+      w.sample({{"resource", p.resource}}, static_cast<double>(*p.some_total_us) / 1e6);
+  }
+  w.family("stallwatch_pressure_full_seconds_total", "counter",
+           "Time all non-idle tasks stalled on the resource (PSI total=).");
+  for (const auto& p : s.pressure) {
+    if (p.full_total_us)
+      w.sample({{"resource", p.resource}}, static_cast<double>(*p.full_total_us) / 1e6);
   }
 }
 

@@ -30,7 +30,8 @@ struct CollectorStats {
   uint64_t skipped = 0;  // malformed lines or out-of-range values dropped
   std::chrono::nanoseconds total_time{0};
   std::chrono::nanoseconds last_time{0};
-  bool last_ok = true;  // the last collection was not an error
+  bool last_ok = true;    // the last collection was neither an error nor without its source
+  bool available = true;  // its source exists on this host (an NVIDIA driver, PSI)
 };
 
 // A drive's health verdict, as the health thread last read it.

@@ -43,7 +43,7 @@ SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
     d.rates.aqu_sz = noise(0.2, 1);
     b.disks.push_back(d);
   }
-  b.pressure = {{"io", 0.02, 0.0}, {"cpu", 0.01, 0.0}};
+  b.pressure = {{"io", 0.02, 0.0, {}, {}}, {"cpu", 0.01, 0.0, {}, {}}};
   return b;
 }
 

@@ -24,9 +24,15 @@ struct CollectResult {
   // Said once by the collector, whatever the outcome: a reading this host cannot give and the
   // fallback used instead (logged and stored as an event by the agent).
   std::string notice;
+  // No data because the source is missing on this host (no NVIDIA driver, no PSI), not because
+  // there was nothing to read this time (no job yet): the collector is not working here.
+  bool unavailable = false;
 
   static CollectResult data(uint64_t skipped = 0) { return {Outcome::kData, {}, skipped, {}}; }
   static CollectResult noData(std::string why) { return {Outcome::kNoData, std::move(why), 0, {}}; }
+  static CollectResult unavailableHere(std::string why) {
+    return {Outcome::kNoData, std::move(why), 0, {}, true};
+  }
   static CollectResult error(std::string what) { return {Outcome::kError, std::move(what), 0, {}}; }
 };
 

@@ -114,8 +114,12 @@ class DiskstatsCollector final : public Collector {
         const DiskStats* prev = previousOf(d, i);
         if (!prev) continue;  // a device that just appeared: rates from the next tick on
         auto result = computeDiskRates(*prev, d, elapsed);
-        if (result.rates)
-          out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight});
+        if (!result.rates) continue;
+        constexpr uint64_t kSector = 512;  // /proc/diskstats counts 512-byte sectors
+        const DiskTotals totals{d.reads_completed,  d.read_sectors * kSector,  d.read_time_ms,
+                                d.writes_completed, d.write_sectors * kSector, d.write_time_ms,
+                                d.io_ticks_ms,      d.weighted_io_time_ms};
+        out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight, totals});
       }
     }
     std::swap(previous_, current_);

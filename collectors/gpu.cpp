@@ -137,7 +137,7 @@ void GpuCollector::readActivity(const GpuInfo& gpu, PerGpu& state, GpuSample& sa
 }
 
 CollectResult GpuCollector::collect(const Tick& /*tick*/, SampleBatch& out) {
-  if (gpus_.empty()) return CollectResult::noData(unavailable_);
+  if (gpus_.empty()) return CollectResult::unavailableHere(unavailable_);
   uint64_t skipped = 0;
   size_t reported = 0;
   std::string problem;

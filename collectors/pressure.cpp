@@ -114,6 +114,8 @@ class PressureCollector final : public Collector {
           s.full_ratio =
               stallRatio(r.previous->full->total_us, parsed.stats.full->total_us, elapsed);
         }
+        if (parsed.stats.some) s.some_total_us = parsed.stats.some->total_us;
+        if (parsed.stats.full) s.full_total_us = parsed.stats.full->total_us;
         out.pressure.push_back(std::move(s));
       }
       r.previous = parsed.stats;
@@ -123,7 +125,8 @@ class PressureCollector final : public Collector {
     primed_ = true;
     if (readable == 0) {
       // No PSI: kernel older than 4.20, CONFIG_PSI off or booted with psi=0.
-      return CollectResult::noData("pressure stall information unavailable: " + first_problem);
+      return CollectResult::unavailableHere("pressure stall information unavailable: " +
+                                            first_problem);
     }
     CollectResult result = CollectResult::data(skipped);
     result.message = first_problem;

@@ -26,18 +26,29 @@ struct DiskRates {
   double util_percent = 0;  // Δ io_ticks / Δ ms elapsed; not meaningful for parallel devices
 };
 
+// A device's cumulative counters as /proc/diskstats gives them, for Prometheus' rate() over
+// any window (the rates above are the last interval's only). Not stored: the DB keeps rates.
+struct DiskTotals {
+  uint64_t reads = 0, read_bytes = 0, read_time_ms = 0;
+  uint64_t writes = 0, written_bytes = 0, write_time_ms = 0;
+  uint64_t io_time_ms = 0, weighted_io_time_ms = 0;
+};
+
 struct DiskSample {
   std::string device;
   uint32_t major = 0;
   uint32_t minor = 0;
   DiskRates rates;
-  uint64_t in_flight = 0;  // requests in flight at the end of the interval
+  uint64_t in_flight = 0;            // requests in flight at the end of the interval
+  std::optional<DiskTotals> totals;  // live sampling only (a replay has rates alone)
 };
 
 struct PressureSample {
   std::string resource;              // "io", "cpu", "memory"
   std::optional<double> some_ratio;  // share of the interval in which some task stalled
   std::optional<double> full_ratio;  // share in which all non-idle tasks stalled
+  // PSI's cumulative total= (µs), for rate() over any window; live sampling only.
+  std::optional<uint64_t> some_total_us, full_total_us;
 };
 
 // A GPU as the driver names it, described once.

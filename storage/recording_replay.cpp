@@ -86,7 +86,7 @@ collectors::DiskSample diskRow(Cursor& r) {
 }
 
 collectors::PressureSample pressureRow(Cursor& r) {
-  return {r.text("resource"), r.optionalReal("some_ratio"), r.optionalReal("full_ratio")};
+  return {r.text("resource"), r.optionalReal("some_ratio"), r.optionalReal("full_ratio"), {}, {}};
 }
 
 collectors::GpuSample gpuRow(Cursor& r) {

@@ -53,7 +53,7 @@ std::vector<SampleBatch> syntheticRun(size_t n, const std::function<bool(size_t)
     vda.rates.r_await_ms = noise(0.3, 0.6);
     vda.rates.aqu_sz = 0.5;
     b.disks = {loop1, vda};
-    b.pressure = {{"io", s ? 0.9 : 0.02, 0.0}, {"cpu", 0.01, 0.0}};
+    b.pressure = {{"io", s ? 0.9 : 0.02, 0.0, {}, {}}, {"cpu", 0.01, 0.0, {}, {}}};
     out.push_back(std::move(b));
   }
   return out;

@@ -20,7 +20,7 @@ MetricsSnapshot sample() {
   d.rates.aqu_sz = 7.9;
   d.rates.util_percent = 99;
   s.disks.push_back(d);
-  s.pressure.push_back({"io", 0.97, 0.5});
+  s.pressure.push_back({"io", 0.97, 0.5, {}, {}});
   collectors::JobSample j;
   j.key = "pid:960:38819";
   j.gpu_util_percent = 3;
@@ -137,6 +137,30 @@ TEST(Metrics, RanksOfRunsAcrossNodesCarryRunRankAndNode) {
   ended.job_updates = {one};
   noteRunShares(shares, ended);
   EXPECT_EQ(shares.count(one.key), 0u);
+}
+
+// Counters for rate() beside the last interval's gauges, in base units (node_exporter's way):
+// a replayed sample without the raw counters gives no counter series rather than zeros.
+TEST(Metrics, DiskAndPressureCountersForRate) {
+  MetricsSnapshot s;
+  collectors::DiskSample live, replayed;
+  live.device = "nvme0n1";
+  live.totals = collectors::DiskTotals{1000, 4096000, 2500, 10, 40960, 30, 1200, 3100};
+  replayed.device = "vda";
+  s.disks = {live, replayed};
+  collectors::PressureSample io{"io", 0.1, 0.0, 2'500'000, 1'000'000};
+  s.pressure.push_back(io);
+  const std::string text = renderMetrics(s);
+  for (const char* line : {"# TYPE stallwatch_disk_read_time_seconds_total counter",
+                           "stallwatch_disk_reads_completed_total{device=\"nvme0n1\"} 1000",
+                           "stallwatch_disk_read_bytes_total{device=\"nvme0n1\"} 4096000",
+                           "stallwatch_disk_read_time_seconds_total{device=\"nvme0n1\"} 2.5",
+                           "stallwatch_disk_io_time_weighted_seconds_total{device=\"nvme0n1\"} 3.1",
+                           "stallwatch_pressure_some_seconds_total{resource=\"io\"} 2.5",
+                           "stallwatch_pressure_full_seconds_total{resource=\"io\"} 1"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("reads_completed_total{device=\"vda\"}"), std::string::npos);
 }
 
 TEST(ListenAddress, LoopbackUnlessAnAddressIsGiven) {

@@ -25,7 +25,7 @@ collectors::SampleBatch batchAt(int64_t ts_ms) {
   d.rates.util_percent = 25;
   d.in_flight = 1;
   b.disks.push_back(d);
-  b.pressure.push_back({"io", 0.1, 0.05});
+  b.pressure.push_back({"io", 0.1, 0.05, {}, {}});
   collectors::GpuSample g;
   g.gpu_index = 0;
   g.uuid = "GPU-abc";

@@ -205,8 +205,10 @@ class LiveE2E(unittest.TestCase):
             self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
         agent_port, prom_port = free_port(), free_port()
         db = os.path.join(self.tmp, "sw.db")
-        self.start([BIN, "record", "--db", db, "--interval", "500ms", "--no-collector.gpu",
-                    "--socket", os.path.join(self.tmp, "dl.sock"), "--listen", f"127.0.0.1:{agent_port}"])
+        # The GPU collector on: this host has no NVIDIA driver, which the endpoint must say.
+        self.start([BIN, "record", "--db", db, "--interval", "500ms", "--nvml-library",
+                    "libnvidia-ml-absent.so.1", "--socket", os.path.join(self.tmp, "dl.sock"),
+                    "--listen", f"127.0.0.1:{agent_port}"])
         config = os.path.join(self.tmp, "prometheus.yml")
         with open(config, "w") as f:
             f.write(f"""global:
@@ -239,7 +241,19 @@ scrape_configs:
         self.assertTrue(result, "Prometheus never had a stallwatch series")
         self.assertGreater(float(result[0]["value"][1]), 0)
         self.assertTrue(query('stallwatch_collector_success{collector="diskstats"} == 1'))
+        # No driver: the GPU collector is neither succeeding nor failing, and no alert fires.
+        self.assertTrue(query('stallwatch_collector_success{collector="gpu"} == 0'))
+        self.assertTrue(query('stallwatch_collector_available{collector="gpu"} == 0'))
+        self.assertFalse(query('stallwatch_collector_success == 0 unless on (instance, collector) '
+                               'stallwatch_collector_available == 0'))
         self.assertTrue(query("stallwatch_disk_busy_ratio"))
+        # Counters for rate() over any window, as node_exporter's.
+        rates, deadline = [], time.monotonic() + 20
+        while not rates and time.monotonic() < deadline:  # rate() needs two scrapes
+            rates = query("rate(stallwatch_disk_io_time_seconds_total[5s]) >= 0")
+            time.sleep(0.5)
+        self.assertTrue(rates)
+        self.assertTrue(query("stallwatch_pressure_some_seconds_total"))
         # The rules file loaded, and the dashboard's queries are valid PromQL on this server.
         rules = json.loads(get(f"{api}/rules"))["data"]["groups"]
         self.assertEqual(rules[0]["name"], "stallwatch")
