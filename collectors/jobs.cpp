@@ -148,6 +148,10 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
   if (key.empty())
     key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
+  if (jobs_.size() >= options_.max_jobs && !jobs_.count(key)) {
+    ++jobs_refused_;
+    return nullptr;
+  }
   auto [it, inserted] = jobs_.try_emplace(key);
   Job& job = it->second;
   if (inserted) {
@@ -200,7 +204,8 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
   }
 }
 
-void JobTracker::followChildren(Job& job, bool full_scan, SampleBatch& out) {
+void JobTracker::followChildren(Job& job, const std::vector<std::pair<uint32_t, uint32_t>>* parents,
+                                SampleBatch& out) {
   std::vector<uint32_t> frontier;
   for (const auto& [pid, m] : job.members) frontier.push_back(pid);
   while (!frontier.empty()) {
@@ -213,17 +218,13 @@ void JobTracker::followChildren(Job& job, bool full_scan, SampleBatch& out) {
       frontier.push_back(child);
     }
   }
-  if (!full_scan) return;
+  if (!parents) return;
   // Children of threads other than the main one do not show in task/PID/children: look at
   // every process's parent once per discovery period.
   bool grew = true;
-  std::vector<std::pair<uint32_t, uint32_t>> parents;  // (pid, ppid)
-  for (uint32_t pid : reader_.allPids()) {
-    if (auto s = reader_.stat(pid)) parents.emplace_back(pid, s->ppid);
-  }
   while (grew) {
     grew = false;
-    for (const auto& [pid, ppid] : parents) {
+    for (const auto& [pid, ppid] : *parents) {
       if (!job.members.count(pid) && job.members.count(ppid) &&
           job.members.size() < options_.max_processes_per_job) {
         addMember(job, pid, false, out);
@@ -299,7 +300,9 @@ std::string JobTracker::finalReport() const {
          std::to_string(s.metrics) + " metrics, " + std::to_string(s.malformed_lines) +
          " malformed lines, " + std::to_string(s.unknown_metrics) + " unknown metrics, " +
          std::to_string(s.oversized_datagrams) + " oversized datagrams, " +
-         std::to_string(s.dropped_senders) + " from senders past the cap";
+         std::to_string(s.dropped_senders) + " from senders past the cap; " +
+         std::to_string(jobs_refused_) + " processes not tracked past " +
+         std::to_string(options_.max_jobs) + " jobs";
 }
 
 CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
@@ -315,12 +318,28 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   const bool have_interval = last_tick_ns_ != 0 && elapsed > 0;
   last_tick_ns_ = tick.monotonic_ns;
   if (discovery) discover(tick.wall_time_ms, out);
+  // One pass over /proc per discovery tick, whatever the number of jobs: with a job per
+  // short-lived sender, a pass per job made the tick quadratic (issue 19: 1 500 senders, a 20 s
+  // hole in every series).
+  std::vector<std::pair<uint32_t, uint32_t>> parents;  // (pid, ppid)
+  if (discovery) {
+    for (uint32_t pid : reader_.allPids()) {
+      if (auto st = reader_.stat(pid)) parents.emplace_back(pid, st->ppid);
+    }
+  }
+  if (jobs_refused_ > 0 && !said_refused_) {
+    said_refused_ = true;
+    notice += std::string(notice.empty() ? "" : "; ") + "more than " +
+              std::to_string(options_.max_jobs) +
+              " jobs at once: further processes are not tracked (their datagrams are counted, "
+              "not attributed)";
+  }
   // Attributed now, before exited members are pruned: a process sends its last datagram as
   // it finishes, and it may be gone by this tick.
   const ReportedSteps dataloader = drainDataloader(tick.wall_time_ms, out);
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
-    followChildren(job, discovery, out);
+    followChildren(job, discovery ? &parents : nullptr, out);
     assignRanks(job);
     Totals total;
     std::map<int32_t, Totals> by_rank;

@@ -37,6 +37,9 @@ struct JobTrackerOptions {
   uint32_t discovery_every_ticks = 5;
   size_t max_open_files_per_process = 512;
   size_t max_processes_per_job = 1024;
+  // Jobs tracked at once: senders past it (a flood of short-lived processes, each a job of
+  // its own) are not tracked, and their datagrams are counted, not attributed.
+  size_t max_jobs = 256;
   // Only jobs on these GPUs (UUIDs or indexes, --gpu) are found through the GPUs.
   std::vector<std::string> only_gpus;
 };
@@ -91,7 +94,10 @@ class JobTracker final : public Collector {
   Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out);
   void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
   void discover(int64_t now_ms, SampleBatch& out);
-  void followChildren(Job& job, bool full_scan, SampleBatch& out);
+  // PARENTS: every process's (pid, ppid), read once per discovery tick for all jobs (null on
+  // other ticks): children of threads other than the main one show only there.
+  void followChildren(Job& job, const std::vector<std::pair<uint32_t, uint32_t>>* parents,
+                      SampleBatch& out);
   void scanOpenFiles(Job& job, SampleBatch& out);
 
   ProcessReader reader_;
@@ -102,6 +108,8 @@ class JobTracker final : public Collector {
   std::string socket_error_;
   std::shared_ptr<const DeviceTree> tree_;
   std::map<std::string, Job> jobs_;
+  uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached
+  bool said_refused_ = false;
   uint64_t ticks_ = 0;
   int64_t last_tick_ns_ = 0;
   const long clock_ticks_per_second_;

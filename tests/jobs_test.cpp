@@ -115,7 +115,7 @@ class JobTrackerTest : public ::testing::Test {
   }
 
   // Two GPUs: the ranks of run7 on GPU-0 (101, with 200 beside it) and GPU-1 (102).
-  void makeTracker(std::vector<std::string> only_gpus = {}) {
+  void makeTracker(std::vector<std::string> only_gpus = {}, size_t max_jobs = 256) {
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
     g0.info = {0, "GPU-0", "Fake", {}};
@@ -127,6 +127,7 @@ class JobTrackerTest : public ::testing::Test {
     options.listen_dataloader = false;
     options.discovery_every_ticks = 1;
     options.only_gpus = std::move(only_gpus);
+    options.max_jobs = max_jobs;
     tracker_ =
         std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
     tracker_->setDeviceTree(loopOverVda());
@@ -153,6 +154,21 @@ TEST_F(JobTrackerTest, OnlyJobsOnTheSelectedGpusAreFound) {
   EXPECT_EQ(keys, std::vector<std::string>{"torchelastic:run7"});
   ASSERT_EQ(first.job_updates.size(), 1u);
   EXPECT_EQ(first.job_updates[0].gpus, std::vector<std::string>{"GPU-1"});
+}
+
+// A flood of processes, each a job of its own, is bounded: past max_jobs none is tracked, the
+// ones tracked keep being sampled, and the refusals are said once and counted.
+TEST_F(JobTrackerTest, JobsPastTheCapAreNotTrackedAndAreSaid) {
+  makeTracker({}, 1);
+  SampleBatch first;
+  const CollectResult r = tracker_->collect({1'000'000'000, 1000}, first);
+  EXPECT_EQ(tracker_->activeJobs(), 1u);
+  EXPECT_EQ(first.job_updates.size(), 1u);
+  SampleBatch second;
+  const CollectResult next = tracker_->collect({2'000'000'000, 2000}, second);
+  EXPECT_NE((r.notice + next.notice).find("more than 1 jobs at once"), std::string::npos)
+      << r.notice << " / " << next.notice;
+  EXPECT_EQ(second.jobs.size(), 1u);
 }
 
 TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
