@@ -172,6 +172,16 @@ class FleetE2E(unittest.TestCase):
         self.assertEqual(inc["device"], "loop0")
         self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
         self.assertLessEqual(abs(inc["end_ms"] - t_out), 2000)
+        # The time lost, against the job's own step log (rank 0's step end times): the steps
+        # the job did not make over the stall, at its rate of the 10 s before, on both GPUs.
+        with open(os.path.join(d, "steps")) as f:
+            steps = [float(line) for line in f]
+        start_s, end_s = inc["start_ms"] / 1000, inc["end_ms"] / 1000
+        baseline = sum(1 for t in steps if t_in / 1000 - 10 <= t < t_in / 1000) / 10
+        done = sum(1 for t in steps if start_s <= t < end_s)
+        step_log_gpu_s = ((end_s - start_s) - done / baseline) * 2
+        self.assertLess(abs(inc["gpu_seconds_lost"] - step_log_gpu_s) / step_log_gpu_s, 0.10,
+                        f"report {inc['gpu_seconds_lost']:.1f} GPU-s, step log {step_log_gpu_s:.1f}")
         d, _, _, _ = self.real_run("healthy")
         self.assertEqual(self.report(d)["incidents"], [])
 
