@@ -197,7 +197,7 @@ std::string SampleWriter::replaceCorrupt(const std::string& why) {
     auto [store, run_id] = reopen_(why);
     store_ = std::move(store);
     run_id_ = run_id;
-    const std::string text = "the database became corrupt while recording (" + why +
+    std::string text = "the database became corrupt while recording (" + why +
                              "); it was moved aside and a new one started";
     spdlog::error("writer: {}", text);
     return text;
