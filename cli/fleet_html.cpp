@@ -62,13 +62,7 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
 
 std::string renderFleetHtml(const std::vector<FleetReport>& reports, const FleetInputs& inputs,
                             const std::string& title) {
-  std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
-      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-      "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
-      "th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}"
-      ".warning{color:#b00}</style>\n</head><body>\n<h1>" +
-      escape(title) + "</h1>\n";
+  std::string html = pageStart(title, ".warning{color:#b00}");
   for (const auto& p : inputs.problems) {
     html += "<p class=\"warning\">Not read: " + escape(p) + "</p>\n";
   }
@@ -109,13 +103,7 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
         who = "node " + r.nodes[*fi.straggler_node].name +
               (inc.straggler ? ", rank " + std::to_string(inc.straggler->rank) : "");
       }
-      std::string evidence;
-      for (const auto& e : inc.evidence) {
-        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
-        evidence +=
-            fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
-                        e.supports ? "supports" : "", escape(e.signal), e.baseline, e.during);
-      }
+      const std::string evidence = evidenceCell(inc.evidence);
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"held-back\">{}</td>"
           "<td>{:.1f} s ({:.1f} GPU-s)</td><td>{}</td></tr>\n",
@@ -125,9 +113,7 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
     }
     html += "</table></section>\n";
   }
-  html +=
-      "<script>document.body.dataset.rendered = document.querySelectorAll('svg.timeline').length + "
-      "' timelines';</script>\n</body></html>\n";
+  html += pageEnd();
   return html;
 }
 

@@ -69,6 +69,31 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+std::string pageStart(const std::string& title, const std::string& extra_css) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
+         escape(title) +
+         "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
+         "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:"
+         "13px}th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}" +
+         extra_css + "</style>\n</head><body>\n<h1>" + escape(title) + "</h1>\n";
+}
+
+std::string pageEnd() {
+  return "<script>document.body.dataset.rendered = "
+         "document.querySelectorAll('svg.timeline').length + ' timelines';</script>\n"
+         "</body></html>\n";
+}
+
+std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
+  std::string out;
+  for (const auto& e : evidence) {
+    if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+    out += fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
+                       e.supports ? "supports" : "", escape(e.signal), e.baseline, e.during);
+  }
+  return out;
+}
+
 std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& panels,
                            const std::vector<Shade>& shades, size_t index) {
   const size_t job_index = index;

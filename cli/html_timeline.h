@@ -6,11 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "model/incident.h"
 #include "model/series.h"
 
 namespace stallwatch::cli {
 
 std::string escape(const std::string& text);  // for HTML text and attributes
+
+// The page around the reports: head with the shared style (EXTRA_CSS added) and the title as
+// heading; the end marks the page rendered for tests in a real browser (it needs nothing
+// from outside).
+std::string pageStart(const std::string& title, const std::string& extra_css = "");
+std::string pageEnd();
+// An incident's evidence as one table cell's lines, "signal: baseline -> during", those that
+// crossed their threshold marked; all-zero rows that decided nothing left out.
+std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence);
 
 struct Panel {
   std::string id, title, unit;

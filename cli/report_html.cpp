@@ -102,13 +102,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
 }  // namespace
 
 std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title) {
-  std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
-      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-      "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
-      "th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}</style>\n"
-      "</head><body>\n<h1>" +
-      escape(title) + "</h1>\n";
+  std::string html = pageStart(title);
   if (reports.empty()) html += "<p>No job with samples in the range.</p>\n";
   for (size_t j = 0; j < reports.size(); ++j) {
     const auto& r = reports[j];
@@ -125,13 +119,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         "(UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
         "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
     for (const auto& inc : r.analysis.incidents) {
-      std::string evidence;
-      for (const auto& e : inc.evidence) {
-        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
-        evidence +=
-            fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
-                        e.supports ? "supports" : "", escape(e.signal), e.baseline, e.during);
-      }
+      const std::string evidence = evidenceCell(inc.evidence);
       const std::string ranks = correlator::rankSummary(inc);
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
@@ -159,10 +147,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
     }
     html += "</table></section>\n";
   }
-  // Marks the page as rendered for tests in a real browser; it needs nothing from outside.
-  html +=
-      "<script>document.body.dataset.rendered = document.querySelectorAll('svg.timeline').length + "
-      "' timelines';</script>\n</body></html>\n";
+  html += pageEnd();
   return html;
 }
 

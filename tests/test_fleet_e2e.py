@@ -14,7 +14,7 @@ import unittest
 
 import synthetic_db
 import synthetic_fleet
-from test_report_e2e import chromium
+from test_report_e2e import chromium, headless_flags
 
 BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
 T0_S = synthetic_db.T0_MS // 1000
@@ -194,9 +194,7 @@ class FleetE2E(unittest.TestCase):
         self.fleet(stall="disk-slow", straggler=2)
         page = os.path.join(self.tmp, "fleet.html")
         self.sw("report", "--db", self.tmp, "--html", page)
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={os.path.join(self.tmp, 'profile')}"]
+        flags = headless_flags(self.tmp)
         dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + page],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])

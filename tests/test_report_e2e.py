@@ -25,6 +25,13 @@ def chromium():
     return None
 
 
+def headless_flags(tmp):
+    """Debian's Chromium headless, with no network of its own and a profile under TMP."""
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={os.path.join(tmp, 'profile')}"]
+
+
 class ReportE2E(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="stallwatch-report-")
@@ -146,9 +153,7 @@ class ReportE2E(unittest.TestCase):
         with open(page) as f:
             html = f.read()
         self.assertNotRegex(html, r"(src|href)=\"https?:", "the page must not need the network")
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={os.path.join(self.tmp, 'profile')}"]
+        flags = headless_flags(self.tmp)
         dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + page],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
