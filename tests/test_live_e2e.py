@@ -53,6 +53,37 @@ class LiveE2E(unittest.TestCase):
         self.procs.append(p)
         return p
 
+    def prometheus(self, targets, rules, honor_labels=False):
+        """Debian's Prometheus scraping TARGETS (ports on loopback) every second with RULES (files
+        under deploy/prometheus); returns query(expr) -> the instant vector's results."""
+        if not shutil.which("prometheus"):
+            self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
+        prom_port = free_port()
+        config = os.path.join(self.tmp, "prometheus.yml")
+        rule_files = ", ".join(f'"{DEPLOY}/prometheus/{r}"' for r in rules)
+        target_list = ", ".join(f'"127.0.0.1:{p}"' for p in targets)
+        with open(config, "w") as f:
+            f.write(f"""global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [{rule_files}]
+scrape_configs:
+  - job_name: stallwatch
+    honor_labels: {"true" if honor_labels else "false"}
+    static_configs:
+      - targets: [{target_list}]
+""")
+        self.prom = self.start(["prometheus", f"--config.file={config}",
+                                f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={self.tmp}/tsdb"])
+        api = f"http://127.0.0.1:{prom_port}/api/v1"
+
+        def query(expr):
+            out = json.loads(get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
+            self.assertEqual(out["status"], "success", out)
+            return out["data"]["result"]
+        query.api = api
+        return query
+
     def window(self):
         with open(os.path.join(RECORDINGS, "h200-stall-disk.window")) as f:
             return [int(x) for x in f.read().split()]
@@ -201,34 +232,14 @@ class LiveE2E(unittest.TestCase):
         self.assertIn("stallwatch_", get(f"http://127.0.0.1:{port}/metrics"))
 
     def test_prometheus_scrapes_a_recording_agent(self):
-        if not shutil.which("prometheus"):
-            self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
-        agent_port, prom_port = free_port(), free_port()
+        agent_port = free_port()
         db = os.path.join(self.tmp, "sw.db")
         # The GPU collector on: this host has no NVIDIA driver, which the endpoint must say.
         self.start([BIN, "record", "--db", db, "--interval", "500ms", "--nvml-library",
                     "libnvidia-ml-absent.so.1", "--socket", os.path.join(self.tmp, "dl.sock"),
                     "--listen", f"127.0.0.1:{agent_port}"])
-        config = os.path.join(self.tmp, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write(f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ["{DEPLOY}/prometheus/stallwatch.rules.yml"]
-scrape_configs:
-  - job_name: stallwatch
-    honor_labels: true
-    static_configs:
-      - targets: ["127.0.0.1:{agent_port}"]
-""")
-        self.start(["prometheus", f"--config.file={config}", f"--web.listen-address=127.0.0.1:{prom_port}",
-                    f"--storage.tsdb.path={self.tmp}/tsdb"])
-        api = f"http://127.0.0.1:{prom_port}/api/v1"
-
-        def query(expr):
-            out = json.loads(get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
-            self.assertEqual(out["status"], "success", out)
-            return out["data"]["result"]
+        query = self.prometheus([agent_port], ["stallwatch.rules.yml"], honor_labels=True)
+        api = query.api
 
         result = []
         deadline = time.monotonic() + 60
@@ -266,32 +277,10 @@ scrape_configs:
         # Two agents, one per "node" of the real two-node run (tests/gpu/two_node_runs.sh: node
         # 1's reads throttled), replayed at the recorded pace with --listen; Debian's Prometheus
         # scrapes both with the fleet rules, which must name node 1 once.
-        if not shutil.which("prometheus"):
-            self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
         run_dir = os.path.join(RECORDINGS, "h200x2-two-node-node1-disk")
         ports = [free_port(), free_port()]
-        prom_port = free_port()
-        config = os.path.join(self.tmp, "prometheus.yml")
-        targets = ", ".join(f'"127.0.0.1:{p}"' for p in ports)
-        with open(config, "w") as f:
-            f.write(f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ["{DEPLOY}/prometheus/stallwatch-fleet.rules.yml"]
-scrape_configs:
-  - job_name: stallwatch
-    static_configs:
-      - targets: [{targets}]
-""")
-        prom = self.start(["prometheus", f"--config.file={config}",
-                           f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={self.tmp}/tsdb"])
-        api = f"http://127.0.0.1:{prom_port}/api/v1"
-
-        def query(expr):
-            out = json.loads(get(f"{api}/query?" + urllib.parse.urlencode({"query": expr})))
-            self.assertEqual(out["status"], "success", out)
-            return out["data"]["result"]
-
+        query = self.prometheus(ports, ["stallwatch-fleet.rules.yml"])
+        prom = self.prom
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
