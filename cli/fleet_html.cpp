@@ -92,6 +92,7 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
       }
     }
     html += fleetTimeline(r, j);
+    html += "<h3>Stalls of the run</h3>\n";
     html +=
         "<table class=\"incidents\"><tr><th>when (UTC)</th><th>class</th><th>device</th>"
         "<th>held back by</th><th>others waited</th><th>evidence (baseline &rarr; during)</th>"

@@ -84,12 +84,37 @@ std::string pageEnd() {
          "</body></html>\n";
 }
 
+std::string readableSignal(const std::string& signal) {
+  // The signal's first word says what it is; the rest names the device, rank or node.
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"await_ms", "await (ms)"},
+      {"aqu_sz", "queue length (aqu-sz)"},
+      {"io_some", "I/O pressure: share of time some task waited"},
+      {"cpu_some", "CPU pressure: share of time some task waited"},
+      {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
+      {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
+      {"job_d_state_threads", "the job's threads in uninterruptible I/O wait"},
+      {"workers_cpu", "dataloader workers' CPU (cores)"},
+      {"gpu_util_percent", "GPU utilisation (%)"},
+      {"data_wait_share", "share of the loop waiting for data"},
+      {"baseline_intervals", "healthy intervals before it to compare with"},
+  };
+  const size_t space = signal.find(' ');
+  const std::string head = signal.substr(0, space);
+  const std::string rest = space == std::string::npos ? "" : signal.substr(space + 1);
+  for (const auto& [name, readable] : kNames) {
+    if (head == name) return rest.empty() ? readable : rest + ": " + readable;
+  }
+  return signal;
+}
+
 std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
   std::string out;
   for (const auto& e : evidence) {
     if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
-    out += fmt::format("<div class=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
-                       e.supports ? "supports" : "", escape(e.signal), e.baseline, e.during);
+    out += fmt::format("<div class=\"{}\" title=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
+                       e.supports ? "supports" : "", escape(e.signal),
+                       escape(readableSignal(e.signal)), e.baseline, e.during);
   }
   return out;
 }
@@ -102,9 +127,9 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
   const double height = static_cast<double>(panels.size()) * (kPanelHeight + kGap) + 30;
   std::string svg = fmt::format(
       "<svg class=\"timeline\" id=\"timeline-{}\" xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"{}\" "
-      "height=\"{}\" viewBox=\"0 0 {} {}\">\n",
-      job_index, kWidth, height, kWidth, height);
+      "width=\"100%\" viewBox=\"0 0 {} {}\" preserveAspectRatio=\"xMinYMin meet\" "
+      "style=\"max-width:{}px\">\n",
+      job_index, kWidth, height, kWidth);
   const double plot_w = kWidth - kLeft - kRight;
   auto xOf = [&](double t) { return kLeft + (t1 > t0 ? (t - t0) / (t1 - t0) : 0) * plot_w; };
   // Incidents first, under the lines, across every panel.
@@ -137,12 +162,28 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n",
         kLeft, y0, plot_w, kPanelHeight);
-    svg += fmt::format(
-        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g} {}</text>\n",
-        kLeft - 4, y0 + 10, y_max, escape(panel.unit));
-    svg +=
-        fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">0</text>\n",
-                    kLeft - 4, y0 + kPanelHeight);
+    // Gridlines at quarters of the scale, each labelled; the unit beside the top one; the
+    // time ticks' verticals through every panel.
+    for (int q = 0; q <= 4; ++q) {
+      const double y = y0 + kPanelHeight - kPanelHeight * q / 4.0;
+      if (q > 0 && q < 4) {
+        svg += fmt::format(
+            "<line class=\"grid\" x1=\"{}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
+            "stroke=\"#eee\"/>\n",
+            kLeft, kLeft + plot_w, y, y);
+      }
+      svg += fmt::format(
+          "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g}{}</text>\n",
+          kLeft - 4, q == 4 ? y + 10 : y + 4, y_max * q / 4.0,
+          q == 4 ? " " + escape(panel.unit) : std::string());
+    }
+    for (int k = 1; k < 4; ++k) {
+      const double x = kLeft + plot_w * k / 4.0;
+      svg += fmt::format(
+          "<line class=\"grid\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
+          "stroke=\"#eee\"/>\n",
+          x, x, y0, y0 + kPanelHeight);
+    }
     svg += fmt::format(
         "<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
         "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
@@ -161,6 +202,9 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
         "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>\n", xOf(t),
         height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
   }
+  svg += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">UTC</text>\n",
+      kLeft - 4, height - 8);
   return svg + "</svg>\n";
 }
 

@@ -20,7 +20,10 @@ std::string pageStart(const std::string& title, const std::string& extra_css = "
 std::string pageEnd();
 // An incident's evidence as one table cell's lines, "signal: baseline -> during", those that
 // crossed their threshold marked; all-zero rows that decided nothing left out.
+// (Each line readable, "loop1: await (ms)", the signal's own name as its tooltip.)
 std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence);
+// "await_ms loop1" -> "loop1: await (ms)"; a name it does not know, as it is.
+std::string readableSignal(const std::string& signal);
 
 struct Panel {
   std::string id, title, unit;

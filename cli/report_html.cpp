@@ -114,10 +114,15 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
         r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
     html += timeline(r, j);
-    html +=
-        "<table class=\"incidents\"><tr><th>when "
-        "(UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
-        "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
+    html += "<h3>Stalls</h3>\n";
+    if (r.analysis.incidents.empty()) {
+      html += "<p class=\"no-incidents\">No stall in this job's span.</p>\n";
+    } else {
+      html +=
+          "<table class=\"incidents\"><tr><th>when "
+          "(UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
+          "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
+    }
     for (const auto& inc : r.analysis.incidents) {
       const std::string evidence = evidenceCell(inc.evidence);
       const std::string ranks = correlator::rankSummary(inc);
@@ -129,10 +134,11 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
           ranks.empty() ? "-" : escape(ranks), inc.idle_share * 100, inc.gpu_seconds_lost,
           inc.confidence, evidence);
     }
+    if (!r.analysis.incidents.empty()) html += "</table>\n";
     html +=
-        "</table>\n<table class=\"devices\"><tr><th>device</th><th>r_await p50</th><th>r_await "
-        "p99</th>"
-        "<th>w_await p50</th><th>w_await p99</th><th>health</th></tr>\n";
+        "<h3>Devices the job read</h3>\n<table class=\"devices\"><tr><th>device</th>"
+        "<th>read await p50</th><th>read await p99</th><th>write await p50</th>"
+        "<th>write await p99</th><th>drive health</th></tr>\n";
     auto cell = [](const std::optional<double>& v) {
       return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
     };

@@ -165,6 +165,13 @@ class ReportE2E(unittest.TestCase):
             self.assertGreater(m.group(1).count("L"), 100, f"{series} has too few points")
         self.assertEqual(len(re.findall(r'<rect class="incident" data-class="disk-slow"', out)), 1)
         self.assertIn("disk-slow loop1", out)
+        # Axes with gridlines and units, a page that fits the window, evidence in words (the
+        # signal's own name as the tooltip).
+        self.assertGreater(out.count('class="grid"'), 20)
+        self.assertIn(">100 %</text>", out)
+        self.assertIn('width="100%"', out)
+        self.assertIn('title="await_ms loop1">loop1: await (ms):', out)
+        self.assertIn("<h3>Devices the job read</h3>", out)
         shot = SCREENSHOT or os.path.join(self.tmp, "report.png")
         r = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1150",
                             "file://" + page], capture_output=True, text=True, timeout=120)
