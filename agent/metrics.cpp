@@ -276,29 +276,30 @@ void renderJobs(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_job_gpu_utilization_ratio", "gauge",
            "Mean utilisation of the job's GPUs over the interval.");
   for (const auto& j : s.jobs) {
-    if (j.gpu_util_percent) w.sample({{"job", j.key}}, *j.gpu_util_percent / 100.0);
+    if (j.gpu_util_percent) w.sample({{"training_job", j.key}}, *j.gpu_util_percent / 100.0);
   }
   w.family("stallwatch_job_dataloader_wait_ratio", "gauge",
            "Share of the interval the job's training loop waited for data (dataloader socket).");
   for (const auto& j : s.jobs) {
     if (j.data_wait_seconds && j.step_seconds && *j.data_wait_seconds + *j.step_seconds > 0) {
-      w.sample({{"job", j.key}}, *j.data_wait_seconds / (*j.data_wait_seconds + *j.step_seconds));
+      w.sample({{"training_job", j.key}},
+               *j.data_wait_seconds / (*j.data_wait_seconds + *j.step_seconds));
     }
   }
   w.family("stallwatch_job_steps_per_second", "gauge",
            "Training steps per second (dataloader socket).");
   for (const auto& j : s.jobs) {
     if (j.steps && s.interval_seconds > 0)
-      w.sample({{"job", j.key}}, static_cast<double>(*j.steps) / s.interval_seconds);
+      w.sample({{"training_job", j.key}}, static_cast<double>(*j.steps) / s.interval_seconds);
   }
   w.family("stallwatch_job_read_bytes_per_second", "gauge",
            "Bytes the job's processes read from storage per second.");
   for (const auto& j : s.jobs) {
-    if (j.read_bytes_per_second) w.sample({{"job", j.key}}, *j.read_bytes_per_second);
+    if (j.read_bytes_per_second) w.sample({{"training_job", j.key}}, *j.read_bytes_per_second);
   }
   w.family("stallwatch_job_uninterruptible_threads", "gauge",
            "The job's threads in uninterruptible sleep at the tick.");
-  for (const auto& j : s.jobs) w.sample({{"job", j.key}}, j.d_state_threads);
+  for (const auto& j : s.jobs) w.sample({{"training_job", j.key}}, j.d_state_threads);
 }
 
 // The ranks of runs across nodes: run, rank and node labels, so that rules can compare a
@@ -343,7 +344,7 @@ void renderStalls(const MetricsSnapshot& s, Writer& w) {
   // The rank label only where the job has ranks: one-rank jobs keep the series they had.
   auto stallLabels = [](const correlator::ActiveStall& st) {
     Writer::Labels labels{
-        {"job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
+        {"training_job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
     if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
     return labels;
   };

@@ -49,11 +49,13 @@ TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
            "stallwatch_disk_queue_length{device=\"loop0\"} 7.9\n",
            "stallwatch_disk_busy_ratio{device=\"loop0\"} 0.99\n",
            "stallwatch_pressure_some_ratio{resource=\"io\"} 0.97\n",
-           "stallwatch_job_gpu_utilization_ratio{job=\"pid:960:38819\"} 0.03\n",
-           "stallwatch_job_dataloader_wait_ratio{job=\"pid:960:38819\"} 0.9\n",
-           "stallwatch_stall_active{job=\"pid:960:38819\",class=\"disk-slow\",device=\"loop0\"} "
+           "stallwatch_job_gpu_utilization_ratio{training_job=\"pid:960:38819\"} 0.03\n",
+           "stallwatch_job_dataloader_wait_ratio{training_job=\"pid:960:38819\"} 0.9\n",
+           "stallwatch_stall_active{training_job=\"pid:960:38819\",class=\"disk-slow\",device="
+           "\"loop0\"} "
            "1\n",
-           "stallwatch_stall_active{job=\"torchelastic:ddp\",class=\"disk-slow\",device=\"loop0\","
+           "stallwatch_stall_active{training_job=\"torchelastic:ddp\",class=\"disk-slow\",device="
+           "\"loop0\","
            "rank=\"1\"} 1\n",
            "stallwatch_incidents_total{class=\"disk-slow\"} 1\n",
            "stallwatch_incidents_total{class=\"not-storage\"} 0\n",

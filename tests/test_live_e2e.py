@@ -53,7 +53,7 @@ class LiveE2E(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def prometheus(self, targets, rules, honor_labels=False):
+    def prometheus(self, targets, rules):
         """Debian's Prometheus scraping TARGETS (ports on loopback) every second with RULES (files
         under deploy/prometheus); returns query(expr) -> the instant vector's results."""
         if not shutil.which("prometheus"):
@@ -69,7 +69,6 @@ class LiveE2E(unittest.TestCase):
 rule_files: [{rule_files}]
 scrape_configs:
   - job_name: stallwatch
-    honor_labels: {"true" if honor_labels else "false"}
     static_configs:
       - targets: [{target_list}]
 """)
@@ -211,7 +210,7 @@ scrape_configs:
                 break
             time.sleep(0.1)
         self.assertIsNotNone(seen, "the stall never showed on the endpoint")
-        self.assertRegex(seen, r'stallwatch_stall_active\{job="pid:960:38819",class="disk-slow",device="loop0"\} 1\n')
+        self.assertRegex(seen, r'stallwatch_stall_active\{training_job="pid:960:38819",class="disk-slow",device="loop0"\} 1\n')
         self.assertIn('stallwatch_disk_read_await_seconds{device="loop0"}', seen)
         self.assertIn('stallwatch_incidents_total{class="disk-slow"} 1\n', seen)
         lint = subprocess.run(["promtool", "check", "metrics"], input=seen, capture_output=True, text=True)
@@ -238,7 +237,7 @@ scrape_configs:
         self.start([BIN, "record", "--db", db, "--interval", "500ms", "--nvml-library",
                     "libnvidia-ml-absent.so.1", "--socket", os.path.join(self.tmp, "dl.sock"),
                     "--listen", f"127.0.0.1:{agent_port}"])
-        query = self.prometheus([agent_port], ["stallwatch.rules.yml"], honor_labels=True)
+        query = self.prometheus([agent_port], ["stallwatch.rules.yml"])
         api = query.api
 
         result = []
