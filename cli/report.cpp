@@ -157,6 +157,14 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
                        r.analysis.incidents.size(), r.analysis.blips);
+    if (const auto& idle = r.analysis.idle_at_exit) {
+      out += fmt::format(
+          "  idle at exit {:.0f} s ({} .. {}): after its last progress the job's GPUs sat idle "
+          "while its processes did nothing (workers {:.2f} cores, reads {:.1f} MB/s) until they "
+          "exited; not a stall\n",
+          static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0, timeText(idle->start_ms),
+          timeText(idle->end_ms).substr(11), idle->workers_cpu, idle->read_bytes_per_s / 1e6);
+    }
     // Said, not smoothed over: an interval that was never written is not an interval that was
     // healthy.
     for (const auto& g : r.gaps) {
@@ -213,6 +221,19 @@ std::string renderText(const std::vector<JobReport>& reports) {
   return out;
 }
 
+namespace {
+
+nlohmann::json idleJson(const std::optional<correlator::IdleSpan>& idle) {
+  if (!idle) return nullptr;
+  return {{"start_ms", idle->start_ms},
+          {"end_ms", idle->end_ms},
+          {"seconds", static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0},
+          {"workers_cpu_p50", idle->workers_cpu},
+          {"read_bytes_per_second_p50", idle->read_bytes_per_s}};
+}
+
+}  // namespace
+
 nlohmann::json renderJson(const std::vector<JobReport>& reports) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : reports) {
@@ -254,6 +275,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
                    {"gpu_seconds_total", r.analysis.gpu_seconds_total},
                    {"gpu_seconds_lost_by_class", lost},
                    {"blips", r.analysis.blips},
+                   {"idle_at_exit", idleJson(r.analysis.idle_at_exit)},
                    {"incidents", incidents},
                    {"ranks", ranks},
                    {"gaps", gaps},

@@ -247,6 +247,36 @@ bool ProgressBaseline::judge(std::optional<double> p, double min_drop) {
   return false;
 }
 
+namespace {
+
+// The job's last incident, when it is the job winding down (IdleSpan): it runs to the job's
+// last sample, the job then exited, and its processes were idle throughout.
+void separateIdleAtExit(const JobSeries& s, Analysis& a) {
+  if (a.incidents.empty() || !s.ended_ms || s.size() == 0) return;
+  const Incident& inc = a.incidents.back();
+  const size_t n = s.size();
+  if (inc.last + 1 != n) return;
+  // The jobs collector notices the exit at its next discovery (every few ticks).
+  const double interval_ms = s.interval_s.back() * 1000.0;
+  if (static_cast<double>(*s.ended_ms - s.ts_ms.back()) > 10 * interval_ms) return;
+  std::vector<double> cpu, reads;
+  double d_state = 0;
+  for (size_t i = inc.first; i <= inc.last; ++i) {
+    cpu.push_back(at(s.workers_cpu, i).value_or(0.0));
+    reads.push_back(at(s.read_bytes_per_s, i).value_or(0.0));
+    d_state = std::max(d_state, at(s.d_state_threads, i).value_or(0.0));
+  }
+  const double cpu_p50 = evidence::median(cpu).value_or(0.0);
+  const double reads_p50 = evidence::median(reads).value_or(0.0);
+  constexpr double kIdleCores = 0.05, kIdleReadBytes = 1e6;
+  if (cpu_p50 > kIdleCores || reads_p50 > kIdleReadBytes || d_state > 0) return;
+  a.idle_at_exit = IdleSpan{inc.start_ms, inc.end_ms, cpu_p50, reads_p50};
+  a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
+  a.incidents.pop_back();
+}
+
+}  // namespace
+
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   Analysis a;
   const size_t n = s.size();
@@ -315,6 +345,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
     }
     i = j;
   }
+  separateIdleAtExit(s, a);
   return a;
 }
 

@@ -81,8 +81,19 @@ struct DetectorConfig {
   double write_floor_bytes_per_s = 20e6;
 };
 
+// The end of a job that winds down: after its last progress its GPUs sat idle while its
+// processes did nothing (no CPU in the workers, no reads, no thread waiting on I/O) until they
+// exited. Not a stall: not an incident, not lost time (issue 16: a DataLoader's worker
+// shutdown lingered a minute and was reported as a 62 s not-storage stall).
+struct IdleSpan {
+  int64_t start_ms = 0, end_ms = 0;
+  double workers_cpu = 0;       // median over the span, cores
+  double read_bytes_per_s = 0;  // median over the span
+};
+
 struct Analysis {
   std::vector<Incident> incidents;
+  std::optional<IdleSpan> idle_at_exit;
   uint64_t blips = 0;
   std::vector<bool> stalled;                    // per interval
   std::vector<std::optional<double>> baseline;  // progress baseline per interval

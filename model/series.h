@@ -66,6 +66,9 @@ struct JobSeries {
   Series io_some, cpu_some;  // host pressure shares, 0..1
   std::vector<DeviceSeries> devices;
   std::vector<RankSeries> ranks;  // two or more, or none
+  // When the job's processes had all exited, where the recording says (a post-mortem); none
+  // while it runs. Lets the analysis tell a job winding down from one that hangs.
+  std::optional<int64_t> ended_ms;
   size_t size() const { return ts_ms.size(); }
 
   // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or

@@ -346,6 +346,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   }
   const size_t n = s.ts_ms.size();
   if (n == 0) return s;
+  s.ended_ms = job.ended_ms;
   const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
 
   // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for

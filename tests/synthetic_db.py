@@ -2,7 +2,8 @@
 """Writes a synthetic recording into a stallwatch database: one training job on GPUS GPUs
 reading through loop1 (an image on vda), DEVICES block devices in all, one-second samples for
 SECONDS, and optionally a stall: GPUs idle while loop1 and vda get slow (disk-slow), or while
-I/O pressure rises (io-throttled), or with nothing else changing (not-storage).
+I/O pressure rises (io-throttled), or with nothing else changing (not-storage), or while the
+job's processes do nothing (idle-exit: put it at the end, the job winding down).
 
 The schema is stallwatch's own: storage/schema_v*.sql applied in order, as the agent migrates
 a new file.
@@ -60,7 +61,8 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
     db.execute("INSERT INTO job_devices SELECT 1, device_id, 'loop1', 100, ?, ? FROM block_devices WHERE name = 'vda'",
                (T0_MS, end_ms))
     series = "WITH RECURSIVE t(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM t WHERE i < ?) "
-    params = dict(n=seconds - 1, t0=T0_MS, s0=s0, s1=s1, st=stalled, ds=disk_slow, th=throttled)
+    params = dict(n=seconds - 1, t0=T0_MS, s0=s0, s1=s1, st=stalled, ds=disk_slow, th=throttled,
+                  ie=1 if stall == "idle-exit" else 0)
 
     def run(sql):
         db.execute(series.replace("?", ":n") + sql, params)
@@ -69,8 +71,11 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
     # Per-GPU utilisation is a deterministic function of (interval, GPU), so that the job's
     # mean, which the recorder writes into job_samples, can be written alongside.
     util = f"CASE WHEN {in_stall} THEN (t.i + g.gpu_index) % 5 ELSE 55 + (t.i * 7 + g.gpu_index * 13 + t.i * t.i % 11) % 26 END"
-    run(f"""INSERT INTO job_samples SELECT :t0 + t.i * 1000, 1, 1000, 5, 4, 1e8 + (abs(random()) % 20000000),
-            1e6, 1e8, 3000, 0.9, 1.1, CASE WHEN {in_stall} AND :th THEN 4 ELSE 0 END, NULL,
+    idle = f"({in_stall} AND :ie)"  # the job winding down: its processes do nothing
+    run(f"""INSERT INTO job_samples SELECT :t0 + t.i * 1000, 1, 1000, 5, 4,
+            CASE WHEN {idle} THEN 0 ELSE 1e8 + (abs(random()) % 20000000) END,
+            1e6, 1e8, 3000, CASE WHEN {idle} THEN 0 ELSE 0.9 END, CASE WHEN {idle} THEN 0 ELSE 1.1 END,
+            CASE WHEN {in_stall} AND :th THEN 4 ELSE 0 END, NULL,
             CASE WHEN {in_stall} THEN 1 ELSE 9 + abs(random()) % 3 END, NULL,
             CASE WHEN {in_stall} THEN 0.95 ELSE 0.1 END, CASE WHEN {in_stall} THEN 0.05 ELSE 0.85 END,
             (SELECT avg({util}) FROM gpus g), NULL FROM t""")
@@ -97,7 +102,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=600)
     ap.add_argument("--gpus", type=int, default=1)
     ap.add_argument("--devices", type=int, default=3)
-    ap.add_argument("--stall", choices=["disk-slow", "io-throttled", "not-storage"])
+    ap.add_argument("--stall", choices=["disk-slow", "io-throttled", "not-storage", "idle-exit"])
     ap.add_argument("--stall-at", type=int, default=300)
     ap.add_argument("--stall-for", type=int, default=30)
     a = ap.parse_args()

@@ -141,6 +141,26 @@ class ReportE2E(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot read", r.stderr)
 
+    def test_idle_at_exit_is_not_a_stall(self):
+        # The last 40 s: GPUs idle, every process doing nothing, then the job exited (its
+        # DataLoader workers shutting down): said as such, not an incident, not lost time.
+        synthetic_db.build(self.db, BIN, stall="idle-exit", stall_at=560, stall_for=40)
+        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        self.assertEqual(report["incidents"], [])
+        self.assertGreater(report["goodput"], 0.99)
+        idle = report["idle_at_exit"]
+        self.assertIsNotNone(idle)
+        self.assertAlmostEqual(idle["seconds"], 40, delta=2)
+        self.assertIn("idle at exit 40 s", self.sw("report", "--db", self.db))
+        self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
+
+    def test_a_stall_at_the_end_with_busy_processes_stays_a_stall(self):
+        # The same span at the end, but the processes keep reading: not the job winding down.
+        synthetic_db.build(self.db, BIN, stall="not-storage", stall_at=560, stall_for=40)
+        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        self.assertEqual(len(report["incidents"]), 1)
+        self.assertIsNone(report["idle_at_exit"])
+
     def test_html_in_chromium(self):
         browser = chromium()
         if not browser:

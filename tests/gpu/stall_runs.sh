@@ -5,7 +5,10 @@
 #   healthy  nothing injected;
 #   disk     from T_IN to T_OUT the job's cgroup gets io.max on the disk holding the image
 #            (MAJ:MIN rbps=...), so the loop device really slows down under the job;
-#   cpu      from T_IN to T_OUT the DataLoader workers are confined to one CPU (taskset).
+#   cpu      from T_IN to T_OUT the DataLoader workers are confined to one CPU (taskset);
+#   linger   nothing injected; after training the job stays LINGER_S (40) with its model on
+#            the GPU and its workers idle before it exits (a job winding down); the window
+#            is from its last step to its exit.
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
 # agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
 # OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
@@ -37,6 +40,7 @@ for run in $runs; do
   echo "== run $run"
   case_name=${run%%-*}; case_name=${case_name%%[0-9]*}
   hook_flag=; [ "${run%-nohook}" != "$run" ] && hook_flag=--no-hook
+  linger_flag=; [ "$case_name" = linger ] && linger_flag="--linger ${LINGER_S:-40}"
   sync; echo 3 > /proc/sys/vm/drop_caches
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
       --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
@@ -44,7 +48,7 @@ for run in $runs; do
   sleep 2
   # The job starts inside its own cgroup.
   ( echo $BASHPID > "$cg/cgroup.procs"; exec env PYTHONPATH="$here/python" python3 "$here/tests/gpu/train_job.py" \
-      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1 &
+      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook_flag $linger_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1 &
   job=$!
   sleep "$T_IN"
   t_in=$(date +%s%3N)
@@ -61,6 +65,11 @@ for run in $runs; do
   esac
   echo "$t_in $t_out" > "$out/$run.window"
   wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
+  if [ "$case_name" = linger ]; then  # the window: from the last step to the exit
+    last_step=$(awk '/ end / {print $NF}' "$out/$run.job.log"); exit_s=$(awk '/exiting/ {print $NF}' "$out/$run.job.log")
+    python3 -c "import sys; print(round(float(sys.argv[1]) * 1000), round(float(sys.argv[2]) * 1000))" \
+      "$last_step" "$exit_s" > "$out/$run.window"
+  fi
   sleep 12  # the live incident closes after 10 s without a stall
   agent_usage $agent "$out/$run.usage"
   kill -TERM $agent; wait $agent

@@ -49,6 +49,9 @@ def main():
     ap.add_argument("--decode-us", type=float, default=0, help="CPU work per sample in the workers")
     ap.add_argument("--step-log", help="append each step's end time (epoch seconds) to this file")
     ap.add_argument("--no-hook", action="store_true", help="do not report through stallwatch.watch()")
+    ap.add_argument("--linger", type=float, default=0,
+                    help="after training, stay this long with the model on the GPU and the DataLoader's "
+                         "workers alive and idle before exiting (a job winding down)")
     args = ap.parse_args()
     loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                          shuffle=True, num_workers=args.workers,
@@ -75,6 +78,9 @@ def main():
     end = time.time()
     print(f"train_job: {steps} steps in {end - start:.1f} s = {steps / (end - start):.2f} steps/s, "
           f"end {end:.3f}", flush=True)
+    if args.linger > 0:
+        time.sleep(args.linger)
+        print(f"train_job: exiting {time.time():.3f}", flush=True)
 
 
 if __name__ == "__main__":
