@@ -198,7 +198,7 @@ std::string SampleWriter::replaceCorrupt(const std::string& why) {
     store_ = std::move(store);
     run_id_ = run_id;
     std::string text = "the database became corrupt while recording (" + why +
-                             "); it was moved aside and a new one started";
+                       "); it was moved aside and a new one started";
     spdlog::error("writer: {}", text);
     return text;
   } catch (const std::exception& e) {
