@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 
 bool isPattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
-// One recording of the run, open for the reads the analysis asks for.
-struct OpenNode {
-  std::unique_ptr<storage::Recording> recording;
-  std::string host;
-};
-
 // Node names as people know them: the host, or host/file where two recordings say the same
 // host (one machine standing in for several nodes, or a node recorded twice).
 std::vector<std::string> nodeNames(const std::vector<std::string>& hosts,
@@ -95,7 +89,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
                                            const storage::TimeRange& range) {
   // Open every recording and list its jobs; one that cannot be read is said, not fatal: the
   // report then names the ranks it lacks.
-  std::vector<OpenNode> open;
+  std::vector<std::unique_ptr<storage::Recording>> open;  // kept open for the analysis' reads
   std::vector<std::string> paths, hosts;
   std::vector<std::vector<storage::JobRecord>> jobs;
   for (const auto& path : inputs.paths) {
@@ -106,7 +100,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       hosts.push_back(rec->hostName());
       paths.push_back(path);
       jobs.push_back(std::move(listed));
-      open.push_back({std::move(rec), hosts.back()});
+      open.push_back(std::move(rec));
       ++inputs.opened;
     } catch (const std::exception& e) {
       inputs.problems.push_back(e.what());
@@ -117,57 +111,49 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
   for (auto& run : storage::groupRuns(jobs)) {
     FleetReport report;
     report.run = run;
-    // Each node's summary read on a thread of its own: one connection per recording.
-    std::vector<std::future<correlator::NodeJob>> reading;
+    // Nodes in rank order, so that the first (the clock reference) is rank 0's where known.
+    struct Pending {
+      const storage::NodeJobRecord* job;
+      std::vector<int32_t> ranks;
+      int32_t lowest;
+    };
+    std::vector<Pending> pending;
     for (const auto& nj : run.jobs) {
-      reading.push_back(std::async(std::launch::async, [&, nj] {
-        storage::Recording& rec = *open[nj.recording].recording;
-        correlator::NodeJob node;
-        node.node = names[nj.recording];
-        node.ranks = rec.ranksOf(nj.job);
-        node.summary = rec.jobSeries(nj.job, range, storage::Recording::Detail::kNodeSummary);
-        return node;
-      }));
+      auto ranks = open[nj.recording]->ranksOf(nj.job);
+      const int32_t lowest =
+          ranks.empty() ? INT32_MAX : *std::min_element(ranks.begin(), ranks.end());
+      pending.push_back({&nj, std::move(ranks), lowest});
+    }
+    std::stable_sort(pending.begin(), pending.end(),
+                     [](const Pending& a, const Pending& b) { return a.lowest < b.lowest; });
+    // Each node's summary read on a thread of its own: one connection per recording.
+    std::vector<std::future<model::JobSeries>> reading;
+    for (const Pending& p : pending) {
+      reading.push_back(std::async(
+          std::launch::async, [&range, &rec = *open[p.job->recording], &job = p.job->job] {
+            return rec.jobSeries(job, range, storage::Recording::Detail::kNodeSummary);
+          }));
     }
     std::vector<correlator::NodeJob> nodes;
     std::vector<const storage::NodeJobRecord*> of_node;
-    for (size_t i = 0; i < reading.size(); ++i) {
-      auto node = reading[i].get();
-      if (node.summary.size() == 0) continue;
-      const auto& nj = run.jobs[i];
-      report.nodes.push_back({node.node, paths[nj.recording], nj.job.job_id, node.ranks,
-                              node.summary.gpu_count, node.summary.size()});
+    for (size_t i = 0; i < pending.size(); ++i) {
+      model::JobSeries summary = reading[i].get();
+      if (summary.size() == 0) continue;
+      const storage::NodeJobRecord& nj = *pending[i].job;
+      report.nodes.push_back({names[nj.recording], paths[nj.recording], nj.job.job_id,
+                              pending[i].ranks, summary.gpu_count, summary.size()});
       of_node.push_back(&nj);
-      nodes.push_back(std::move(node));
+      nodes.push_back({names[nj.recording], pending[i].ranks, std::move(summary)});
     }
     if (nodes.empty()) continue;
-    // Nodes in rank order, so that the first (the clock reference) is rank 0's where known.
-    std::vector<size_t> order(nodes.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto lowest = [&](size_t i) {
-      return nodes[i].ranks.empty()
-                 ? INT32_MAX
-                 : *std::min_element(nodes[i].ranks.begin(), nodes[i].ranks.end());
-    };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return lowest(a) < lowest(b); });
-    std::vector<correlator::NodeJob> sorted_nodes;
-    std::vector<FleetNode> sorted_info;
-    std::vector<const storage::NodeJobRecord*> sorted_of;
-    for (size_t i : order) {
-      sorted_nodes.push_back(std::move(nodes[i]));
-      sorted_info.push_back(report.nodes[i]);
-      sorted_of.push_back(of_node[i]);
-    }
-    report.nodes = std::move(sorted_info);
     auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
-      const storage::NodeJobRecord& nj = *sorted_of[n];
-      storage::Recording& rec = *open[nj.recording].recording;
+      const storage::NodeJobRecord& nj = *of_node[n];
+      storage::Recording& rec = *open[nj.recording];
       model::JobSeries s = rec.jobSeries(nj.job, {from_ms, to_ms});
       if (s.size()) rec.addOtherDevices(nj.job, s, {{0, s.size() - 1}});
       return s;
     };
-    report.analysis = correlator::analyzeFleet(std::move(sorted_nodes), window, run.world_size);
+    report.analysis = correlator::analyzeFleet(std::move(nodes), window, run.world_size);
     reports.push_back(std::move(report));
   }
   return reports;

@@ -139,13 +139,6 @@ std::vector<ClockCheck> checkClocks(const std::vector<NodeJob>& nodes, ClockSign
   return checks;
 }
 
-// Where each node's samples fall on the common grid: by its clock corrected where it had to be,
-// and by the phase of its own ticks, so that jitter of less than half an interval never moves a
-// sample into its neighbour's slot.
-struct Placement {
-  int64_t shift_ms = 0;  // subtracted from the node's timestamps
-};
-
 void addTo(std::optional<double>& sum, const std::optional<double>& v) {
   if (v) sum = sum.value_or(0.0) + *v;
 }
@@ -155,7 +148,10 @@ void maxInto(std::optional<double>& m, const std::optional<double>& v) {
 
 JobSeries mergeOnGrid(std::vector<NodeJob>& nodes, const std::vector<ClockCheck>& clocks,
                       int64_t grid_ms) {
-  std::vector<Placement> place(nodes.size());
+  // Where each node's samples fall on the common grid: by its clock corrected where it had to be,
+  // and by the phase of its own ticks, so that jitter of less than half an interval never moves a
+  // sample into its neighbour's slot.
+  std::vector<int64_t> shift_ms(nodes.size());  // subtracted from each node's timestamps
   int64_t t0 = INT64_MAX;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const JobSeries& s = nodes[n].summary;
@@ -164,8 +160,8 @@ JobSeries mergeOnGrid(std::vector<NodeJob>& nodes, const std::vector<ClockCheck>
     phases.reserve(std::min<size_t>(s.size(), 1000));
     for (size_t i = 0; i < s.size() && i < 1000; ++i)
       phases.push_back(positiveMod(s.ts_ms[i] - offset, grid_ms));
-    place[n].shift_ms = offset + medianOf(phases);
-    if (s.size()) t0 = std::min(t0, s.ts_ms.front() - place[n].shift_ms);
+    shift_ms[n] = offset + medianOf(phases);
+    if (s.size()) t0 = std::min(t0, s.ts_ms.front() - shift_ms[n]);
   }
   JobSeries f;
   if (t0 == INT64_MAX) return f;
@@ -175,13 +171,13 @@ JobSeries mergeOnGrid(std::vector<NodeJob>& nodes, const std::vector<ClockCheck>
   for (size_t n = 0; n < nodes.size(); ++n) {
     const JobSeries& s = nodes[n].summary;
     for (int64_t ts : s.ts_ms) {
-      const int64_t k = (ts - place[n].shift_ms - t0) / grid_ms;
+      const int64_t k = (ts - shift_ms[n] - t0) / grid_ms;
       slot_of[n].push_back(k);
       slots.insert(k);
     }
   }
   const int64_t shown_phase =
-      place.empty() ? 0 : place[0].shift_ms - (clocks[0].corrected ? clocks[0].offset_ms : 0);
+      shift_ms.empty() ? 0 : shift_ms[0] - (clocks[0].corrected ? clocks[0].offset_ms : 0);
   std::map<int64_t, size_t> index;
   for (int64_t k : slots) {
     index[k] = model::appendInterval(f, t0 + k * grid_ms + shown_phase,
