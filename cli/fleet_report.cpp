@@ -118,6 +118,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       int32_t lowest;
     };
     std::vector<Pending> pending;
+    pending.reserve(run.jobs.size());
     for (const auto& nj : run.jobs) {
       auto ranks = open[nj.recording]->ranksOf(nj.job);
       const int32_t lowest =
@@ -128,6 +129,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
                      [](const Pending& a, const Pending& b) { return a.lowest < b.lowest; });
     // Each node's summary read on a thread of its own: one connection per recording.
     std::vector<std::future<model::JobSeries>> reading;
+    reading.reserve(pending.size());
     for (const Pending& p : pending) {
       reading.push_back(std::async(
           std::launch::async, [&range, &rec = *open[p.job->recording], &job = p.job->job] {
