@@ -31,7 +31,8 @@ ProcFile::~ProcFile() {
 ProcFile::ProcFile(ProcFile&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
-      keep_open_(other.keep_open_) {}
+      keep_open_(other.keep_open_),
+      seekable_(other.seekable_) {}
 
 ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
   if (this != &other) {
@@ -39,6 +40,7 @@ ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     keep_open_ = other.keep_open_;
+    seekable_ = other.seekable_;
   }
   return *this;
 }
@@ -54,6 +56,9 @@ bool ProcFile::read(std::string& out, std::string& error) {
       struct statfs fs {};
       keep_open_ =
           ::fstatfs(fd_, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+      // Some pseudo-files cannot seek (fusectl's): read them in sequence, once per open.
+      seekable_ = ::lseek(fd_, 0, SEEK_CUR) >= 0;
+      keep_open_ = keep_open_ && seekable_;
     }
     out.clear();
     off_t offset = 0;
@@ -61,7 +66,8 @@ bool ProcFile::read(std::string& out, std::string& error) {
     while (true) {
       const size_t old_size = out.size();
       out.resize(old_size + kReadChunkBytes);
-      const ssize_t n = ::pread(fd_, out.data() + old_size, kReadChunkBytes, offset);
+      const ssize_t n = seekable_ ? ::pread(fd_, out.data() + old_size, kReadChunkBytes, offset)
+                                  : ::read(fd_, out.data() + old_size, kReadChunkBytes);
       if (n < 0) {
         if (errno == EINTR) {
           out.resize(old_size);

@@ -27,6 +27,7 @@ class ProcFile {
   std::filesystem::path path_;
   int fd_ = -1;
   bool keep_open_ = false;
+  bool seekable_ = true;
 };
 
 // One-shot read of a small text file; nullopt if it is missing or unreadable.
