@@ -44,7 +44,11 @@ std::string join(const std::vector<std::string>& parts, const char* sep = ",") {
 // What the device sits on, in words: "on vda", "dm over sda,sdb", "file /x.img on vda1".
 std::string underneath(const collectors::DeviceTree& tree, const collectors::BlockDevice& d) {
   std::string text;
-  if (!d.slaves.empty()) text = "over " + join(d.slaves);
+  if (!d.served_by.empty()) {
+    text = d.served_by;  // a mount target: "nfs4 server 10.0.0.5:/export", "overlay over loop0"
+  } else if (!d.slaves.empty()) {
+    text = "over " + join(d.slaves);
+  }
   if (!d.backing_file.empty()) {
     text = "file " + d.backing_file;
     if (!d.backing_device.empty()) text += " on " + d.backing_device;
@@ -68,6 +72,7 @@ nlohmann::json toJson(const collectors::DeviceTree& tree, const collectors::Bloc
   if (!d.dm_name.empty()) j["dm_name"] = d.dm_name;
   if (!d.backing_file.empty()) j["backing_file"] = d.backing_file;
   if (!d.backing_device.empty()) j["backing_device"] = d.backing_device;
+  if (!d.served_by.empty()) j["served_by"] = d.served_by;
   j["physical"] = tree.physicalDevices(d.name);
   j["model"] = d.identity.model;
   j["serial"] = d.identity.serial;

@@ -30,6 +30,7 @@ std::string timeText(int64_t t_ms) {
 std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,
                                     const storage::TimeRange& range) {
   std::vector<JobReport> reports;
+  const auto served_by = recording.mountTargetsServedBy();
   for (auto& job : recording.jobs(job_id)) {
     JobReport r;
     r.job = std::move(job);
@@ -43,8 +44,10 @@ std::vector<JobReport> buildReports(storage::Recording& recording, std::optional
     r.goodput = summary.goodput;
     r.gaps = std::move(summary.gaps);
     r.ranks = std::move(summary.ranks);
+    r.served_by = served_by;
     for (auto& latency : summary.devices) {
-      DeviceRow row{std::move(latency), "", ""};
+      DeviceRow row{std::move(latency), "", "", ""};
+      if (auto it = served_by.find(row.name); it != served_by.end()) row.served_by = it->second;
       if (const auto note = recording.driveHealthAt(row.name, r.series.ts_ms.back())) {
         row.health = note->verdict;
         row.health_evidence = note->first_evidence;
@@ -176,6 +179,10 @@ std::string renderText(const std::vector<JobReport>& reports) {
     }
     for (const auto& inc : r.analysis.incidents) {
       out += "    " + describeIncident(inc) + "\n";
+      for (const auto* target : {&inc.device, &inc.physical_device}) {
+        if (auto it = r.served_by.find(*target); it != r.served_by.end())
+          out += "      " + *target + " is " + it->second + "\n";
+      }
       if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
         out += "      " + ranks + "\n";
       for (const auto& e : inc.evidence) {
@@ -212,6 +219,7 @@ std::string renderText(const std::vector<JobReport>& reports) {
           d.health.empty()
               ? "-"
               : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
+      if (!d.served_by.empty()) out += "      " + d.served_by + "\n";
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
     if (!any_health)
@@ -261,7 +269,9 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
            {"w_await_p50_ms", orNull(d.w_await_p50)},
            {"w_await_p99_ms", orNull(d.w_await_p99)},
            {"health", d.health.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.health)},
-           {"health_evidence", d.health_evidence}});
+           {"health_evidence", d.health_evidence},
+           {"served_by",
+            d.served_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.served_by)}});
     }
     out.push_back({{"job_id", r.job.job_id},
                    {"key", r.job.key},

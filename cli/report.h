@@ -2,6 +2,7 @@
 // a self-contained HTML page.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@ namespace stallwatch::cli {
 struct DeviceRow : correlator::DeviceLatency {
   std::string health;  // the drive's verdict at the end of the job's span; "" if never read
   std::string health_evidence;  // its first counter, "ata 5 Reallocated_Sector_Ct raw 304"
+  std::string served_by;        // a mount: "fuse: FUSE daemon slowfs (pid 81)"; "" for a device
 };
 
 struct JobReport {
@@ -26,6 +28,8 @@ struct JobReport {
   std::vector<correlator::Gap> gaps;
   std::vector<DeviceRow> devices;  // the job's devices
   std::vector<correlator::RankFigures> ranks;
+  // What serves each storage target that is a mount (the recording's), by name.
+  std::map<std::string, std::string> served_by;
 };
 
 std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,

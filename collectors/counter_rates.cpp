@@ -98,4 +98,62 @@ std::optional<double> stallRatio(uint64_t previous_total_us, uint64_t current_to
   return std::clamp(ratio, 0.0, 1.0);
 }
 
+NfsRatesResult computeNfsRates(const NfsMountStats& previous, const NfsMountStats& current,
+                               double elapsed_seconds) {
+  NfsRatesResult result;
+  if (!(elapsed_seconds > 0)) {
+    result.gap = RateGap::kNoTimeElapsed;
+    return result;
+  }
+  if (previous.age_seconds && current.age_seconds && *current.age_seconds < *previous.age_seconds) {
+    result.gap = RateGap::kCounterReset;
+    return result;
+  }
+  DiskRates rates;
+  NfsRates nfs;
+  uint64_t execute_ms = 0, retransmissions = 0, timeouts = 0, metadata_ops = 0, metadata_ms = 0;
+  for (const NfsOpCounters& now : current.ops) {
+    const NfsOpCounters* before = previous.op(now.name);
+    if (!before) continue;
+    if (now.ops < before->ops || now.transmissions < before->transmissions ||
+        now.timeouts < before->timeouts || now.bytes_sent < before->bytes_sent ||
+        now.bytes_received < before->bytes_received || now.rtt_ms < before->rtt_ms ||
+        now.execute_ms < before->execute_ms) {
+      continue;  // reset, or a counter the kernel printed wrapped: no figure from it
+    }
+    const uint64_t ops = now.ops - before->ops;
+    const uint64_t exe = now.execute_ms - before->execute_ms;
+    const uint64_t rtt = now.rtt_ms - before->rtt_ms;
+    execute_ms += exe;
+    timeouts += now.timeouts - before->timeouts;
+    const uint64_t sends = now.transmissions - before->transmissions;
+    retransmissions += sends - std::min(sends, ops);
+    const double ops_per_second = static_cast<double>(ops) / elapsed_seconds;
+    if (now.name == "READ") {
+      rates.reads_per_second = ops_per_second;
+      rates.read_bytes_per_second =
+          static_cast<double>(now.bytes_received - before->bytes_received) / elapsed_seconds;
+      rates.r_await_ms = await(exe, ops);
+      nfs.read_rtt_ms = await(rtt, ops);
+    } else if (now.name == "WRITE") {
+      rates.writes_per_second = ops_per_second;
+      rates.write_bytes_per_second =
+          static_cast<double>(now.bytes_sent - before->bytes_sent) / elapsed_seconds;
+      rates.w_await_ms = await(exe, ops);
+      nfs.write_rtt_ms = await(rtt, ops);
+    } else if (now.name != "COMMIT" && now.name != "NULL") {
+      metadata_ops += ops;
+      metadata_ms += exe;
+    }
+  }
+  rates.aqu_sz = static_cast<double>(execute_ms) / (elapsed_seconds * 1000.0);
+  nfs.metadata_ops_per_second = static_cast<double>(metadata_ops) / elapsed_seconds;
+  nfs.metadata_await_ms = await(metadata_ms, metadata_ops);
+  nfs.retransmissions_per_second = static_cast<double>(retransmissions) / elapsed_seconds;
+  nfs.timeouts_per_second = static_cast<double>(timeouts) / elapsed_seconds;
+  result.rates = rates;
+  result.nfs = nfs;
+  return result;
+}
+
 }  // namespace stallwatch::collectors

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "collectors/diskstats.h"
+#include "collectors/mountstats.h"
 #include "collectors/samples.h"
 
 namespace stallwatch::collectors {
@@ -35,6 +36,22 @@ struct DiskRatesResult {
 // replaced or its counters reset: no rates for that interval.
 DiskRatesResult computeDiskRates(const DiskStats& previous, const DiskStats& current,
                                  double elapsed_seconds);
+
+struct NfsRatesResult {
+  std::optional<DiskRates> rates;
+  std::optional<NfsRates> nfs;
+  RateGap gap = RateGap::kNone;
+};
+
+// nfsiostat's definitions (nfs-utils, tools/nfs-iostat/nfs-iostat.py, __print_rpc_op_stats):
+// per op, ops/s = Δops / Δt, kB/s = Δbytes / Δt, avg RTT = Δrtt / Δops, avg exe = Δexecute /
+// Δops, retrans = Δ(transmissions - ops). r_await/w_await are READ's/WRITE's avg exe, as
+// iostat's await is the caller's whole wait; read bytes are READ's bytes received, written
+// bytes WRITE's bytes sent. aqu_sz = Σ Δexecute(ms) / Δt(ms): the RPCs outstanding on average.
+// An op whose counters went backwards is left out of the interval; a mount whose age went
+// backwards (remounted) gives no rates.
+NfsRatesResult computeNfsRates(const NfsMountStats& previous, const NfsMountStats& current,
+                               double elapsed_seconds);
 
 // Share of an interval spent stalled, from PSI's cumulative `total=` microseconds.
 // Clamped to [0, 1]: PSI's per-CPU aggregation can overshoot the wall interval slightly.

@@ -119,7 +119,8 @@ class DiskstatsCollector final : public Collector {
         const DiskTotals totals{d.reads_completed,  d.read_sectors * kSector,  d.read_time_ms,
                                 d.writes_completed, d.write_sectors * kSector, d.write_time_ms,
                                 d.io_ticks_ms,      d.weighted_io_time_ms};
-        out.disks.push_back({d.name, d.major, d.minor, *result.rates, d.in_flight, totals});
+        out.disks.push_back(
+            {d.name, d.major, d.minor, *result.rates, d.in_flight, totals, std::nullopt});
       }
     }
     std::swap(previous_, current_);

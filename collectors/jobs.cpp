@@ -257,7 +257,11 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
   for (const auto& [name, count] : files_per_device) {
     const BlockDevice* d = tree_->find(name);
     out.job_devices.push_back({job.description.key, name, *d->major, *d->minor, {}, count});
-    for (const std::string& below : tree_->physicalDevices(name)) {
+    // Under a block device, the physical devices at the bottom of its stack; under an overlay
+    // (a container's files), every layer down, so that the loop device it sits on is named too.
+    const auto below_list =
+        d->kind == BlockKind::kOverlay ? tree_->devicesBelow(name) : tree_->physicalDevices(name);
+    for (const std::string& below : below_list) {
       const BlockDevice* p = tree_->find(below);
       if (below == name || !p || !p->major) continue;
       out.job_devices.push_back({job.description.key, below, *p->major, *p->minor, name, count});

@@ -1,6 +1,7 @@
 #include "collectors/registry.h"
 
 #include "collectors/diskstats.h"
+#include "collectors/mount_targets.h"
 #include "collectors/pressure.h"
 
 namespace stallwatch::collectors {
@@ -9,6 +10,10 @@ const std::vector<CollectorEntry>& collectorTable() {
   static const std::vector<CollectorEntry> table = {
       {"diskstats", "block device I/O rates, latency (await), queue size and utilisation", true,
        [](const CollectorConfig& c) { return makeDiskstatsCollector(c.root); }},
+      {"mounts",
+       "NFS and FUSE mounts as storage targets: NFS latency per op, retransmissions and "
+       "timeouts (mountstats), FUSE requests waiting for the daemon (fusectl)",
+       true, [](const CollectorConfig& c) { return makeMountTargetsCollector(c.root); }},
       {"pressure", "I/O, CPU and memory pressure stall shares (PSI)", true,
        [](const CollectorConfig& c) { return makePressureCollector(c.root); }},
       {"gpu", "NVIDIA GPU utilisation, memory, clocks, PCIe and per-process use (NVML)", true,

@@ -34,6 +34,21 @@ struct DiskTotals {
   uint64_t io_time_ms = 0, weighted_io_time_ms = 0;
 };
 
+// What an NFS mount adds to its iostat-like figures (nfsiostat's arithmetic, per interval).
+struct NfsRates {
+  std::optional<double> read_rtt_ms;   // Δ rtt / Δ ops of READ: the network and server part
+  std::optional<double> write_rtt_ms;  // of the wait (r_await_ms is the whole: execute time)
+  double metadata_ops_per_second = 0;  // every op but READ, WRITE, COMMIT and NULL
+  std::optional<double> metadata_await_ms;
+  double retransmissions_per_second = 0;  // Δ (transmissions - ops), all ops
+  double timeouts_per_second = 0;         // major timeouts, all ops
+};
+
+// One storage target's figures for an interval: a block device (named as the kernel names
+// it), or a mount that no block device serves (named by its mount point): an NFS mount
+// (r/w await = READ/WRITE execute time per op, aqu_sz = RPCs outstanding on average, by
+// Little's law from the execute time) or a FUSE mount (aqu_sz and in_flight = requests
+// waiting for the daemon at the tick; its rates are not known and stay 0).
 struct DiskSample {
   std::string device;
   uint32_t major = 0;
@@ -41,6 +56,7 @@ struct DiskSample {
   DiskRates rates;
   uint64_t in_flight = 0;            // requests in flight at the end of the interval
   std::optional<DiskTotals> totals;  // live sampling only (a replay has rates alone)
+  std::optional<NfsRates> nfs;       // NFS mounts only
 };
 
 struct PressureSample {

@@ -11,7 +11,7 @@ fx=$root/tests/fixtures
 mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_FUZZ=ON \
   -DSTALLWATCH_TESTS=OFF -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
-targets=(diskstats pressure mountinfo proc_pid statsd udev_db nvme_log ata_blob smartctl_json config)
+targets=(diskstats pressure mountinfo mountstats proc_pid statsd udev_db nvme_log ata_blob smartctl_json config)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" > "$build/fuzz-build.log" 2>&1 ||
   { tail -30 "$build/fuzz-build.log"; exit 1; }
 
@@ -23,6 +23,7 @@ seed() {  # TARGET FILES...: copies seed files into the target's corpus
 seed diskstats $(find "$fx" -name diskstats)
 seed pressure $(find "$fx" -path '*pressure*' -type f)
 seed mountinfo $(find "$fx" -name mountinfo)
+seed mountstats $(find "$fx" -name mountstats)
 seed proc_pid $(find "$fx" -path '*/proc/[0-9]*' -type f -name 'stat' -o -path '*/proc/[0-9]*' -name io -type f | head -20)
 seed statsd "$root/tests/fixtures/README.md"
 printf 'stallwatch.steps:1|c\nstallwatch.data_wait:0.25|ms|#rank:0\n' > "$build/corpus/statsd/lines"

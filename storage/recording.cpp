@@ -474,6 +474,19 @@ void Recording::addOtherDevices(const JobRecord& job, model::JobSeries& s,
   }
 }
 
+std::map<std::string, std::string> Recording::mountTargetsServedBy() {
+  std::map<std::string, std::string> served;
+  if (version_ < 7) return served;
+  SQLite::Statement q(db_,
+                      "SELECT name, kind, served_by FROM block_devices WHERE served_by IS NOT NULL "
+                      "ORDER BY last_seen_ms");
+  while (q.executeStep()) {
+    const Columns c(q);
+    served[c.text("name")] = c.text("kind") + ": " + c.text("served_by");
+  }
+  return served;
+}
+
 std::optional<DriveHealthNote> Recording::driveHealthAt(const std::string& device,
                                                         int64_t until_ms) {
   if (version_ < 5) return std::nullopt;

@@ -134,6 +134,10 @@ class Recording {
   void addOtherDevices(const JobRecord& job, model::JobSeries& series,
                        const IntervalWindows& windows);
 
+  // What serves each storage target that is a mount (NFS server, FUSE daemon, the devices
+  // under an overlay), "KIND: WHAT" by target name; empty before schema 7.
+  std::map<std::string, std::string> mountTargetsServedBy();
+
   // The drive's last verdict at or before UNTIL_MS; none before schema 5 or if never read.
   std::optional<DriveHealthNote> driveHealthAt(const std::string& device, int64_t until_ms);
   // Each drive's newest reading and the one before it (oldest first), by device.

@@ -31,8 +31,8 @@ struct Migration {
 
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
-    {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql},
-    {4, kSchemaV4Sql}, {5, kSchemaV5Sql}, {6, kSchemaV6Sql},
+    {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql}, {4, kSchemaV4Sql},
+    {5, kSchemaV5Sql}, {6, kSchemaV6Sql}, {7, kSchemaV7Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -112,6 +112,10 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                     "read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
                     "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, "
                     "util_percent, in_flight"));
+  store->insert_nfs_ = std::make_unique<SQLite::Statement>(
+      db, insertSql("nfs_samples",
+                    "ts_ms, device_id, read_rtt_ms, write_rtt_ms, metadata_ops_per_second, "
+                    "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
   store->insert_pressure_ = std::make_unique<SQLite::Statement>(
       db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
   store->insert_gpu_ = std::make_unique<SQLite::Statement>(
@@ -285,7 +289,7 @@ void Store::upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms) {
       db_,
       "UPDATE block_devices SET kind=?, parent=?, slaves=?, dm_name=?, backing_file=?, "
       "backing_device=?, physical=?, model=?, serial=?, wwn=?, transport=?, rotational=?, "
-      "size_bytes=?, last_seen_ms=? WHERE device_id=?");
+      "size_bytes=?, last_seen_ms=?, served_by=? WHERE device_id=?");
   SQLite::Statement mount(
       db_,
       "INSERT INTO mounts (device_id, mount_point, fs_type, source, first_seen_ms, last_seen_ms) "
@@ -312,7 +316,8 @@ void Store::upsertDevices(const collectors::DeviceTree& tree, int64_t seen_ms) {
     }
     bindOptional(st, 13, d.identity.size_bytes);
     st.bind(14, seen_ms);
-    st.bind(15, id);
+    bindTextOrNull(st, 15, d.served_by);
+    st.bind(16, id);
     st.exec();
     st.reset();
     for (const auto& m : d.mounts) {
@@ -347,6 +352,21 @@ int64_t Store::gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms) {
   return id;
 }
 
+void Store::writeNfsSample(int64_t ts_ms, const collectors::DiskSample& d) {
+  auto& st = *insert_nfs_;
+  const collectors::NfsRates& n = *d.nfs;
+  st.bind(":ts_ms", ts_ms);
+  st.bind(":device_id", deviceId(d.device, d.major, d.minor, ts_ms));
+  bindOptional(st, ":read_rtt_ms", n.read_rtt_ms);
+  bindOptional(st, ":write_rtt_ms", n.write_rtt_ms);
+  st.bind(":metadata_ops_per_second", n.metadata_ops_per_second);
+  bindOptional(st, ":metadata_await_ms", n.metadata_await_ms);
+  st.bind(":retransmissions_per_second", n.retransmissions_per_second);
+  st.bind(":timeouts_per_second", n.timeouts_per_second);
+  st.exec();
+  st.reset();
+}
+
 void Store::writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms) {
   SQLite::Statement st(db_,
                        "UPDATE gpus SET name = :name, memory_total_bytes = :memory_total_bytes "
@@ -368,9 +388,9 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     // A statement that failed mid-step keeps its read open and every later COMMIT fails
     // ("SQL statements in progress"); ids cached from the rolled-back transaction do not
     // exist. Found by tests/test_faults_e2e.py: after a locked DB, nothing was written again.
-    for (auto* st :
-         {insert_disk_.get(), insert_pressure_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
-          touch_device_.get(), insert_job_sample_.get(), insert_rank_sample_.get()}) {
+    for (auto* st : {insert_disk_.get(), insert_nfs_.get(), insert_pressure_.get(),
+                     insert_gpu_.get(), insert_gpu_process_.get(), touch_device_.get(),
+                     insert_job_sample_.get(), insert_rank_sample_.get()}) {
       if (st) st->tryReset();
     }
     device_ids_.clear();
@@ -406,6 +426,7 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       st.bind(":in_flight", static_cast<int64_t>(d.in_flight));
       st.exec();
       st.reset();
+      if (d.nfs) writeNfsSample(b.wall_time_ms, d);
     }
     for (const auto& p : b.pressure) {
       auto& st = *insert_pressure_;

@@ -23,7 +23,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 class StoreError : public std::runtime_error {
  public:
@@ -107,10 +107,12 @@ class Store {
   int64_t jobId(const std::string& key);
   void writeJobFacts(const collectors::SampleBatch& batch);
   void writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms);
+  void writeNfsSample(int64_t ts_ms, const collectors::DiskSample& d);
   void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
 
   SQLite::Database db_;
   std::unique_ptr<SQLite::Statement> insert_disk_;
+  std::unique_ptr<SQLite::Statement> insert_nfs_;
   std::unique_ptr<SQLite::Statement> insert_pressure_;
   std::unique_ptr<SQLite::Statement> insert_gpu_;
   std::unique_ptr<SQLite::Statement> insert_gpu_process_;
