@@ -11,8 +11,11 @@ build_deps=(
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
-# real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent).
-test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus)
+# real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);
+# libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for the loop image under
+# the overlay test.
+test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
+           e2fsprogs)
 
 want=("${build_deps[@]}" "${test_deps[@]}")
 if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi

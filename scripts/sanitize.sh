@@ -17,7 +17,7 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 echo "== ASan+UBSan: build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_FUZZ=ON \
   -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
-cmake --build "$asan" -j "$(nproc)" --target stallwatch_unit_tests stallwatch > "$asan/build.log" 2>&1 ||
+cmake --build "$asan" -j "$(nproc)" --target stallwatch_unit_tests stallwatch swslowfs > "$asan/build.log" 2>&1 ||
   { tail -30 "$asan/build.log"; exit 1; }
 echo "== ASan+UBSan: unit tests"
 "$asan/tests/stallwatch_unit_tests" --gtest_brief=1
