@@ -37,6 +37,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
   setProcessFigures(s, i, j);
   s.step_s[i] = j.step_seconds;
+  s.d_state_wchan[i] = j.top_wchan;
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;

@@ -7,6 +7,7 @@
 
 #include "correlator/evidence.h"
 #include "correlator/straggler.h"
+#include "correlator/wait_channel.h"
 
 namespace stallwatch::correlator {
 namespace {
@@ -90,9 +91,22 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   const Check io = compare(
       "io_some", base, inc.first, inc.last, [&](size_t i) { return at(s.io_some, i); }, false,
       cfg.pressure_rise, 0, 0);
-  const Check dstate = compare(
+  Check dstate = compare(
       "job_d_state_threads", base, inc.first, inc.last,
       [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
+  // Where they waited says which layer held them: the evidence names it (FUSE, NFS/RPC,
+  // writeback, block I/O...).
+  if (dstate.item.during >= 1) {
+    std::vector<std::string> waits;
+    for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
+      if (at(s.d_state_threads, i).value_or(0) >= 1) waits.push_back(s.d_state_wchan[i]);
+    }
+    if (const std::string wait = mostCommonWait(waits); !wait.empty()) {
+      const std::string subsystem = waitSubsystem(wait);
+      dstate.item.signal +=
+          " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+    }
+  }
   const Check cpu = compare(
       "cpu_some", base, inc.first, inc.last, [&](size_t i) { return at(s.cpu_some, i); }, false,
       cfg.pressure_rise, 0, 0);

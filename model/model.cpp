@@ -25,6 +25,7 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   s.ts_ms.push_back(ts_ms);
   s.interval_s.push_back(interval_s);
   s.forEachSeries([](Series& x) { x.emplace_back(); });
+  s.d_state_wchan.resize(s.ts_ms.size());
   return s.ts_ms.size() - 1;
 }
 
@@ -70,6 +71,7 @@ RankSeries& addRank(JobSeries& s, int32_t rank) {
 void dropFront(JobSeries& s, size_t n) {
   dropFrontOf(s.ts_ms, n);
   dropFrontOf(s.interval_s, n);
+  dropFrontOf(s.d_state_wchan, n);
   s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
 }
 
@@ -91,6 +93,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   };
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
+  t.d_state_wchan = from(s.d_state_wchan);
   // forEachSeries visits both in the same order.
   std::vector<const Series*> source;
   s.forEachSeries([&](const Series& x) { source.push_back(&x); });

@@ -64,6 +64,9 @@ struct JobSeries {
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;  // host pressure shares, 0..1
+  // Where most of the job's D-state threads waited (a kernel function), "" when none did or
+  // it is not known; may be shorter than the series (a run read across nodes has none).
+  std::vector<std::string> d_state_wchan;
   std::vector<DeviceSeries> devices;
   std::vector<RankSeries> ranks;  // two or more, or none
   // When the job's processes had all exited, where the recording says (a post-mortem); none

@@ -315,7 +315,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
         db_,
         std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
                     "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
-                    "d_state_threads, ") +
+                    "d_state_threads, top_wchan, ") +
             (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
             (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
@@ -328,7 +328,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               step_c = c.index("step_seconds"), read_c = c.index("read_bytes_per_second"),
               write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
               d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
-              work_c = c.index("gpu_work_percent");
+              work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan");
     while (q.executeStep()) {
       const int64_t ts = q.getColumn(ts_c).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
@@ -342,6 +342,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       s.write_bytes_per_s[i] = optionalReal(q.getColumn(write_c));
       s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
       s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
+      if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
     }
   }
   const size_t n = s.ts_ms.size();

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "correlator/wait_channel.h"
+
 namespace stallwatch::correlator {
 namespace {
 
@@ -124,6 +126,50 @@ TEST(StallDetector, IoThrottledWhenPressureRisesButDevicesAnswerNormally) {
     sc.s.read_bytes_per_s[i] = 10e6;
   });
   expectOneIncident(analyzeJob(sc.s), StallClass::kIoThrottled);
+}
+
+// Where the job's D-state threads waited is named with the count: an NFS server that holds
+// them shows as RPC waits.
+TEST(StallDetector, TheWaitOfDStateThreadsIsNamedWithItsSubsystem) {
+  Scenario sc;
+  sc.s.d_state_wchan.assign(sc.s.size(), "");
+  sc.gpuIdle().during([&](size_t i) {
+    sc.s.io_some[i] = sc.noise(0.5, 0.8);
+    sc.s.d_state_threads[i] = 12;
+    sc.s.d_state_wchan[i] = i % 5 == 0 ? "io_schedule" : "rpc_wait_bit_killable";
+  });
+  const Analysis a = analyzeJob(sc.s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& evidence = a.incidents[0].evidence;
+  EXPECT_TRUE(std::any_of(evidence.begin(), evidence.end(), [](const auto& e) {
+    return e.signal == "job_d_state_threads waiting in rpc_wait_bit_killable (NFS/RPC)" &&
+           e.during == 12 && e.supports;
+  }));
+}
+
+TEST(WaitChannel, KernelFunctionsMapToTheirSubsystem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"request_wait_answer", "FUSE"},
+      {"fuse_wait_on_page_writeback", "FUSE"},
+      {"rpc_wait_bit_killable", "NFS/RPC"},
+      {"nfs_wait_on_request", "NFS/RPC"},
+      {"wb_wait_for_completion", "writeback"},
+      {"folio_wait_writeback", "writeback"},
+      {"balance_dirty_pages", "writeback"},
+      {"jbd2_log_wait_commit", "journal"},
+      {"xlog_wait_on_iclog", "journal"},
+      {"folio_wait_bit_common", "block I/O"},
+      {"io_schedule", "block I/O"},
+      {"blk_mq_get_tag", "block I/O"},
+      {"shrink_folio_list", "memory reclaim"},
+      {"do_sys_poll", ""},
+      {"", ""},
+  };
+  for (const auto& [wchan, subsystem] : cases) {
+    EXPECT_STREQ(correlator::waitSubsystem(wchan), subsystem) << wchan;
+  }
+  EXPECT_EQ(correlator::mostCommonWait({"", "a", "b", "b", ""}), "b");
+  EXPECT_EQ(correlator::mostCommonWait({"", ""}), "");
 }
 
 TEST(StallDetector, InputCpuWhenCpuPressureRisesAndStorageIsHealthy) {

@@ -1,0 +1,20 @@
+// Where a thread in uninterruptible sleep waits, by kernel subsystem: the wchan of a job's
+// D-state threads says which part of the storage stack holds them (the block layer, writeback,
+// an NFS server, a FUSE daemon, a filesystem journal, memory reclaim). Kernel function names
+// change between versions; the table matches prefixes and families, and an unknown name is
+// left unclassified rather than guessed.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stallwatch::correlator {
+
+// "block I/O", "writeback", "NFS/RPC", "FUSE", "journal", "memory reclaim", or "" (unknown).
+const char* waitSubsystem(std::string_view wchan);
+
+// The wchan most often named among WCHANS (empty ones skipped), or "" when none is named.
+std::string mostCommonWait(const std::vector<std::string>& wchans);
+
+}  // namespace stallwatch::correlator
