@@ -116,6 +116,75 @@ class RecordE2E(unittest.TestCase):
         self.assertEqual(loop1, ("loop", "loop0", "vda"))
         self.assertEqual(pressure_rows, 30)  # io, cpu, memory x 10 intervals
 
+    def test_nfs_mount_in_fixture_root(self):
+        """The recorder on a captured tree with an NFS mount whose mountstats the test advances
+        (node_exporter's real capture, READ counters moved on each step): the mount is a storage
+        target named by its server, with nfsiostat's figures, exact whatever the timing."""
+        root = os.path.join(self.tmp, "root")
+        shutil.copytree(os.path.join(FIXTURES, "host-6.18-loop-stack"), root)
+        with open(os.path.join(root, "proc", "self", "mountinfo"), "a") as f:
+            f.write("194 21 0:42 / /mnt/nfs/test rw shared:144 - nfs4 192.168.1.1:/srv/test "
+                    "rw,vers=4.0,proto=tcp\n")
+        with open(os.path.join(FIXTURES, "procfs", "node_exporter", "proc", "10", "mountstats")) as f:
+            original = f.read()
+        stats_path = os.path.join(root, "proc", "self", "mountstats")
+        stop = threading.Event()
+
+        def advance():
+            # Each step: 100 READs of 64 KiB that took 850 ms to execute, 800 ms of it on the
+            # wire, and 4 retransmissions: r_await 8.5 ms, RTT 8.0 ms per interval.
+            step = 0
+            while not stop.is_set():
+                step += 1
+                first_read = True
+                lines = []
+                for line in original.splitlines():
+                    f = line.split()
+                    if first_read and f[:1] == ["READ:"]:
+                        first_read = False  # only /mnt/nfs/test's, the first block
+                        n = [int(x) for x in f[1:]]
+                        n[0] += 100 * step
+                        n[1] += 104 * step
+                        n[4] += 100 * 65536 * step
+                        n[6] += 800 * step
+                        n[7] += 850 * step
+                        line = "\t        READ: " + " ".join(map(str, n))
+                    lines.append(line)
+                tmp = stats_path + ".new"
+                with open(tmp, "w") as out:
+                    out.write("\n".join(lines) + "\n")
+                os.rename(tmp, stats_path)
+                time.sleep(0.02)
+
+        writer = threading.Thread(target=advance)
+        writer.start()
+        try:
+            result = subprocess.run(
+                [BIN, "record", "--root", root, "--db", self.db, "--interval", "200ms",
+                 "--duration", "2s", "--no-collector.gpu"],
+                capture_output=True, text=True, timeout=30)
+        finally:
+            stop.set()
+            writer.join()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with sqlite3.connect(self.db) as db:
+            served = db.execute("SELECT kind, served_by, major, minor FROM block_devices "
+                                "WHERE name = '/mnt/nfs/test'").fetchall()
+            self.assertEqual(served, [("nfs", "nfs4 server 192.168.1.1:/srv/test", 0, 42)])
+            rows = db.execute(
+                "SELECT d.r_await_ms, d.w_await_ms, n.read_rtt_ms, n.retransmissions_per_second "
+                "* d.interval_ms / 1000.0, d.reads_per_second * d.interval_ms / 1000.0 "
+                "FROM disk_samples d JOIN nfs_samples n USING (device_id, ts_ms) "
+                "JOIN block_devices b USING (device_id) WHERE b.name = '/mnt/nfs/test'").fetchall()
+        self.assertGreaterEqual(len(rows), 8, rows)
+        for r_await, w_await, rtt, retrans, reads in rows:
+            self.assertAlmostEqual(r_await, 8.5)
+            self.assertIsNone(w_await)  # no WRITE completed
+            self.assertAlmostEqual(rtt, 8.0)
+            self.assertAlmostEqual(retrans / reads, 0.04, places=6)
+        listing = subprocess.run([BIN, "devices", "--root", root], capture_output=True, text=True)
+        self.assertRegex(listing.stdout, r"/mnt/nfs/test\s+0:42\s+nfs\b.*nfs4 server 192\.168\.1\.1:/srv/test")
+
     def test_live_host(self):
         """`record --duration 3s` on this host: one row per second for every device."""
         result = subprocess.run([BIN, "record", "--db", self.db, "--duration", "3s"],
