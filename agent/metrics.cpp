@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -120,6 +121,51 @@ void renderAgent(const MetricsSnapshot& s, Writer& w) {
   w.sample(static_cast<double>(s.writer.failed_writes));
 }
 
+// Mounts no block device serves, over the last interval: NFS (nfsiostat's figures) and FUSE
+// (requests waiting for the daemon). One series per mount point: bounded by the mount table.
+void renderMounts(const MetricsSnapshot& s, Writer& w) {
+  auto seconds = [](const std::optional<double>& ms) {
+    return ms ? std::optional<double>(*ms / 1000.0) : std::nullopt;
+  };
+  struct MountGauge {
+    const char* name;
+    const char* help;
+    bool nfs_only;
+    std::function<std::optional<double>(const collectors::DiskSample&)> value;
+  };
+  const MountGauge gauges[] = {
+      {"stallwatch_mount_queue_length",
+       "Requests outstanding: NFS RPCs on average (execute time / interval), FUSE requests "
+       "waiting for the daemon at the tick.",
+       false, [](const auto& d) -> std::optional<double> { return d.rates.aqu_sz; }},
+      {"stallwatch_mount_read_await_seconds",
+       "NFS READ execute time per op (nfsiostat's avg exe); absent without reads.", true,
+       [&](const auto& d) { return seconds(d.rates.r_await_ms); }},
+      {"stallwatch_mount_write_await_seconds",
+       "NFS WRITE execute time per op; absent without writes.", true,
+       [&](const auto& d) { return seconds(d.rates.w_await_ms); }},
+      {"stallwatch_mount_read_bytes_per_second", "NFS READ payload received per second.", true,
+       [](const auto& d) -> std::optional<double> { return d.rates.read_bytes_per_second; }},
+      {"stallwatch_nfs_read_rtt_seconds", "NFS READ round trip per op (avg RTT).", true,
+       [&](const auto& d) { return seconds(d.nfs->read_rtt_ms); }},
+      {"stallwatch_nfs_metadata_await_seconds",
+       "NFS execute time per op of GETATTR, LOOKUP, ACCESS, OPEN and the other metadata ops.", true,
+       [&](const auto& d) { return seconds(d.nfs->metadata_await_ms); }},
+      {"stallwatch_nfs_retransmissions_per_second", "NFS RPC retransmissions per second.", true,
+       [](const auto& d) -> std::optional<double> { return d.nfs->retransmissions_per_second; }},
+      {"stallwatch_nfs_timeouts_per_second", "NFS RPC major timeouts per second.", true,
+       [](const auto& d) -> std::optional<double> { return d.nfs->timeouts_per_second; }},
+  };
+  for (const auto& g : gauges) {
+    w.family(g.name, "gauge", g.help);
+    for (const auto& d : s.disks) {
+      if (d.device.rfind('/', 0) != 0 || (g.nfs_only && !d.nfs)) continue;
+      if (auto v = g.value(d))
+        w.sample({{"mountpoint", d.device}, {"fstype", d.nfs ? "nfs" : "fuse"}}, *v);
+    }
+  }
+}
+
 // Block devices (iostat -x's figures in base units) and pressure, over the last interval.
 void renderDevices(const MetricsSnapshot& s, Writer& w) {
   // Devices, over the last interval (iostat -x's figures in base units).
@@ -164,12 +210,17 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
          return d.rates.util_percent / 100.0;
        }},
   };
+  // A mount that is a storage target of its own (NFS, FUSE) is named by its mount point and
+  // has families of its own below: %util and r/s mean nothing for a FUSE queue.
+  auto isMount = [](const collectors::DiskSample& d) { return d.device.rfind('/', 0) == 0; };
   for (const auto& g : disk_gauges) {
     w.family(g.name, "gauge", g.help);
     for (const auto& d : s.disks) {
+      if (isMount(d)) continue;
       if (auto v = g.value(d)) w.sample({{"device", d.device}}, *v);
     }
   }
+  renderMounts(s, w);
 
   // The same devices' cumulative counters (node_exporter's node_disk_*_total), for rate()
   // over any window: a scrape every 15 s sees every interval, and a short spike too.

@@ -165,6 +165,31 @@ TEST(Metrics, DiskAndPressureCountersForRate) {
   EXPECT_EQ(text.find("reads_completed_total{device=\"vda\"}"), std::string::npos);
 }
 
+// NFS and FUSE mounts have families of their own, labelled by mount point and type; the
+// block-device families leave them out (%util and r/s mean nothing for a FUSE queue).
+TEST(Metrics, MountsHaveTheirOwnFamilies) {
+  MetricsSnapshot s;
+  collectors::DiskSample nfs, fuse;
+  nfs.device = "/data";
+  nfs.rates.r_await_ms = 85;
+  nfs.rates.aqu_sz = 2.5;
+  nfs.nfs = collectors::NfsRates{80.0, std::nullopt, 12, 3.0, 40, 0};
+  fuse.device = "/mnt/s3";
+  fuse.rates.aqu_sz = 6;
+  s.disks = {nfs, fuse};
+  const std::string text = renderMetrics(s);
+  for (const char* line :
+       {"stallwatch_mount_read_await_seconds{mountpoint=\"/data\",fstype=\"nfs\"} 0.085",
+        "stallwatch_mount_queue_length{mountpoint=\"/data\",fstype=\"nfs\"} 2.5",
+        "stallwatch_mount_queue_length{mountpoint=\"/mnt/s3\",fstype=\"fuse\"} 6",
+        "stallwatch_nfs_read_rtt_seconds{mountpoint=\"/data\",fstype=\"nfs\"} 0.08",
+        "stallwatch_nfs_retransmissions_per_second{mountpoint=\"/data\",fstype=\"nfs\"} 40"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("stallwatch_disk_busy_ratio{device=\"/"), std::string::npos);
+  EXPECT_EQ(text.find("read_await_seconds{mountpoint=\"/mnt/s3\""), std::string::npos);
+}
+
 TEST(ListenAddress, LoopbackUnlessAnAddressIsGiven) {
   auto a = parseListenAddress("9877");
   ASSERT_TRUE(a);
