@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "collectors/block_devices.h"
+#include "collectors/counter_rates.h"
 #include "collectors/diskstats.h"
+#include "collectors/mountstats.h"
 #include "collectors/pressure.h"
 #include "collectors/proc_file.h"
 #include "collectors/process_reader.h"
@@ -111,6 +113,30 @@ BENCHMARK(BM_DiskstatsAndPressureCycleCold)->Arg(0)->Arg(1)->Iterations(50)->Arg
 }  // namespace
 
 namespace {
+
+// The NFS part of the mounts collector per tick: parse /proc/self/mountstats with ARG NFSv4
+// mounts (each with the 59-op table a 6.x kernel prints) and compute every mount's rates.
+void BM_MountstatsParseAndRates(benchmark::State& state) {
+  std::string text = "device /dev/vda1 mounted on / with fstype ext4\n";
+  for (int64_t m = 0; m < state.range(0); ++m) {
+    text += "device 10.0.0.5:/export" + std::to_string(m) + " mounted on /data" +
+            std::to_string(m) + " with fstype nfs4 statvers=1.1\n\tage:\t1000\n" +
+            "\txprt:\ttcp 0 1 2 0 11 6428 6428 0 12154 0 24 26 5726\n\tper-op statistics\n";
+    for (int op = 0; op < 59; ++op) {
+      text +=
+          "\t        OP" + std::to_string(op) + ": 1298 1298 0 207680 1210292152 6 79386 79407 0\n";
+    }
+  }
+  const MountstatsParse previous = parseMountstats(text);
+  for (auto _ : state) {
+    const MountstatsParse now = parseMountstats(text);
+    for (size_t i = 0; i < now.mounts.size(); ++i) {
+      benchmark::DoNotOptimize(computeNfsRates(previous.mounts[i], now.mounts[i], 1.0));
+    }
+  }
+  state.counters["bytes"] = static_cast<double>(text.size());
+}
+BENCHMARK(BM_MountstatsParseAndRates)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond);
 
 // A full rescan of the block device tree: sysfs walk, udev identity, mountinfo.
 void BM_ScanBlockDevices(benchmark::State& state) {

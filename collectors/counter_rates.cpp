@@ -112,8 +112,12 @@ NfsRatesResult computeNfsRates(const NfsMountStats& previous, const NfsMountStat
   DiskRates rates;
   NfsRates nfs;
   uint64_t execute_ms = 0, retransmissions = 0, timeouts = 0, metadata_ops = 0, metadata_ms = 0;
-  for (const NfsOpCounters& now : current.ops) {
-    const NfsOpCounters* before = previous.op(now.name);
+  for (size_t k = 0; k < current.ops.size(); ++k) {
+    const NfsOpCounters& now = current.ops[k];
+    // The kernel prints the ops in one order: the same place first, a search if it moved.
+    const NfsOpCounters* before = k < previous.ops.size() && previous.ops[k].name == now.name
+                                      ? &previous.ops[k]
+                                      : previous.op(now.name);
     if (!before) continue;
     if (now.ops < before->ops || now.transmissions < before->transmissions ||
         now.timeouts < before->timeouts || now.bytes_sent < before->bytes_sent ||
