@@ -23,9 +23,11 @@ std::string verb(IncidentEventKind kind) {
   return "?";
 }
 
-std::string deviceText(const model::Incident& i) {
+std::string deviceText(const model::IncidentEvent& e) {
+  const model::Incident& i = e.incident;
   if (i.device.empty()) return "";
-  return i.physical_device.empty() ? i.device : i.device + " (on " + i.physical_device + ")";
+  return (i.physical_device.empty() ? i.device : i.device + " (on " + i.physical_device + ")") +
+         (e.served_by.empty() ? "" : " [" + e.served_by + "]");
 }
 
 // The strongest supporting evidence, "await_ms loop0 41.2 vs 0.4 normal".
@@ -61,7 +63,7 @@ std::string incidentSummary(const IncidentEvent& e, const std::string& host) {
     text += " since " + isoTime(i.start_ms).substr(11, 8) + "Z";
   }
   text += std::string("; ") + model::toString(i.cls);
-  if (const std::string d = deviceText(i); !d.empty()) text += " on " + d;
+  if (const std::string d = deviceText(e); !d.empty()) text += " on " + d;
   if (e.kind == IncidentEventKind::kChange) {
     text += " (was " + e.previous_class +
             (e.previous_device.empty() ? "" : " on " + e.previous_device) + ")";
@@ -92,6 +94,7 @@ nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
       {"class", model::toString(i.cls)},
       {"device", i.device},
       {"physical_device", i.physical_device},
+      {"served_by", e.served_by},
       {"start", isoTime(i.start_ms)},
       {"start_ms", i.start_ms},
       {"end_ms", i.end_ms},
@@ -133,6 +136,7 @@ std::vector<std::pair<std::string, std::string>> incidentEnvironment(const Incid
       {"STALLWATCH_CLASS", model::toString(i.cls)},
       {"STALLWATCH_DEVICE", i.device},
       {"STALLWATCH_PHYSICAL_DEVICE", i.physical_device},
+      {"STALLWATCH_SERVED_BY", e.served_by},
       {"STALLWATCH_START", isoTime(i.start_ms)},
       {"STALLWATCH_START_MS", std::to_string(i.start_ms)},
       {"STALLWATCH_END_MS", std::to_string(i.end_ms)},

@@ -17,12 +17,28 @@ LivePipeline::LivePipeline(const LiveOptions& options)
 
 LivePipeline::~LivePipeline() = default;
 
+namespace {
+
+// "fuse: FUSE daemon s3fs (pid 812)" for the mount an incident names (the device, else the one
+// under it); "" for a block device.
+std::string servedBy(const collectors::DeviceTree& tree, const model::Incident& i) {
+  for (const std::string* name : {&i.device, &i.physical_device}) {
+    const collectors::BlockDevice* d = name->empty() ? nullptr : tree.find(*name);
+    if (d && !d->served_by.empty())
+      return std::string(collectors::toString(d->kind)) + ": " + d->served_by;
+  }
+  return {};
+}
+
+}  // namespace
+
 void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer,
                            const AgentCounters& counters) {
   if (options_.correlate) {
     for (auto& e : correlator_.onBatch(batch)) {
       ++events_[static_cast<size_t>(e.kind)];
       if (e.kind == model::IncidentEventKind::kOpen) ++opened_[static_cast<size_t>(e.incident.cls)];
+      if (tree_) e.served_by = servedBy(*tree_, e.incident);
       const std::string summary = incidentSummary(e, options_.host);
       if (e.kind == model::IncidentEventKind::kClose) {
         spdlog::info("{}", summary);

@@ -18,6 +18,7 @@
 #include "agent/metrics_server.h"
 #include "agent/notifier.h"
 #include "agent/webhook_sender.h"
+#include "collectors/block_devices.h"
 #include "correlator/live_correlator.h"
 #include "storage/writer.h"
 
@@ -51,6 +52,10 @@ class LivePipeline {
   void onBatch(const collectors::SampleBatch& batch, storage::SampleWriter* writer,
                const AgentCounters& counters);
   void setHealth(std::vector<DriveHealthMetric> health);
+  // The agent's device tree, to say what serves a mount an incident names. Sampling thread.
+  void setDeviceTree(std::shared_ptr<const collectors::DeviceTree> tree) {
+    tree_ = std::move(tree);
+  }
   // Also tell FN about each event (replay prints them).
   void onEvent(std::function<void(const model::IncidentEvent&)> fn) { on_event_ = std::move(fn); }
 
@@ -77,6 +82,7 @@ class LivePipeline {
   std::vector<DriveHealthMetric> health_;
   std::function<void(const model::IncidentEvent&)> on_event_;
   RunShares run_shares_;
+  std::shared_ptr<const collectors::DeviceTree> tree_;
 };
 
 }  // namespace stallwatch::agent

@@ -262,6 +262,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
     }
     topology->subscribe(
         [&writer](const auto& tree) { writer->submitDevices(*tree, wallTimeMs()); });
+    topology->subscribe([&live](const auto& tree) { live.setDeviceTree(tree); });
     topology->rescan();
   }
 

@@ -40,6 +40,8 @@ constexpr Family kFamilies[] = {
     {"congestion_wait", "memory reclaim"},
     {"mempool_alloc", "memory reclaim"},
     {"io_schedule", "block I/O"},
+    {"__iomap_dio_rw", "block I/O"},  // O_DIRECT reads and writes on ext4, xfs
+    {"iomap_dio", "block I/O"},
     {"folio_wait_bit", "block I/O"},
     {"wait_on_page_bit", "block I/O"},
     {"__folio_lock", "block I/O"},

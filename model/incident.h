@@ -62,6 +62,9 @@ struct IncidentEvent {
   std::string previous_class;  // change: what it was
   std::string previous_device;
   std::string previous_rank;
+  // What serves the device named, where it is a mount (NFS server, FUSE daemon, an overlay's
+  // devices), as the agent's device tree says: "fuse: FUSE daemon s3fs (pid 812)".
+  std::string served_by;
 };
 
 }  // namespace stallwatch::model

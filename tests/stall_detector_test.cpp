@@ -160,6 +160,7 @@ TEST(WaitChannel, KernelFunctionsMapToTheirSubsystem) {
       {"xlog_wait_on_iclog", "journal"},
       {"folio_wait_bit_common", "block I/O"},
       {"io_schedule", "block I/O"},
+      {"__iomap_dio_rw", "block I/O"},
       {"blk_mq_get_tag", "block I/O"},
       {"shrink_folio_list", "memory reclaim"},
       {"do_sys_poll", ""},

@@ -83,14 +83,14 @@ class MountsE2E(unittest.TestCase):
             paths.append(path)
         return paths
 
-    def record_job(self, shards, duration_s, slow_window=None):
+    def record_job(self, shards, duration_s, slow_window=None, agent_args=()):
         """Runs the agent and the job; with SLOW_WINDOW (from, to) seconds after the job
         starts, reads through swslowfs take 100 ms in that window. Returns the report's JSON
         and the window in epoch ms."""
         db = os.path.join(self.tmp, "sw.db")
         sock = os.path.join(self.tmp, "dl.sock")
         agent = subprocess.Popen(
-            [BIN, "record", "--db", db, "--socket", sock, "--no-collector.gpu"],
+            [BIN, "record", "--db", db, "--socket", sock, "--no-collector.gpu", *agent_args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(200):
             if os.path.exists(sock):
@@ -138,8 +138,13 @@ class MountsE2E(unittest.TestCase):
 
     def test_fuse_slow_names_the_mount_and_its_daemon(self):
         shards = self.make_shards(self.src)
-        report, text, window = self.record_job([os.path.join(self.mnt, os.path.basename(s))
-                                                for s in shards], 36, slow_window=(16, 28))
+        calls = os.path.join(self.tmp, "hook-calls")
+        os.makedirs(calls)
+        hook = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hooks",
+                            "record-call.sh")
+        report, text, window = self.record_job(
+            [os.path.join(self.mnt, os.path.basename(s)) for s in shards], 36,
+            slow_window=(16, 28), agent_args=["--on-incident", hook, calls])
         job = self.only_job(report)
         self.assertEqual(len(job["incidents"]), 1, text)
         incident = job["incidents"][0]
@@ -148,6 +153,18 @@ class MountsE2E(unittest.TestCase):
         self.assertLessEqual(abs(incident["start_ms"] - window[0]), 2000, text)
         self.assertLessEqual(abs(incident["end_ms"] - window[1]), 2000, text)
         self.assertRegex(text, rf"{self.mnt} is fuse: FUSE daemon swslowfs \(pid \d+\)")
+        # Live: the hook is told the mount and what serves it.
+        opened = []
+        for name in os.listdir(calls):
+            if name.endswith(".env"):
+                with open(os.path.join(calls, name)) as f:
+                    env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+                if env.get("STALLWATCH_EVENT") == "open":
+                    opened.append(env)
+        self.assertEqual(len(opened), 1, os.listdir(calls))
+        self.assertEqual(opened[0]["STALLWATCH_DEVICE"], self.mnt)
+        self.assertRegex(opened[0]["STALLWATCH_SERVED_BY"], r"^fuse: FUSE daemon swslowfs \(pid \d+\)$")
+        self.assertLessEqual(int(opened[0]["STALLWATCH_START_MS"]) - window[0], 2000)
 
     def test_overlay_on_a_slow_loop_device_names_the_stack(self):
         # The loop device's image is on the slow FUSE filesystem: slowing its reads slows the
