@@ -220,6 +220,11 @@ std::string renderText(const std::vector<JobReport>& reports) {
               ? "-"
               : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
       if (!d.served_by.empty()) out += "      " + d.served_by + "\n";
+      if (d.served_by.rfind("nfs:", 0) == 0) {
+        out +=
+            "      (the kernel counts NFS per RPC client: mounts of one server with the same "
+            "options show the same figures)\n";
+      }
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
     if (!any_health)
