@@ -148,6 +148,7 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += fmt::format("  span        {} .. {}  ({} intervals)\n", timeText(s.ts_ms.front()),
                        timeText(s.ts_ms.back()), s.size());
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
+    if (!r.job.cgroup_limits.empty()) out += "  limits      " + r.job.cgroup_limits + "\n";
     out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
     std::string lost;
     for (int c = 0; c < model::kStallClassCount; ++c) {
@@ -278,23 +279,26 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
            {"served_by",
             d.served_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.served_by)}});
     }
-    out.push_back({{"job_id", r.job.job_id},
-                   {"key", r.job.key},
-                   {"label", r.job.label},
-                   {"start_ms", r.series.ts_ms.front()},
-                   {"end_ms", r.series.ts_ms.back()},
-                   {"intervals", r.series.size()},
-                   {"progress_signal", model::toString(r.analysis.progress_signal)},
-                   {"gpus", r.series.gpu_count},
-                   {"goodput", r.goodput},
-                   {"gpu_seconds_total", r.analysis.gpu_seconds_total},
-                   {"gpu_seconds_lost_by_class", lost},
-                   {"blips", r.analysis.blips},
-                   {"idle_at_exit", idleJson(r.analysis.idle_at_exit)},
-                   {"incidents", incidents},
-                   {"ranks", ranks},
-                   {"gaps", gaps},
-                   {"devices", devices}});
+    out.push_back(
+        {{"job_id", r.job.job_id},
+         {"key", r.job.key},
+         {"label", r.job.label},
+         {"start_ms", r.series.ts_ms.front()},
+         {"end_ms", r.series.ts_ms.back()},
+         {"intervals", r.series.size()},
+         {"progress_signal", model::toString(r.analysis.progress_signal)},
+         {"cgroup_limits", r.job.cgroup_limits.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(r.job.cgroup_limits)},
+         {"gpus", r.series.gpu_count},
+         {"goodput", r.goodput},
+         {"gpu_seconds_total", r.analysis.gpu_seconds_total},
+         {"gpu_seconds_lost_by_class", lost},
+         {"blips", r.analysis.blips},
+         {"idle_at_exit", idleJson(r.analysis.idle_at_exit)},
+         {"incidents", incidents},
+         {"ranks", ranks},
+         {"gaps", gaps},
+         {"devices", devices}});
   }
   return out;
 }

@@ -91,6 +91,7 @@ std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env)
 JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
                        std::unique_ptr<GpuDriver> gpu)
     : reader_(root.proc),
+      cgroups_(root),
       options_(std::move(options)),
       gpu_(std::move(gpu)),
       clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
@@ -266,6 +267,43 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
       if (below == name || !p || !p->major) continue;
       out.job_devices.push_back({job.description.key, below, *p->major, *p->minor, name, count});
     }
+  }
+}
+
+void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample) {
+  if (!cgroups_.available()) return;
+  if (discovery || job.cgroups.empty()) {
+    job.cgroups.clear();
+    for (const auto& [pid, m] : job.members) {
+      if (!m.root) continue;
+      if (auto dir = cgroups_.cgroupOf(pid)) job.cgroups.insert(*dir);
+    }
+  }
+  std::map<std::filesystem::path, CgroupReading> now;
+  std::string limits;
+  auto name_of = [this](uint32_t major, uint32_t minor) -> std::string {
+    const BlockDevice* d = tree_ ? tree_->findByDevnum(major, minor) : nullptr;
+    return d ? d->name : "";
+  };
+  for (const auto& dir : job.cgroups) {
+    CgroupReading r = cgroups_.read(dir);
+    for (const std::string& text : {describeIoLimits(r.io_max, dir.string(), name_of),
+                                    describeCpuLimit(r.cpu_max, dir.string())}) {
+      if (!text.empty()) limits += (limits.empty() ? "" : "; ") + text;
+    }
+    now.emplace(dir, std::move(r));
+  }
+  const CgroupFigures f = cgroupFigures(job.cgroup_readings, now, elapsed);
+  sample.cgroup_io_some = f.io_some;
+  sample.cgroup_cpu_some = f.cpu_some;
+  sample.cgroup_memory_some = f.memory_some;
+  sample.cgroup_cpu_throttled_ratio = f.cpu_throttled_ratio;
+  sample.cgroup_limited_read_bytes_per_second = f.limited_read_bytes_per_second;
+  sample.cgroup_read_limit_bytes_per_second = f.read_limit_bytes_per_second;
+  job.cgroup_readings = std::move(now);
+  if (limits != job.description.cgroup_limits) {
+    job.description.cgroup_limits = limits;
+    job.changed = true;
   }
 }
 
@@ -452,6 +490,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     }
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });
+    if (any_root) readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
     if (discovery && any_root) scanOpenFiles(job, out);
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;
     if (job.changed || !any_root) {

@@ -22,6 +22,7 @@
 #include "collectors/collector.h"
 #include "collectors/dataloader_socket.h"
 #include "collectors/gpu_driver.h"
+#include "collectors/job_cgroup.h"
 #include "collectors/process_reader.h"
 
 namespace stallwatch::collectors {
@@ -78,6 +79,9 @@ class JobTracker final : public Collector {
     std::map<int32_t, RankDescription> ranks;                         // as last written
     bool changed = true;                                              // description to be written
     bool ranks_changed = true;  // members or their ranks changed: describe the ranks again
+    // The cgroups of its root processes (refreshed on discovery ticks) and their last reading.
+    std::set<std::filesystem::path> cgroups;
+    std::map<std::filesystem::path, CgroupReading> cgroup_readings;
   };
   struct Totals;  // one rank's (or the job's) figures for an interval
 
@@ -99,8 +103,12 @@ class JobTracker final : public Collector {
   void followChildren(Job& job, const std::vector<std::pair<uint32_t, uint32_t>>* parents,
                       SampleBatch& out);
   void scanOpenFiles(Job& job, SampleBatch& out);
+  // Reads the job's cgroups: this interval's figures into SAMPLE, their limits into the job's
+  // description (marked changed when they change).
+  void readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample);
 
   ProcessReader reader_;
+  CgroupReader cgroups_;
   JobTrackerOptions options_;
   std::unique_ptr<GpuDriver> gpu_;
   std::vector<GpuInfo> gpu_list_;

@@ -114,6 +114,9 @@ struct JobDescription {
   std::vector<std::string> gpus;  // UUIDs of the GPUs the job's processes hold
   int64_t started_ms = 0;
   std::optional<int64_t> ended_ms;
+  // The limits on the job's own cgroup(s), for people: "io.max 254:0 (vda) rbps=4.0 MiB/s in
+  // /sys/fs/cgroup/job; cpu.max 50000 100000 (0.50 CPU) in ..."; "" when none is set.
+  std::string cgroup_limits;
 };
 
 struct JobSample {
@@ -136,6 +139,13 @@ struct JobSample {
   std::vector<std::string> gpus;           // the job's GPU UUIDs (for the recorder's mean below)
   std::optional<double> gpu_util_percent;  // mean utilisation of the job's GPUs this tick
   std::optional<double> gpu_work_percent;  // mean GPM work of the job's GPUs (gpuWorkPercent)
+  // The job's own cgroup (v2), where it has one (job_cgroup.h): its pressure shares (the
+  // highest over its cgroups), the share of the interval its CPU quota throttled it, and the
+  // reads of the cgroup nearest its io.max limit on the limited device, with that limit.
+  std::optional<double> cgroup_io_some, cgroup_cpu_some, cgroup_memory_some;
+  std::optional<double> cgroup_cpu_throttled_ratio;
+  std::optional<double> cgroup_limited_read_bytes_per_second;
+  std::optional<double> cgroup_read_limit_bytes_per_second;
 };
 
 // One rank of a job that runs several (a synchronous data-parallel run: one process per

@@ -38,6 +38,11 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   setProcessFigures(s, i, j);
   s.step_s[i] = j.step_seconds;
   s.d_state_wchan[i] = j.top_wchan;
+  s.cgroup_io_some[i] = j.cgroup_io_some;
+  s.cgroup_cpu_some[i] = j.cgroup_cpu_some;
+  s.cgroup_cpu_throttled[i] = j.cgroup_cpu_throttled_ratio;
+  s.cgroup_limited_read_bytes_per_s[i] = j.cgroup_limited_read_bytes_per_second;
+  s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
@@ -163,6 +168,7 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
   for (const auto& u : batch.job_updates) {
     auto& job = this->job(u.key);
     job.label = u.label;
+    job.series.cgroup_limits = u.cgroup_limits;
     if (u.ended_ms) {
       if (auto e = closeOf(u.key, job, batch.wall_time_ms,
                            job.open ? job.open->last_stalled_ms : batch.wall_time_ms)) {

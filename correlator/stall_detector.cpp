@@ -48,6 +48,20 @@ void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
 
 namespace {
 
+// A job reading at this share of its cgroup's io.max limit or more is held by the limit.
+constexpr double kAtLimitShare = 0.8;
+
+// The part of a job's cgroup limits about KIND ("io.max", "cpu.max"), or KIND alone.
+std::string limitText(const std::string& limits, const std::string& kind) {
+  size_t at = 0;
+  while (at < limits.size()) {
+    const size_t end = std::min(limits.find("; ", at), limits.size());
+    if (limits.compare(at, kind.size(), kind) == 0) return limits.substr(at, end - at);
+    at = end + 2;
+  }
+  return kind;
+}
+
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
@@ -87,10 +101,20 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     }
   }
 
-  // 3. Pressure above the devices, D-state workers, CPU.
+  // 3. Pressure above the devices, D-state workers, CPU: the job's own cgroup's where it has
+  // one (the node's is moved by every other tenant), else the node's.
+  auto known = [&](const Series& x) {
+    for (size_t i = base.empty() ? inc.first : base.front(); i <= inc.last && i < x.size(); ++i) {
+      if (x[i]) return true;
+    }
+    return false;
+  };
+  const bool own_io = known(s.cgroup_io_some), own_cpu = known(s.cgroup_cpu_some);
+  const Series& io_series = own_io ? s.cgroup_io_some : s.io_some;
+  const Series& cpu_series = own_cpu ? s.cgroup_cpu_some : s.cpu_some;
   const Check io = compare(
-      "io_some", base, inc.first, inc.last, [&](size_t i) { return at(s.io_some, i); }, false,
-      cfg.pressure_rise, 0, 0);
+      own_io ? "io_some (the job's cgroup)" : "io_some", base, inc.first, inc.last,
+      [&](size_t i) { return at(io_series, i); }, false, cfg.pressure_rise, 0, 0);
   Check dstate = compare(
       "job_d_state_threads", base, inc.first, inc.last,
       [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
@@ -108,11 +132,36 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     }
   }
   const Check cpu = compare(
-      "cpu_some", base, inc.first, inc.last, [&](size_t i) { return at(s.cpu_some, i); }, false,
-      cfg.pressure_rise, 0, 0);
+      own_cpu ? "cpu_some (the job's cgroup)" : "cpu_some", base, inc.first, inc.last,
+      [&](size_t i) { return at(cpu_series, i); }, false, cfg.pressure_rise, 0, 0);
   add(io);
   add(dstate);
   add(cpu);
+  // The limits on the job's cgroup, named where the job ran into them: its reads on the device
+  // io.max limits at 80 % of the limit or more, its CPU quota throttling it a larger share of
+  // the time than before.
+  std::optional<Check> at_io_limit, cpu_quota;
+  if (known(s.cgroup_read_limit_bytes_per_s)) {
+    Check c = compare(
+        "job_cgroup_read_bytes_per_s at " + limitText(s.cgroup_limits, "io.max"), base, inc.first,
+        inc.last, [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0,
+        0);
+    std::vector<size_t> during;
+    for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
+    const auto limit = evidence::medianOver(
+        during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
+    c.item.supports = limit && *limit > 0 && c.item.during >= kAtLimitShare * *limit;
+    add(c);
+    at_io_limit = c;
+  }
+  if (known(s.cgroup_cpu_throttled)) {
+    Check c = compare(
+        "job_cgroup_cpu_throttled_share under " + limitText(s.cgroup_limits, "cpu.max"), base,
+        inc.first, inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false,
+        cfg.pressure_rise, 0, 0);
+    add(c);
+    cpu_quota = c;
+  }
 
   auto confidence = [](double share) { return std::clamp(0.5 + 0.5 * share, 0.0, 1.0); };
   if (writes.item.supports) {
@@ -146,14 +195,19 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.confidence = confidence(best->share);
     return;
   }
-  if (io.item.supports || dstate.item.supports) {
+  const bool limited = at_io_limit && at_io_limit->item.supports;
+  if (io.item.supports || dstate.item.supports || limited) {
     inc.cls = StallClass::kIoThrottled;
-    inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
+    inc.confidence = limited
+                         ? confidence(1.0)
+                         : confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
     return;
   }
-  if (cpu.item.supports) {
+  const bool quota = cpu_quota && cpu_quota->item.supports;
+  if (cpu.item.supports || quota) {
     inc.cls = StallClass::kInputCpu;
-    inc.confidence = confidence(cpu.share_of_intervals);
+    inc.confidence =
+        confidence(std::max(cpu.share_of_intervals, quota ? cpu_quota->share_of_intervals : 0.0));
     return;
   }
   inc.cls = StallClass::kNotStorage;

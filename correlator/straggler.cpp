@@ -82,6 +82,14 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   v.gpu_count = s.gpu_count;
   v.io_some = s.io_some;
   v.cpu_some = s.cpu_some;
+  // The job's cgroup figures: the cgroup nearest its limit is the starving rank's, where the
+  // ranks have one each.
+  v.cgroup_io_some = s.cgroup_io_some;
+  v.cgroup_cpu_some = s.cgroup_cpu_some;
+  v.cgroup_cpu_throttled = s.cgroup_cpu_throttled;
+  v.cgroup_limited_read_bytes_per_s = s.cgroup_limited_read_bytes_per_s;
+  v.cgroup_read_limit_bytes_per_s = s.cgroup_read_limit_bytes_per_s;
+  v.cgroup_limits = s.cgroup_limits;
   v.devices = s.devices;
   v.write_bytes_per_s = r.write_bytes_per_s;
   v.read_bytes_per_s = r.read_bytes_per_s;

@@ -79,6 +79,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   // Copies only the tail: the live correlator cuts one from an hour's window while a stall is on.
   JobSeries t;
   t.gpu_count = s.gpu_count;
+  t.cgroup_limits = s.cgroup_limits;
   for (const auto& d : s.devices)
     t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
   for (const auto& r : s.ranks) {

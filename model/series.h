@@ -64,6 +64,11 @@ struct JobSeries {
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;  // host pressure shares, 0..1
+  // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
+  // its CPU quota throttled it, its reads on the device io.max limits and that limit.
+  Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
+  Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s;
+  std::string cgroup_limits;  // the limits, for people ("" when none was set)
   // Where most of the job's D-state threads waited (a kernel function), "" when none did or
   // it is not known; may be shorter than the series (a run read across nodes has none).
   std::vector<std::string> d_state_wchan;
@@ -89,9 +94,11 @@ struct JobSeries {
   // The one list, for a series to change (JobSeries&) or to read (const JobSeries&).
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
-                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
-                    &s.io_some, &s.cpu_some}) {
+    for (auto* x :
+         {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
+          &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.io_some,
+          &s.cpu_some, &s.cgroup_io_some, &s.cgroup_cpu_some, &s.cgroup_cpu_throttled,
+          &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s}) {
       fn(*x);
     }
     for (auto& d : s.devices) {

@@ -92,6 +92,7 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
         {"job_samples", of_jobs + " AND " + in_span},
         {"rank_samples", of_jobs + " AND " + in_span},
         {"disk_samples", in_span},
+        {"nfs_samples", in_span},
         {"pressure_samples", in_span},
         // The job's GPUs only: another job's GPUs on the same node are not this job's story.
         {"gpu_samples",

@@ -202,8 +202,10 @@ std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
       db_,
       "SELECT job_id, job_key, coalesce(label, '') AS label, coalesce(labels, '') AS labels, "
       "coalesce(cmdline, '') AS cmdline, root_pid, coalesce(gpus, '') AS gpus, started_ms, "
-      "ended_ms "
-      "FROM jobs WHERE :job_id IS NULL OR job_id = :job_id ORDER BY started_ms");
+      "ended_ms, " +
+          std::string(version_ >= 8 ? "coalesce(cgroup_limits, '')" : "''") +
+          " AS cgroup_limits FROM jobs WHERE :job_id IS NULL OR job_id = :job_id "
+          "ORDER BY started_ms");
   bindOptional(q, ":job_id", job_id);
   const Columns c(q);
   while (q.executeStep()) {
@@ -219,6 +221,7 @@ std::vector<JobRecord> Recording::jobs(std::optional<int64_t> job_id) {
     }
     j.started_ms = c.int64("started_ms");
     j.ended_ms = c.optionalInt64("ended_ms");
+    j.cgroup_limits = c.text("cgroup_limits");
     jobs.push_back(std::move(j));
   }
   return jobs;
@@ -318,6 +321,13 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
                     "d_state_threads, top_wchan, ") +
             (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
             (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
+            (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled_ratio, "
+                             "cgroup_limited_read_bytes_per_second, "
+                             "cgroup_read_limit_bytes_per_second"
+                           : ", NULL AS cgroup_io_some, NULL AS cgroup_cpu_some, NULL AS "
+                             "cgroup_cpu_throttled_ratio, NULL AS "
+                             "cgroup_limited_read_bytes_per_second, NULL AS "
+                             "cgroup_read_limit_bytes_per_second") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
             "ORDER BY ts_ms");
     q.bind(":job_id", job.job_id);
@@ -328,7 +338,11 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               step_c = c.index("step_seconds"), read_c = c.index("read_bytes_per_second"),
               write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
               d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
-              work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan");
+              work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan"),
+              cg_io_c = c.index("cgroup_io_some"), cg_cpu_c = c.index("cgroup_cpu_some"),
+              cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
+              cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
+              cg_limit_c = c.index("cgroup_read_limit_bytes_per_second");
     while (q.executeStep()) {
       const int64_t ts = q.getColumn(ts_c).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
@@ -343,11 +357,17 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
       s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
       if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
+      s.cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
+      s.cgroup_cpu_some[i] = optionalReal(q.getColumn(cg_cpu_c));
+      s.cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
+      s.cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
+      s.cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
     }
   }
   const size_t n = s.ts_ms.size();
   if (n == 0) return s;
   s.ended_ms = job.ended_ms;
+  s.cgroup_limits = job.cgroup_limits;
   const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
 
   // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for

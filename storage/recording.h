@@ -33,6 +33,7 @@ struct JobRecord {
   std::vector<std::string> gpu_uuids;
   int64_t started_ms = 0;
   std::optional<int64_t> ended_ms;
+  std::string cgroup_limits;  // schema 8; "" when none was set
 };
 
 struct TimeRange {

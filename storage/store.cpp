@@ -32,7 +32,7 @@ struct Migration {
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
     {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql}, {4, kSchemaV4Sql},
-    {5, kSchemaV5Sql}, {6, kSchemaV6Sql}, {7, kSchemaV7Sql},
+    {5, kSchemaV5Sql}, {6, kSchemaV6Sql}, {7, kSchemaV7Sql}, {8, kSchemaV8Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -134,7 +134,9 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "ts_ms, job_id, interval_ms, processes, workers, read_bytes_per_second, "
                 "write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
                 "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
-                "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent"));
+                "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
+                "cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, cgroup_cpu_throttled_ratio, "
+                "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       insertSql(
@@ -489,11 +491,12 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     SQLite::Statement st(
         db_,
         "INSERT INTO jobs (job_key, label, root_pid, cmdline, labels, gpus, started_ms, ended_ms, "
-        "last_seen_ms) VALUES (:job_key, :label, :root_pid, :cmdline, :labels, :gpus, :started_ms, "
-        ":ended_ms, :last_seen_ms) ON CONFLICT (job_key) DO UPDATE SET "
-        "label=excluded.label, root_pid=excluded.root_pid, cmdline=excluded.cmdline, "
+        "last_seen_ms, cgroup_limits) VALUES (:job_key, :label, :root_pid, :cmdline, :labels, "
+        ":gpus, :started_ms, :ended_ms, :last_seen_ms, :cgroup_limits) ON CONFLICT (job_key) DO "
+        "UPDATE SET label=excluded.label, root_pid=excluded.root_pid, cmdline=excluded.cmdline, "
         "labels=excluded.labels, gpus=excluded.gpus, ended_ms=excluded.ended_ms, "
-        "last_seen_ms=excluded.last_seen_ms RETURNING job_id");
+        "last_seen_ms=excluded.last_seen_ms, cgroup_limits=excluded.cgroup_limits "
+        "RETURNING job_id");
     st.bind(":job_key", j.key);
     bindTextOrNull(st, ":label", j.label);
     st.bind(":root_pid", static_cast<int64_t>(j.root_pid));
@@ -503,6 +506,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(":started_ms", j.started_ms);
     bindOptional(st, ":ended_ms", j.ended_ms);
     st.bind(":last_seen_ms", b.wall_time_ms);
+    bindTextOrNull(st, ":cgroup_limits", j.cgroup_limits);
     st.executeStep();
     job_ids_[j.key] = st.getColumn(0).getInt64();
   }
@@ -562,6 +566,13 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, ":step_seconds", j.step_seconds);
     bindOptional(st, ":gpu_util_percent", j.gpu_util_percent);
     bindOptional(st, ":gpu_work_percent", j.gpu_work_percent);
+    bindOptional(st, ":cgroup_io_some", j.cgroup_io_some);
+    bindOptional(st, ":cgroup_cpu_some", j.cgroup_cpu_some);
+    bindOptional(st, ":cgroup_memory_some", j.cgroup_memory_some);
+    bindOptional(st, ":cgroup_cpu_throttled_ratio", j.cgroup_cpu_throttled_ratio);
+    bindOptional(st, ":cgroup_limited_read_bytes_per_second",
+                 j.cgroup_limited_read_bytes_per_second);
+    bindOptional(st, ":cgroup_read_limit_bytes_per_second", j.cgroup_read_limit_bytes_per_second);
     st.exec();
     st.reset();
   }

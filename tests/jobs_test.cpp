@@ -171,6 +171,37 @@ TEST_F(JobTrackerTest, JobsPastTheCapAreNotTrackedAndAreSaid) {
   EXPECT_EQ(second.jobs.size(), 1u);
 }
 
+// Each rank in a cgroup of its own, rank 1's with an io.max limit: the job's figures are rank
+// 1's reads against its limit, and the limit is described with the device's name.
+TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
+  const fs::path root = dir_.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  testing::writeFile(root / "proc/101/cgroup", "0::/job/rank0\n");
+  testing::writeFile(root / "proc/102/cgroup", "0::/job/rank1\n");
+  const fs::path rank1 = root / "sys/fs/cgroup/job/rank1";
+  testing::writeFile(rank1 / "io.max", "254:0 rbps=4194304 wbps=max riops=max wiops=max\n");
+  testing::writeFile(rank1 / "cpu.max", "max 100000\n");
+  auto io_stat = [&](uint64_t mib) {
+    testing::writeFile(rank1 / "io.stat", "254:0 rbytes=" + std::to_string(mib << 20) +
+                                              " wbytes=0 rios=10 wios=0 dbytes=0 dios=0\n");
+  };
+  io_stat(0);
+  testing::writeFile(root / "sys/fs/cgroup/job/rank0/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  makeTracker();
+  const SampleBatch first = tick(1);
+  io_stat(4);
+  const SampleBatch second = tick(2);
+  const JobSample* s = sampleOf(second, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_DOUBLE_EQ(s->cgroup_limited_read_bytes_per_second.value_or(-1), 4 << 20);
+  EXPECT_DOUBLE_EQ(s->cgroup_read_limit_bytes_per_second.value_or(-1), 4194304);
+  ASSERT_FALSE(first.job_updates.empty());
+  EXPECT_EQ(first.job_updates.back().cgroup_limits,  // the job as described at the end of the tick
+            "io.max 254:0 (vda) rbps=4.0 MiB/s in " + rank1.string());
+}
+
 TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   const SampleBatch first = tick(1);
   ASSERT_EQ(tracker_->activeJobs(), 2u);

@@ -118,7 +118,8 @@ TEST(Store, MigratesVersion1WithItsData) {
   EXPECT_EQ(store->db().execAndGet("SELECT count(*) FROM jobs").getInt(), 0);
   // And it takes new rows of both kinds.
   collectors::SampleBatch b = batchAt(2000);
-  b.job_updates.push_back({"pid:1:2", "python3 train.py", 1, "python3 train.py", "", {}, 1500, {}});
+  b.job_updates.push_back(
+      {"pid:1:2", "python3 train.py", 1, "python3 train.py", "", {}, 1500, {}, ""});
   b.jobs.push_back({});
   b.jobs.back().key = "pid:1:2";
   b.jobs.back().steps = 7;
@@ -138,7 +139,7 @@ TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {
     collectors::SampleBatch b;
     b.wall_time_ms = ts;
     b.interval_seconds = 1.0;
-    b.job_updates.push_back({"k", "job", 1, "", "", {"GPU-a", "GPU-b"}, 0, {}});
+    b.job_updates.push_back({"k", "job", 1, "", "", {"GPU-a", "GPU-b"}, 0, {}, ""});
     collectors::JobSample j;
     j.key = "k";
     j.gpu_util_percent = stored;
@@ -176,7 +177,7 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
     b.wall_time_ms = t;
     b.interval_seconds = 1.0;
     if (t == 1000) {
-      b.job_updates.push_back({"torchelastic:x", "ddp", 10, "", "", {"GPU-a", "GPU-b"}, 0, {}});
+      b.job_updates.push_back({"torchelastic:x", "ddp", 10, "", "", {"GPU-a", "GPU-b"}, 0, {}, ""});
       b.rank_updates.push_back({"torchelastic:x", 0, 10, "GPU-a"});
       b.rank_updates.push_back({"torchelastic:x", 1, 11, "GPU-b"});
     }

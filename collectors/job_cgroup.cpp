@@ -1,0 +1,246 @@
+#include "collectors/job_cgroup.h"
+
+#include <algorithm>
+
+#include "collectors/counter_rates.h"
+#include "collectors/mountinfo.h"
+#include "collectors/proc_file.h"
+#include "collectors/text_scan.h"
+
+namespace fs = std::filesystem;
+
+namespace stallwatch::collectors {
+namespace {
+
+constexpr size_t kMaxFields = 16;
+
+std::optional<std::pair<uint32_t, uint32_t>> devnum(std::string_view token) {
+  const size_t colon = token.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const auto major = parseUnsigned(token.substr(0, colon));
+  const auto minor = parseUnsigned(token.substr(colon + 1));
+  if (!major || !minor || *major > UINT32_MAX || *minor > UINT32_MAX) return std::nullopt;
+  return std::make_pair(static_cast<uint32_t>(*major), static_cast<uint32_t>(*minor));
+}
+
+// Calls FN(key, value) for each KEY=VALUE field after the first of LINE.
+template <typename Fn>
+void forEachKeyValue(std::string_view line, Fn fn) {
+  std::string_view f[kMaxFields];
+  const size_t count = std::min(splitFields(line, f), kMaxFields);
+  for (size_t i = 1; i < count; ++i) {
+    const size_t eq = f[i].find('=');
+    if (eq != std::string_view::npos) fn(f[i].substr(0, eq), f[i].substr(eq + 1));
+  }
+}
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB/s", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+std::vector<IoLimit> parseIoMax(std::string_view text) {
+  std::vector<IoLimit> limits;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    std::string_view first[1];
+    if (splitFields(line, first) == 0) return;
+    const auto dev = devnum(first[0]);
+    if (!dev) return;
+    IoLimit l;
+    std::tie(l.major, l.minor) = *dev;
+    forEachKeyValue(line, [&](std::string_view key, std::string_view value) {
+      const auto v = value == "max" ? std::nullopt : parseUnsigned(value);
+      if (key == "rbps") l.rbps = v;
+      if (key == "wbps") l.wbps = v;
+      if (key == "riops") l.riops = v;
+      if (key == "wiops") l.wiops = v;
+    });
+    limits.push_back(l);
+  });
+  return limits;
+}
+
+std::vector<IoStat> parseIoStat(std::string_view text) {
+  std::vector<IoStat> stats;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    std::string_view first[1];
+    if (splitFields(line, first) == 0) return;
+    const auto dev = devnum(first[0]);
+    if (!dev) return;
+    IoStat s;
+    std::tie(s.major, s.minor) = *dev;
+    forEachKeyValue(line, [&](std::string_view key, std::string_view value) {
+      const uint64_t v = parseUnsigned(value).value_or(0);
+      if (key == "rbytes") s.rbytes = v;
+      if (key == "wbytes") s.wbytes = v;
+      if (key == "rios") s.rios = v;
+      if (key == "wios") s.wios = v;
+    });
+    stats.push_back(s);
+  });
+  return stats;
+}
+
+std::optional<CpuMax> parseCpuMax(std::string_view text) {
+  std::string_view f[3];
+  if (splitFields(text, f) != 2) return std::nullopt;
+  const auto period = parseUnsigned(f[1]);
+  if (!period || *period == 0) return std::nullopt;
+  CpuMax c;
+  c.period_us = *period;
+  if (f[0] != "max") {
+    c.quota_us = parseUnsigned(f[0]);
+    if (!c.quota_us) return std::nullopt;
+  }
+  return c;
+}
+
+std::optional<CpuStat> parseCpuStat(std::string_view text) {
+  CpuStat c;
+  bool usage = false;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    std::string_view f[3];
+    if (splitFields(line, f) != 2) return;
+    const auto v = parseUnsigned(f[1]);
+    if (!v) return;
+    if (f[0] == "usage_usec") {
+      c.usage_us = *v;
+      usage = true;
+    }
+    if (f[0] == "throttled_usec") c.throttled_us = *v;
+    if (f[0] == "nr_throttled") c.nr_throttled = *v;
+  });
+  if (!usage) return std::nullopt;
+  return c;
+}
+
+std::optional<std::string> cgroupV2Path(std::string_view text) {
+  std::optional<std::string> path;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    if (line.substr(0, 3) == "0::" && line.size() > 3 && line[3] == '/') {
+      path = std::string(line.substr(3));
+    }
+  });
+  return path;
+}
+
+std::string describeIoLimits(const std::vector<IoLimit>& limits, const std::string& where,
+                             const std::function<std::string(uint32_t, uint32_t)>& name_of) {
+  std::string out;
+  for (const IoLimit& l : limits) {
+    if (!l.any()) continue;
+    std::string line = std::to_string(l.major) + ":" + std::to_string(l.minor);
+    if (const std::string name = name_of ? name_of(l.major, l.minor) : ""; !name.empty())
+      line += " (" + name + ")";
+    if (l.rbps) line += " rbps=" + mib(*l.rbps);
+    if (l.wbps) line += " wbps=" + mib(*l.wbps);
+    if (l.riops) line += " riops=" + std::to_string(*l.riops);
+    if (l.wiops) line += " wiops=" + std::to_string(*l.wiops);
+    out += (out.empty() ? "io.max " : ", ") + line;
+  }
+  return out.empty() ? out : out + " in " + where;
+}
+
+std::string describeCpuLimit(const std::optional<CpuMax>& cpu, const std::string& where) {
+  if (!cpu || !cpu->quota_us) return {};
+  char cores[32];
+  std::snprintf(cores, sizeof cores, "%.2f",
+                static_cast<double>(*cpu->quota_us) / static_cast<double>(cpu->period_us));
+  return "cpu.max " + std::to_string(*cpu->quota_us) + " " + std::to_string(cpu->period_us) + " (" +
+         cores + " CPU) in " + where;
+}
+
+CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
+  auto mounts = readMountinfo(root);
+  if (!mounts) return;
+  for (const MountInfo& m : mounts->mounts) {
+    if (m.fs_type != "cgroup2") continue;
+    if (root.isHost()) {
+      base_ = m.mount_point;
+    } else if (m.mount_point.rfind("/sys/", 0) == 0) {
+      base_ = root.sys / m.mount_point.substr(5);  // a captured tree keeps it under its sys
+    }
+    if (!base_.empty()) return;
+  }
+}
+
+std::optional<fs::path> CgroupReader::cgroupOf(uint32_t pid) const {
+  if (base_.empty()) return std::nullopt;
+  const auto text = readTextFile(proc_ / std::to_string(pid) / "cgroup");
+  const auto path = text ? cgroupV2Path(*text) : std::nullopt;
+  // The root cgroup is the whole node's: its figures are not the job's own.
+  if (!path || *path == "/") return std::nullopt;
+  return base_ / fs::path(*path).relative_path();
+}
+
+CgroupReading CgroupReader::read(const fs::path& dir) const {
+  CgroupReading r;
+  auto pressure = [&](const char* name) -> std::optional<PressureStats> {
+    const auto text = readTextFile(dir / name);
+    if (!text) return std::nullopt;
+    return parsePressure(*text).stats;
+  };
+  r.io = pressure("io.pressure");
+  r.cpu = pressure("cpu.pressure");
+  r.memory = pressure("memory.pressure");
+  if (auto t = readTextFile(dir / "io.max")) r.io_max = parseIoMax(*t);
+  if (auto t = readTextFile(dir / "io.stat")) r.io_stat = parseIoStat(*t);
+  if (auto t = readTextFile(dir / "cpu.max")) r.cpu_max = parseCpuMax(*t);
+  if (auto t = readTextFile(dir / "cpu.stat")) r.cpu_stat = parseCpuStat(*t);
+  return r;
+}
+
+CgroupFigures cgroupFigures(const std::map<fs::path, CgroupReading>& previous,
+                            const std::map<fs::path, CgroupReading>& current,
+                            double elapsed_seconds) {
+  CgroupFigures f;
+  if (!(elapsed_seconds > 0)) return f;
+  auto higher = [](std::optional<double>& into, std::optional<double> v) {
+    if (v && (!into || *v > *into)) into = v;
+  };
+  auto some = [&](const std::optional<PressureStats>& a, const std::optional<PressureStats>& b) {
+    if (!a || !b || !a->some || !b->some) return std::optional<double>();
+    return stallRatio(a->some->total_us, b->some->total_us, elapsed_seconds);
+  };
+  double nearest_limit = -1;  // the share of its limit the closest cgroup reached
+  for (const auto& [dir, now] : current) {
+    auto before = previous.find(dir);
+    if (before == previous.end()) continue;
+    const CgroupReading& was = before->second;
+    higher(f.io_some, some(was.io, now.io));
+    higher(f.cpu_some, some(was.cpu, now.cpu));
+    higher(f.memory_some, some(was.memory, now.memory));
+    if (was.cpu_stat && now.cpu_stat && now.cpu_stat->throttled_us >= was.cpu_stat->throttled_us) {
+      higher(f.cpu_throttled_ratio, std::min(1.0, static_cast<double>(now.cpu_stat->throttled_us -
+                                                                      was.cpu_stat->throttled_us) /
+                                                      (elapsed_seconds * 1e6)));
+    }
+    for (const IoLimit& limit : now.io_max) {
+      if (!limit.rbps && !limit.riops) continue;
+      auto stat_of = [&](const std::vector<IoStat>& stats) -> const IoStat* {
+        for (const auto& s : stats) {
+          if (s.major == limit.major && s.minor == limit.minor) return &s;
+        }
+        return nullptr;
+      };
+      const IoStat* a = stat_of(was.io_stat);
+      const IoStat* b = stat_of(now.io_stat);
+      if (!a || !b || b->rbytes < a->rbytes || b->rios < a->rios) continue;
+      const double bytes = static_cast<double>(b->rbytes - a->rbytes) / elapsed_seconds;
+      const double ios = static_cast<double>(b->rios - a->rios) / elapsed_seconds;
+      const double share = std::max(limit.rbps ? bytes / static_cast<double>(*limit.rbps) : 0.0,
+                                    limit.riops ? ios / static_cast<double>(*limit.riops) : 0.0);
+      if (share > nearest_limit) {
+        nearest_limit = share;
+        f.limited_read_bytes_per_second = bytes;
+        if (limit.rbps) f.read_limit_bytes_per_second = static_cast<double>(*limit.rbps);
+      }
+    }
+  }
+  return f;
+}
+
+}  // namespace stallwatch::collectors

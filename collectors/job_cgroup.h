@@ -1,0 +1,100 @@
+// A job's own cgroup (v2): the limits set on it and what it did against them, so that a
+// throttle is named rather than inferred from the node's pressure (which any other tenant
+// moves). Source: Documentation/admin-guide/cgroup-v2.rst.
+//   io.max      "254:0 rbps=4194304 wbps=max riops=max wiops=max", one line per device
+//   io.stat     "254:0 rbytes=N wbytes=N rios=N wios=N dbytes=N dios=N", cumulative
+//   cpu.max     "QUOTA PERIOD" in µs, QUOTA "max" for none
+//   cpu.stat    "usage_usec N", "nr_throttled N", "throttled_usec N", ...
+//   io.pressure, cpu.pressure, memory.pressure: PSI lines, as /proc/pressure/* (pressure.h)
+// The cgroup of a process is the "0::PATH" line of /proc/PID/cgroup, under the cgroup2 mount.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectors/pressure.h"
+#include "collectors/samples.h"
+#include "collectors/system_root.h"
+
+namespace stallwatch::collectors {
+
+struct IoLimit {
+  uint32_t major = 0, minor = 0;
+  std::optional<uint64_t> rbps, wbps, riops, wiops;  // none: "max"
+  bool any() const { return rbps || wbps || riops || wiops; }
+};
+struct IoStat {
+  uint32_t major = 0, minor = 0;
+  uint64_t rbytes = 0, wbytes = 0, rios = 0, wios = 0;
+};
+struct CpuMax {
+  std::optional<uint64_t> quota_us;  // none: "max"
+  uint64_t period_us = 100000;
+};
+struct CpuStat {
+  uint64_t usage_us = 0, throttled_us = 0, nr_throttled = 0;
+};
+
+// Pure parsers; lines they cannot read are skipped (a device line with a field of another
+// kernel is read for the fields it knows).
+std::vector<IoLimit> parseIoMax(std::string_view text);
+std::vector<IoStat> parseIoStat(std::string_view text);
+std::optional<CpuMax> parseCpuMax(std::string_view text);
+std::optional<CpuStat> parseCpuStat(std::string_view text);
+// The v2 path ("/job/rank1") from /proc/PID/cgroup, or none on a v1-only host.
+std::optional<std::string> cgroupV2Path(std::string_view proc_pid_cgroup);
+
+// One reading of a cgroup's files.
+struct CgroupReading {
+  std::optional<PressureStats> io, cpu, memory;
+  std::vector<IoLimit> io_max;
+  std::vector<IoStat> io_stat;
+  std::optional<CpuMax> cpu_max;
+  std::optional<CpuStat> cpu_stat;
+};
+
+// What a job's cgroups say over an interval: their own pressure (the highest of them), the
+// share of the interval the CPU quota throttled them, and the reads of the cgroup that is
+// nearest its io.max limit, on the limited device.
+struct CgroupFigures {
+  std::optional<double> io_some, cpu_some, memory_some;
+  std::optional<double> cpu_throttled_ratio;
+  std::optional<double> limited_read_bytes_per_second;  // on the device io.max limits
+  std::optional<double> read_limit_bytes_per_second;    // that limit (rbps)
+};
+
+// The limits as people read them: "io.max 254:0 rbps=4194304 in /sys/fs/cgroup/job",
+// "cpu.max 50000 100000 (0.5 CPU) in ..."; "" when the cgroup sets none.
+// NAME_OF gives a device's name from its number ("" if unknown).
+std::string describeIoLimits(const std::vector<IoLimit>& limits, const std::string& where,
+                             const std::function<std::string(uint32_t, uint32_t)>& name_of);
+std::string describeCpuLimit(const std::optional<CpuMax>& cpu, const std::string& where);
+
+// Reads the cgroups of the jobs' processes under the cgroup2 mount of ROOT.
+class CgroupReader {
+ public:
+  explicit CgroupReader(const SystemRoot& root);
+  bool available() const { return !base_.empty(); }
+  // The cgroup directory of PID (ROOT/proc/PID/cgroup), or none (none either for the root
+  // cgroup, which is the node's).
+  std::optional<std::filesystem::path> cgroupOf(uint32_t pid) const;
+  CgroupReading read(const std::filesystem::path& dir) const;
+
+ private:
+  std::filesystem::path proc_;
+  std::filesystem::path base_;  // where the cgroup2 hierarchy is mounted, under ROOT
+};
+
+// The figures of an interval from the previous and current readings of each of a job's
+// cgroups (by directory); cgroups seen only once give none yet.
+CgroupFigures cgroupFigures(const std::map<std::filesystem::path, CgroupReading>& previous,
+                            const std::map<std::filesystem::path, CgroupReading>& current,
+                            double elapsed_seconds);
+
+}  // namespace stallwatch::collectors

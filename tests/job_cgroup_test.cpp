@@ -1,0 +1,143 @@
+// The job's own cgroup (v2): its files' parsers, the figures of an interval, and the verdict
+// that names the limit a job ran into.
+#include "collectors/job_cgroup.h"
+
+#include <gtest/gtest.h>
+
+#include "correlator/stall_detector.h"
+#include "test_support.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+TEST(Cgroup, ParsesIoMaxAndIoStat) {
+  const auto limits = parseIoMax(
+      "254:0 rbps=4194304 wbps=max riops=max wiops=max\n8:0 rbps=max wbps=max riops=300 "
+      "wiops=max\nbad line\n");
+  ASSERT_EQ(limits.size(), 2u);
+  EXPECT_EQ(limits[0].major, 254u);
+  EXPECT_EQ(limits[0].rbps, 4194304u);
+  EXPECT_FALSE(limits[0].wbps);
+  EXPECT_EQ(limits[1].riops, 300u);
+  EXPECT_FALSE(limits[1].rbps);
+  const auto stats = parseIoStat(
+      "254:0 rbytes=1048576 wbytes=4096 rios=16 wios=1 dbytes=0 dios=0\n7:1 rbytes=x\n");
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].rbytes, 1048576u);
+  EXPECT_EQ(stats[0].rios, 16u);
+  EXPECT_EQ(stats[1].rbytes, 0u);  // a value it cannot read is 0, the line kept
+}
+
+TEST(Cgroup, ParsesCpuMaxCpuStatAndTheV2Path) {
+  EXPECT_FALSE(parseCpuMax("max 100000")->quota_us);
+  EXPECT_EQ(parseCpuMax("50000 100000")->quota_us, 50000u);
+  EXPECT_FALSE(parseCpuMax("50000"));
+  EXPECT_FALSE(parseCpuMax("50000 0"));
+  const auto stat = parseCpuStat(
+      "usage_usec 9000000\nuser_usec 8000000\nsystem_usec 1000000\nnr_periods 100\n"
+      "nr_throttled 40\nthrottled_usec 2500000\n");
+  ASSERT_TRUE(stat);
+  EXPECT_EQ(stat->usage_us, 9000000u);
+  EXPECT_EQ(stat->throttled_us, 2500000u);
+  EXPECT_FALSE(parseCpuStat("nr_periods 1\n"));
+  // A hybrid host: v1 controllers, and the v2 hierarchy on the "0::" line.
+  EXPECT_EQ(cgroupV2Path("7:blkio:/\n4:memory:/x\n0::/job/rank1\n"), "/job/rank1");
+  EXPECT_FALSE(cgroupV2Path("7:blkio:/\n"));
+  EXPECT_EQ(describeCpuLimit(parseCpuMax("50000 100000"), "/sys/fs/cgroup/job"),
+            "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job");
+  EXPECT_EQ(describeCpuLimit(parseCpuMax("max 100000"), "/x"), "");
+}
+
+// Two cgroups of one job (a rank each): the figures are those of the one nearest its limit.
+TEST(Cgroup, FiguresOfAnIntervalComeFromTheCgroupNearestItsLimit) {
+  auto reading = [](uint64_t rbytes, uint64_t io_stall_us, uint64_t throttled_us, bool limited) {
+    CgroupReading r;
+    r.io = parsePressure("some avg10=0 avg60=0 avg300=0 total=" + std::to_string(io_stall_us) +
+                         "\nfull avg10=0 avg60=0 avg300=0 total=0\n")
+               .stats;
+    if (limited) r.io_max = parseIoMax("254:0 rbps=4194304 wbps=max riops=max wiops=max\n");
+    r.io_stat = parseIoStat("254:0 rbytes=" + std::to_string(rbytes) + " wbytes=0 rios=1 wios=0\n");
+    r.cpu_stat =
+        parseCpuStat("usage_usec 1\nthrottled_usec " + std::to_string(throttled_us) + "\n");
+    return r;
+  };
+  const std::map<std::filesystem::path, CgroupReading> before = {
+      {"/cg/rank0", reading(0, 0, 0, false)}, {"/cg/rank1", reading(0, 0, 0, true)}};
+  const std::map<std::filesystem::path, CgroupReading> after = {
+      {"/cg/rank0", reading(50 << 20, 100000, 0, false)},
+      {"/cg/rank1", reading(8 << 20, 1500000, 400000, true)}};
+  const CgroupFigures f = cgroupFigures(before, after, 2.0);
+  EXPECT_DOUBLE_EQ(*f.limited_read_bytes_per_second, 4 << 20);
+  EXPECT_DOUBLE_EQ(*f.read_limit_bytes_per_second, 4194304);
+  EXPECT_DOUBLE_EQ(*f.io_some, 0.75);  // the higher of the two
+  EXPECT_DOUBLE_EQ(*f.cpu_throttled_ratio, 0.2);
+  EXPECT_FALSE(cgroupFigures(before, after, 0).io_some);
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors
+
+namespace stallwatch::correlator {
+namespace {
+
+// A job reading at its cgroup's io.max limit while its steps fall: io-throttled, the limit
+// named in the evidence, whatever the node's pressure says.
+TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
+  model::JobSeries s;
+  s.cgroup_limits = "io.max 254:0 (vda) rbps=4.0 MiB/s in /sys/fs/cgroup/job";
+  for (size_t i = 0; i < 80; ++i) {
+    const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
+    const bool throttled = i >= 40 && i < 60;
+    s.steps[k] = throttled ? 1.0 : 10.0 + static_cast<double>(i % 3);
+    s.io_some[k] = 0.01;  // the node is calm: only the job's cgroup is held
+    s.cpu_some[k] = 0.01;
+    s.d_state_threads[k] = 0;
+    s.cgroup_io_some[k] = throttled ? 0.9 : 0.02;
+    s.cgroup_limited_read_bytes_per_s[k] = throttled ? 4.19e6 : 2.5e6;
+    s.cgroup_read_limit_bytes_per_s[k] = 4194304;
+    s.cgroup_cpu_throttled[k] = 0;
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& inc = a.incidents[0];
+  EXPECT_EQ(inc.cls, model::StallClass::kIoThrottled);
+  bool named = false, own_pressure = false;
+  for (const auto& e : inc.evidence) {
+    named |= e.signal ==
+                 "job_cgroup_read_bytes_per_s at io.max 254:0 (vda) rbps=4.0 MiB/s in "
+                 "/sys/fs/cgroup/job" &&
+             e.supports && e.during > 4e6;
+    own_pressure |= e.signal == "io_some (the job's cgroup)" && e.supports;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(own_pressure);
+}
+
+// A CPU quota that throttles the job's input pipeline: input-cpu, the quota named.
+TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
+  model::JobSeries s;
+  s.cgroup_limits = "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job";
+  for (size_t i = 0; i < 80; ++i) {
+    const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
+    const bool starved = i >= 40 && i < 60;
+    s.steps[k] = starved ? 2.0 : 10.0;
+    s.io_some[k] = 0.0;
+    s.cpu_some[k] = 0.0;
+    s.d_state_threads[k] = 0;
+    s.cgroup_cpu_throttled[k] = starved ? 0.6 : 0.0;
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_EQ(a.incidents[0].cls, model::StallClass::kInputCpu);
+  bool named = false;
+  for (const auto& e : a.incidents[0].evidence) {
+    named |= e.signal ==
+                 "job_cgroup_cpu_throttled_share under cpu.max 50000 100000 (0.50 CPU) in "
+                 "/sys/fs/cgroup/job" &&
+             e.supports;
+  }
+  EXPECT_TRUE(named);
+}
+
+}  // namespace
+}  // namespace stallwatch::correlator
