@@ -50,6 +50,10 @@ namespace {
 
 // A job reading at this share of its cgroup's io.max limit or more is held by the limit.
 constexpr double kAtLimitShare = 0.8;
+// A checkpoint's peak: at least this many bytes per second in one interval, and a burst that
+// writes at least this many bytes counts even without a writeback wait seen.
+constexpr double kCheckpointPeakFloor = 100e6;
+constexpr double kCheckpointBytes = 1e9;
 
 // The part of a job's cgroup limits about KIND ("io.max", "cpu.max"), or KIND alone.
 std::string limitText(const std::string& limits, const std::string& kind) {
@@ -66,12 +70,44 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
                     Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
 
-  // 1. The job's own write burst (a checkpoint).
+  // 1. The job's own write burst (a checkpoint). A checkpoint writes its bytes in an interval
+  // or two at full speed, then waits for writeback (a sync) with little written: its median
+  // misses it, its peak does not.
   const Check writes = compare(
       "job_write_bytes_per_s", base, inc.first, inc.last,
       [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
       cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
   add(writes);
+  Check burst = writes;
+  burst.item.signal = "job_write_bytes_per_s peak";
+  burst.item.during = 0;
+  double written = 0;
+  // From the interval before the incident: the burst often lands as the GPUs go idle.
+  for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
+    const double w = at(s.write_bytes_per_s, i).value_or(0.0);
+    burst.item.during = std::max(burst.item.during, w);
+    written += w * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
+  }
+  burst.item.supports =
+      burst.item.during >=
+      std::max(cfg.write_ratio * std::max(writes.item.baseline, cfg.write_floor_bytes_per_s),
+               kCheckpointPeakFloor);
+  // Threads waiting for writeback or a journal commit: a sync after the write.
+  size_t flushing = 0, blocked = 0;
+  for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
+    if (at(s.d_state_threads, i).value_or(0) < 1) continue;
+    ++blocked;
+    const std::string subsystem = waitSubsystem(s.d_state_wchan[i]);
+    if (subsystem == "writeback" || subsystem == "journal") ++flushing;
+  }
+  const bool waits_for_writeback = flushing > 0 && 2 * flushing >= blocked;
+  const bool checkpoint =
+      writes.item.supports ||
+      (burst.item.supports && (waits_for_writeback || written >= kCheckpointBytes));
+  if (burst.item.supports || waits_for_writeback) {
+    burst.item.signal += waits_for_writeback ? " (then waiting for writeback)" : "";
+    add(burst);
+  }
 
   // 2. The job's devices: latency and queue against their own baselines.
   struct Slow {
@@ -164,9 +200,31 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   }
 
   auto confidence = [](double share) { return std::clamp(0.5 + 0.5 * share, 0.0, 1.0); };
-  if (writes.item.supports) {
+  if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
-    inc.confidence = confidence(writes.share_of_intervals);
+    inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
+    // The device written to: the job's device whose writes took longest during it; a slow one
+    // shows in the evidence (await before and during).
+    const DeviceSeries* target = nullptr;
+    double slowest = -1;
+    for (const DeviceSeries& d : s.devices) {
+      if (!d.job_reads || !d.direct()) continue;
+      std::vector<size_t> during;
+      for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) during.push_back(i);
+      const auto w = evidence::medianOver(during, [&](size_t i) { return at(d.w_await_ms, i); });
+      if (w && *w > slowest) {
+        slowest = *w;
+        target = &d;
+      }
+    }
+    if (target) inc.device = target->name;
+    return;
+  }
+  // A limit on the job's own cgroup that it ran into explains a device that looks slow above
+  // it (a loop device whose backing reads the limit holds back): the limit is the cause.
+  if (at_io_limit && at_io_limit->item.supports) {
+    inc.cls = StallClass::kIoThrottled;
+    inc.confidence = confidence(1.0);
     return;
   }
   if (!slow.empty()) {

@@ -147,6 +147,35 @@ TEST(StallDetector, TheWaitOfDStateThreadsIsNamedWithItsSubsystem) {
   }));
 }
 
+// A torch.save and a sync: a few GB in the interval the GPUs go idle, then threads waiting for
+// writeback while little is written. The median write rate over the stall misses it; the peak
+// and the waits do not.
+TEST(StallDetector, ACheckpointIsItsBurstThenItsWritebackWait) {
+  for (const bool waits : {true, false}) {
+    Scenario sc;
+    sc.s.d_state_wchan.assign(sc.s.size(), "");
+    sc.gpuIdle().during([&](size_t i) {
+      sc.s.write_bytes_per_s[i] = i == kStallFirst ? (waits ? 2.5e9 : 1.5e8) : 1e6;
+      sc.s.d_state_threads[i] = waits ? 3 : 0;
+      sc.s.d_state_wchan[i] = waits ? "wb_wait_for_completion" : "";
+      sc.device("loop1").w_await_ms[i] = 3.0;  // the checkpoint's writes land on loop1
+    });
+    const Analysis a = analyzeJob(sc.s);
+    ASSERT_EQ(a.incidents.size(), 1u);
+    if (waits) {
+      EXPECT_EQ(a.incidents[0].cls, StallClass::kCheckpoint);
+      EXPECT_EQ(a.incidents[0].device, "loop1");  // the job's device with writes during it
+      const auto& ev = a.incidents[0].evidence;
+      EXPECT_TRUE(std::any_of(ev.begin(), ev.end(), [](const auto& e) {
+        return e.signal == "job_write_bytes_per_s peak (then waiting for writeback)" &&
+               e.supports && e.during == 2.5e9;
+      }));
+    } else {  // 150 MB once, nothing waiting: not enough to call it a checkpoint
+      EXPECT_NE(a.incidents[0].cls, StallClass::kCheckpoint);
+    }
+  }
+}
+
 TEST(WaitChannel, KernelFunctionsMapToTheirSubsystem) {
   const std::pair<const char*, const char*> cases[] = {
       {"request_wait_answer", "FUSE"},

@@ -9,6 +9,9 @@
 #   linger   nothing injected; after training the job stays LINGER_S (40) with its model on
 #            the GPU and its workers idle before it exits (a job winding down); the window
 #            is from its last step to its exit.
+#   cpumax   from T_IN to T_OUT the job's cgroup gets cpu.max CPU_QUOTA (a CPU quota);
+#   checkpoint  at T_IN the job saves a CKPT_GB checkpoint to the dataset's disk and syncs;
+#            the window is the save's start and end as the job printed them.
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
 # agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
 # OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
@@ -41,6 +44,8 @@ for run in $runs; do
   case_name=${run%%-*}; case_name=${case_name%%[0-9]*}
   hook_flag=; [ "${run%-nohook}" != "$run" ] && hook_flag=--no-hook
   linger_flag=; [ "$case_name" = linger ] && linger_flag="--linger ${LINGER_S:-40}"
+  [ "$case_name" = checkpoint ] &&
+    linger_flag="--checkpoint-at $((T_IN - 15)) --checkpoint-gb ${CKPT_GB:-3} --checkpoint-dir $work"
   sync; echo 3 > /proc/sys/vm/drop_caches
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
       --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
@@ -56,12 +61,14 @@ for run in $runs; do
     disk) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
+    cpumax) echo "${CPU_QUOTA:-50000 100000}" > "$cg/cpu.max"; echo "cpu.max: $(cat "$cg/cpu.max")" ;;
   esac
   sleep $((T_OUT - T_IN))
   t_out=$(date +%s%3N)
   case $case_name in
     disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
+    cpumax) echo "max 100000" > "$cg/cpu.max" ;;
   esac
   echo "$t_in $t_out" > "$out/$run.window"
   wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
@@ -69,6 +76,10 @@ for run in $runs; do
     last_step=$(awk '/ end / {print $NF}' "$out/$run.job.log"); exit_s=$(awk '/exiting/ {print $NF}' "$out/$run.job.log")
     python3 -c "import sys; print(round(float(sys.argv[1]) * 1000), round(float(sys.argv[2]) * 1000))" \
       "$last_step" "$exit_s" > "$out/$run.window"
+  fi
+  if [ "$case_name" = checkpoint ]; then  # the window: the save, as the job timed it
+    awk '/checkpoint .* from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"
+    rm -f "$work/checkpoint.pt"
   fi
   sleep 12  # the live incident closes after 10 s without a stall
   agent_usage $agent "$out/$run.usage"

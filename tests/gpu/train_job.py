@@ -52,7 +52,13 @@ def main():
     ap.add_argument("--linger", type=float, default=0,
                     help="after training, stay this long with the model on the GPU and the DataLoader's "
                          "workers alive and idle before exiting (a job winding down)")
+    ap.add_argument("--checkpoint-at", type=float, default=0,
+                    help="this many seconds into training, save a checkpoint (torch.save of "
+                         "--checkpoint-gb of tensors, then os.sync) and print its start and end")
+    ap.add_argument("--checkpoint-gb", type=float, default=3)
+    ap.add_argument("--checkpoint-dir", default="/var/tmp")
     args = ap.parse_args()
+    checkpoint_done = args.checkpoint_at <= 0
     loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                          shuffle=True, num_workers=args.workers,
                                          persistent_workers=True, drop_last=True)
@@ -73,6 +79,15 @@ def main():
             steps += 1
             if step_log:
                 step_log.write(f"{time.time():.3f}\n")
+            if not checkpoint_done and time.time() - start >= args.checkpoint_at:
+                checkpoint_done = True
+                t0 = time.time()
+                state = {"model": model.state_dict(),
+                         "extra": torch.zeros(int(args.checkpoint_gb * 2**28))}  # 4-byte floats
+                torch.save(state, os.path.join(args.checkpoint_dir, "checkpoint.pt"))
+                os.sync()
+                print(f"train_job: checkpoint {args.checkpoint_gb} GB from {t0:.3f} to {time.time():.3f}",
+                      flush=True)
             if time.time() - start >= args.seconds:
                 break
     end = time.time()
