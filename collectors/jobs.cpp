@@ -300,6 +300,7 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
   sample.cgroup_cpu_throttled_ratio = f.cpu_throttled_ratio;
   sample.cgroup_limited_read_bytes_per_second = f.limited_read_bytes_per_second;
   sample.cgroup_read_limit_bytes_per_second = f.read_limit_bytes_per_second;
+  sample.cgroup_limits = limits;
   job.cgroup_readings = std::move(now);
   if (limits != job.description.cgroup_limits) {
     job.description.cgroup_limits = limits;

@@ -146,6 +146,7 @@ struct JobSample {
   std::optional<double> cgroup_cpu_throttled_ratio;
   std::optional<double> cgroup_limited_read_bytes_per_second;
   std::optional<double> cgroup_read_limit_bytes_per_second;
+  std::string cgroup_limits;  // the limits in force at this tick (JobDescription's wording)
 };
 
 // One rank of a job that runs several (a synchronous data-parallel run: one process per

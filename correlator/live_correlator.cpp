@@ -43,6 +43,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   s.cgroup_cpu_throttled[i] = j.cgroup_cpu_throttled_ratio;
   s.cgroup_limited_read_bytes_per_s[i] = j.cgroup_limited_read_bytes_per_second;
   s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;
+  s.cgroup_limits[i] = j.cgroup_limits;
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
@@ -168,7 +169,6 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
   for (const auto& u : batch.job_updates) {
     auto& job = this->job(u.key);
     job.label = u.label;
-    job.series.cgroup_limits = u.cgroup_limits;
     if (u.ended_ms) {
       if (auto e = closeOf(u.key, job, batch.wall_time_ms,
                            job.open ? job.open->last_stalled_ms : batch.wall_time_ms)) {

@@ -161,7 +161,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
       if (at(s.d_state_threads, i).value_or(0) >= 1) waits.push_back(s.d_state_wchan[i]);
     }
-    if (const std::string wait = mostCommonWait(waits); !wait.empty()) {
+    if (const std::string wait = mostCommonText(waits); !wait.empty()) {
       const std::string subsystem = waitSubsystem(wait);
       dstate.item.signal +=
           " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
@@ -177,11 +177,14 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   // io.max limits at 80 % of the limit or more, its CPU quota throttling it a larger share of
   // the time than before.
   std::optional<Check> at_io_limit, cpu_quota;
+  std::vector<std::string> limits_during;
+  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_limits.size(); ++i)
+    limits_during.push_back(s.cgroup_limits[i]);
+  const std::string limits = mostCommonText(limits_during);  // the text most often in force
   if (known(s.cgroup_read_limit_bytes_per_s)) {
     Check c = compare(
-        "job_cgroup_read_bytes_per_s at " + limitText(s.cgroup_limits, "io.max"), base, inc.first,
-        inc.last, [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0,
-        0);
+        "job_cgroup_read_bytes_per_s at " + limitText(limits, "io.max"), base, inc.first, inc.last,
+        [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
     std::vector<size_t> during;
     for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
     const auto limit = evidence::medianOver(
@@ -192,9 +195,9 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   }
   if (known(s.cgroup_cpu_throttled)) {
     Check c = compare(
-        "job_cgroup_cpu_throttled_share under " + limitText(s.cgroup_limits, "cpu.max"), base,
-        inc.first, inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false,
-        cfg.pressure_rise, 0, 0);
+        "job_cgroup_cpu_throttled_share under " + limitText(limits, "cpu.max"), base, inc.first,
+        inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise,
+        0, 0);
     add(c);
     cpu_quota = c;
   }

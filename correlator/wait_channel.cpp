@@ -64,7 +64,7 @@ const char* waitSubsystem(std::string_view wchan) {
   return "";
 }
 
-std::string mostCommonWait(const std::vector<std::string>& wchans) {
+std::string mostCommonText(const std::vector<std::string>& wchans) {
   std::map<std::string, size_t> counts;
   for (const auto& w : wchans) {
     if (!w.empty()) ++counts[w];

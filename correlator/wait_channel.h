@@ -14,7 +14,8 @@ namespace stallwatch::correlator {
 // "block I/O", "writeback", "NFS/RPC", "FUSE", "journal", "memory reclaim", or "" (unknown).
 const char* waitSubsystem(std::string_view wchan);
 
-// The wchan most often named among WCHANS (empty ones skipped), or "" when none is named.
-std::string mostCommonWait(const std::vector<std::string>& wchans);
+// The text most often found in TEXTS (a wchan, the limits in force; empty ones skipped), or
+// "" when there is none.
+std::string mostCommonText(const std::vector<std::string>& wchans);
 
 }  // namespace stallwatch::correlator

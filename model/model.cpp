@@ -26,6 +26,7 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   s.interval_s.push_back(interval_s);
   s.forEachSeries([](Series& x) { x.emplace_back(); });
   s.d_state_wchan.resize(s.ts_ms.size());
+  s.cgroup_limits.resize(s.ts_ms.size());
   return s.ts_ms.size() - 1;
 }
 
@@ -72,6 +73,7 @@ void dropFront(JobSeries& s, size_t n) {
   dropFrontOf(s.ts_ms, n);
   dropFrontOf(s.interval_s, n);
   dropFrontOf(s.d_state_wchan, n);
+  dropFrontOf(s.cgroup_limits, n);
   s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
 }
 
@@ -79,7 +81,6 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   // Copies only the tail: the live correlator cuts one from an hour's window while a stall is on.
   JobSeries t;
   t.gpu_count = s.gpu_count;
-  t.cgroup_limits = s.cgroup_limits;
   for (const auto& d : s.devices)
     t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
   for (const auto& r : s.ranks) {
@@ -95,6 +96,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
   t.d_state_wchan = from(s.d_state_wchan);
+  t.cgroup_limits = from(s.cgroup_limits);
   // forEachSeries visits both in the same order.
   std::vector<const Series*> source;
   s.forEachSeries([&](const Series& x) { source.push_back(&x); });

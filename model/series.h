@@ -68,7 +68,9 @@ struct JobSeries {
   // its CPU quota throttled it, its reads on the device io.max limits and that limit.
   Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
   Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s;
-  std::string cgroup_limits;  // the limits, for people ("" when none was set)
+  // The limits in force at each interval, for people ("" when none was set); may be shorter
+  // than the series (a run read across nodes has none).
+  std::vector<std::string> cgroup_limits;
   // Where most of the job's D-state threads waited (a kernel function), "" when none did or
   // it is not known; may be shorter than the series (a run read across nodes has none).
   std::vector<std::string> d_state_wchan;

@@ -323,11 +323,11 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
             (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
             (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled_ratio, "
                              "cgroup_limited_read_bytes_per_second, "
-                             "cgroup_read_limit_bytes_per_second"
+                             "cgroup_read_limit_bytes_per_second, cgroup_limits"
                            : ", NULL AS cgroup_io_some, NULL AS cgroup_cpu_some, NULL AS "
                              "cgroup_cpu_throttled_ratio, NULL AS "
                              "cgroup_limited_read_bytes_per_second, NULL AS "
-                             "cgroup_read_limit_bytes_per_second") +
+                             "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
             "ORDER BY ts_ms");
     q.bind(":job_id", job.job_id);
@@ -342,7 +342,20 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               cg_io_c = c.index("cgroup_io_some"), cg_cpu_c = c.index("cgroup_cpu_some"),
               cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
               cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
-              cg_limit_c = c.index("cgroup_read_limit_bytes_per_second");
+              cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
+              cg_limits_c = c.index("cgroup_limits");
+    // The limits are written when they change: those in force when the range starts come from
+    // the last row before it that names them.
+    std::string limits_in_force;
+    if (version_ >= 8) {
+      SQLite::Statement before(db_,
+                               "SELECT cgroup_limits FROM job_samples WHERE job_id = :job_id AND "
+                               "ts_ms < :since_ms AND cgroup_limits IS NOT NULL ORDER BY ts_ms "
+                               "DESC LIMIT 1");
+      before.bind(":job_id", job.job_id);
+      before.bind(":since_ms", range.since_ms.value_or(INT64_MIN));
+      if (before.executeStep()) limits_in_force = before.getColumn(0).getString();
+    }
     while (q.executeStep()) {
       const int64_t ts = q.getColumn(ts_c).getInt64();
       if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
@@ -362,12 +375,14 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       s.cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
       s.cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
       s.cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
+      if (!q.getColumn(cg_limits_c).isNull())
+        limits_in_force = q.getColumn(cg_limits_c).getString();
+      s.cgroup_limits[i] = limits_in_force;
     }
   }
   const size_t n = s.ts_ms.size();
   if (n == 0) return s;
   s.ended_ms = job.ended_ms;
-  s.cgroup_limits = job.cgroup_limits;
   const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
 
   // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for

@@ -14,3 +14,7 @@ ALTER TABLE job_samples ADD COLUMN cgroup_memory_some REAL;
 ALTER TABLE job_samples ADD COLUMN cgroup_cpu_throttled_ratio REAL;
 ALTER TABLE job_samples ADD COLUMN cgroup_limited_read_bytes_per_second REAL;
 ALTER TABLE job_samples ADD COLUMN cgroup_read_limit_bytes_per_second REAL;
+-- The limits in force from this interval on, written when they change ('' when they were
+-- lifted), NULL while they stay as the row before said: a post-mortem names the limit that
+-- held the job then, not the one left at the end.
+ALTER TABLE job_samples ADD COLUMN cgroup_limits TEXT;

@@ -136,7 +136,8 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
                 "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
                 "cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, cgroup_cpu_throttled_ratio, "
-                "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second"));
+                "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
+                "cgroup_limits"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       insertSql(
@@ -573,6 +574,15 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, ":cgroup_limited_read_bytes_per_second",
                  j.cgroup_limited_read_bytes_per_second);
     bindOptional(st, ":cgroup_read_limit_bytes_per_second", j.cgroup_read_limit_bytes_per_second);
+    // Written when they change: NULL means "as the row before".
+    auto last = cgroup_limits_written_.find(job);
+    if ((last == cgroup_limits_written_.end() && !j.cgroup_limits.empty()) ||
+        (last != cgroup_limits_written_.end() && last->second != j.cgroup_limits)) {
+      st.bind(":cgroup_limits", j.cgroup_limits);
+      cgroup_limits_written_[job] = j.cgroup_limits;
+    } else {
+      st.bind(":cgroup_limits");
+    }
     st.exec();
     st.reset();
   }

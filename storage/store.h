@@ -112,6 +112,7 @@ class Store {
 
   SQLite::Database db_;
   std::unique_ptr<SQLite::Statement> insert_disk_;
+  std::map<int64_t, std::string> cgroup_limits_written_;  // by job_id: the last written
   std::unique_ptr<SQLite::Statement> insert_nfs_;
   std::unique_ptr<SQLite::Statement> insert_pressure_;
   std::unique_ptr<SQLite::Statement> insert_gpu_;

@@ -84,7 +84,6 @@ namespace {
 // named in the evidence, whatever the node's pressure says.
 TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
   model::JobSeries s;
-  s.cgroup_limits = "io.max 254:0 (vda) rbps=4.0 MiB/s in /sys/fs/cgroup/job";
   for (size_t i = 0; i < 80; ++i) {
     const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
     const bool throttled = i >= 40 && i < 60;
@@ -94,7 +93,9 @@ TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
     s.d_state_threads[k] = 0;
     s.cgroup_io_some[k] = throttled ? 0.9 : 0.02;
     s.cgroup_limited_read_bytes_per_s[k] = throttled ? 4.19e6 : 2.5e6;
-    s.cgroup_read_limit_bytes_per_s[k] = 4194304;
+    // The limit is set for the window only: named from what was in force then.
+    s.cgroup_read_limit_bytes_per_s[k] = throttled ? std::optional<double>(4194304) : std::nullopt;
+    s.cgroup_limits[k] = throttled ? "io.max 254:0 (vda) rbps=4.0 MiB/s in /sys/fs/cgroup/job" : "";
     s.cgroup_cpu_throttled[k] = 0;
   }
   const Analysis a = analyzeJob(s);
@@ -116,7 +117,6 @@ TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
 // A CPU quota that throttles the job's input pipeline: input-cpu, the quota named.
 TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
   model::JobSeries s;
-  s.cgroup_limits = "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job";
   for (size_t i = 0; i < 80; ++i) {
     const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
     const bool starved = i >= 40 && i < 60;
@@ -125,6 +125,7 @@ TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
     s.cpu_some[k] = 0.0;
     s.d_state_threads[k] = 0;
     s.cgroup_cpu_throttled[k] = starved ? 0.6 : 0.0;
+    s.cgroup_limits[k] = starved ? "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job" : "";
   }
   const Analysis a = analyzeJob(s);
   ASSERT_EQ(a.incidents.size(), 1u);

@@ -198,8 +198,8 @@ TEST(WaitChannel, KernelFunctionsMapToTheirSubsystem) {
   for (const auto& [wchan, subsystem] : cases) {
     EXPECT_STREQ(correlator::waitSubsystem(wchan), subsystem) << wchan;
   }
-  EXPECT_EQ(correlator::mostCommonWait({"", "a", "b", "b", ""}), "b");
-  EXPECT_EQ(correlator::mostCommonWait({"", ""}), "");
+  EXPECT_EQ(correlator::mostCommonText({"", "a", "b", "b", ""}), "b");
+  EXPECT_EQ(correlator::mostCommonText({"", ""}), "");
 }
 
 TEST(StallDetector, InputCpuWhenCpuPressureRisesAndStorageIsHealthy) {

@@ -233,5 +233,57 @@ class LingerRecordings(unittest.TestCase):
         self.check("linger-nohook")
 
 
+class CgroupRecordings(unittest.TestCase):
+    """Issue 16's runs with the job in a cgroup of its own (tests/gpu/stall_runs.sh healthy disk
+    cpumax checkpoint, one H100, the job reporting its steps): healthy gives no incident; an
+    io.max limit on the job's cgroup is io-throttled with the limit named, rather than the slow
+    loop device above the limited disk; a cpu.max quota is input-cpu with the quota named; a
+    checkpoint (torch.save of 3 GB and a sync) is a checkpoint. Each covers the injected window
+    within 2 s at the start, and its lost time agrees with the job's step log within 10 %."""
+
+    def check(self, run, cls, evidence_prefix):
+        d = os.path.join(RECORDINGS, "h100-cgroup")
+        with open(os.path.join(d, f"{run}.window")) as f:
+            t_in, t_out = map(int, f.read().split())
+        with open(os.path.join(d, f"{run}.steps")) as f:
+            steps = [float(line) for line in f]
+        tmp = tempfile.mkdtemp(prefix="stallwatch-cgroup-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "run.db")
+        shutil.copy(os.path.join(d, f"{run}.db"), db)
+        report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True, text=True,
+                                           check=True).stdout)[0]
+        self.assertEqual(report["progress_signal"], "steps")
+        if cls is None:
+            self.assertEqual(report["incidents"], [])
+            return
+        self.assertEqual([i["class"] for i in report["incidents"]], [cls], report["incidents"])
+        inc = report["incidents"][0]
+        self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
+        if evidence_prefix:
+            self.assertTrue(any(e["signal"].startswith(evidence_prefix) and e["supports"]
+                                for e in inc["evidence"]), inc["evidence"])
+        start_s, end_s = inc["start_ms"] / 1000, inc["end_ms"] / 1000
+        baseline = sum(1 for t in steps if t_in / 1000 - 10 <= t < t_in / 1000) / 10
+        job_lost_s = (end_s - start_s) - sum(1 for t in steps if start_s <= t < end_s) / baseline
+        self.assertLess(abs(inc["gpu_seconds_lost"] - job_lost_s) / job_lost_s, 0.10,
+                        f"report {inc['gpu_seconds_lost']:.1f} GPU-s, step log {job_lost_s:.1f}")
+        return inc
+
+    def test_h100_cgroup_healthy(self):
+        self.check("healthy", None, None)
+
+    def test_h100_cgroup_io_max_is_named(self):
+        inc = self.check("disk", "io-throttled", "job_cgroup_read_bytes_per_s at io.max ")
+        self.assertRegex(next(e["signal"] for e in inc["evidence"] if "io.max" in e["signal"]),
+                         r"io\.max \d+:\d+ \(vda\) rbps=4\.0 MiB/s in /sys/fs/cgroup/stallwatch-job$")
+
+    def test_h100_cgroup_cpu_max_is_named(self):
+        self.check("cpumax", "input-cpu", "job_cgroup_cpu_throttled_share under cpu.max ")
+
+    def test_h100_checkpoint(self):
+        self.check("checkpoint", "checkpoint", "job_write_bytes_per_s")
+
+
 if __name__ == "__main__":
     unittest.main()
