@@ -86,6 +86,8 @@ std::vector<IoStat> parseIoStat(std::string_view text) {
 
 std::optional<CpuMax> parseCpuMax(std::string_view text) {
   std::string_view f[3];
+  const size_t newline = text.find('\n');
+  if (newline != std::string_view::npos) text = text.substr(0, newline);  // "50000 100000\n"
   if (splitFields(text, f) != 2) return std::nullopt;
   const auto period = parseUnsigned(f[1]);
   if (!period || *period == 0) return std::nullopt;

@@ -31,6 +31,8 @@ TEST(Cgroup, ParsesIoMaxAndIoStat) {
 TEST(Cgroup, ParsesCpuMaxCpuStatAndTheV2Path) {
   EXPECT_FALSE(parseCpuMax("max 100000")->quota_us);
   EXPECT_EQ(parseCpuMax("50000 100000")->quota_us, 50000u);
+  EXPECT_EQ(parseCpuMax("50000 100000\n")->quota_us, 50000u);  // as the kernel writes it
+  EXPECT_EQ(parseCpuMax("max 100000\n")->period_us, 100000u);
   EXPECT_FALSE(parseCpuMax("50000"));
   EXPECT_FALSE(parseCpuMax("50000 0"));
   const auto stat = parseCpuStat(
