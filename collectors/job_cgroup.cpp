@@ -14,15 +14,6 @@ namespace {
 
 constexpr size_t kMaxFields = 16;
 
-std::optional<std::pair<uint32_t, uint32_t>> devnum(std::string_view token) {
-  const size_t colon = token.find(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  const auto major = parseUnsigned(token.substr(0, colon));
-  const auto minor = parseUnsigned(token.substr(colon + 1));
-  if (!major || !minor || *major > UINT32_MAX || *minor > UINT32_MAX) return std::nullopt;
-  return std::make_pair(static_cast<uint32_t>(*major), static_cast<uint32_t>(*minor));
-}
-
 // Calls FN(key, value) for each KEY=VALUE field after the first of LINE.
 template <typename Fn>
 void forEachKeyValue(std::string_view line, Fn fn) {
@@ -47,7 +38,7 @@ std::vector<IoLimit> parseIoMax(std::string_view text) {
   forEachLine(text, [&](std::string_view line, size_t) {
     std::string_view first[1];
     if (splitFields(line, first) == 0) return;
-    const auto dev = devnum(first[0]);
+    const auto dev = parseDevnum(first[0]);
     if (!dev) return;
     IoLimit l;
     std::tie(l.major, l.minor) = *dev;
@@ -68,7 +59,7 @@ std::vector<IoStat> parseIoStat(std::string_view text) {
   forEachLine(text, [&](std::string_view line, size_t) {
     std::string_view first[1];
     if (splitFields(line, first) == 0) return;
-    const auto dev = devnum(first[0]);
+    const auto dev = parseDevnum(first[0]);
     if (!dev) return;
     IoStat s;
     std::tie(s.major, s.minor) = *dev;

@@ -12,15 +12,6 @@ namespace {
 
 constexpr size_t kMaxMountinfoFields = 64;  // 10 fixed fields plus optional tags
 
-std::optional<std::pair<uint32_t, uint32_t>> parseDevnum(std::string_view token) {
-  const size_t colon = token.find(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  const auto major = parseUnsigned(token.substr(0, colon));
-  const auto minor = parseUnsigned(token.substr(colon + 1));
-  if (!major || !minor || *major > UINT32_MAX || *minor > UINT32_MAX) return std::nullopt;
-  return std::make_pair(static_cast<uint32_t>(*major), static_cast<uint32_t>(*minor));
-}
-
 bool isOctal(char c) { return c >= '0' && c <= '7'; }
 
 }  // namespace

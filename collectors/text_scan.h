@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace stallwatch::collectors {
 
@@ -45,6 +46,16 @@ inline std::optional<uint64_t> parseUnsigned(std::string_view token) {
   const auto [ptr, ec] = std::from_chars(token.data(), end, value);
   if (ec != std::errc() || ptr != end || token.empty()) return std::nullopt;
   return value;
+}
+
+// "MAJOR:MINOR" as the kernel prints a device number.
+inline std::optional<std::pair<uint32_t, uint32_t>> parseDevnum(std::string_view token) {
+  const size_t colon = token.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const auto major = parseUnsigned(token.substr(0, colon));
+  const auto minor = parseUnsigned(token.substr(colon + 1));
+  if (!major || !minor || *major > UINT32_MAX || *minor > UINT32_MAX) return std::nullopt;
+  return std::make_pair(static_cast<uint32_t>(*major), static_cast<uint32_t>(*minor));
 }
 
 inline std::optional<double> parseDouble(std::string_view token) {

@@ -79,7 +79,7 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
             CASE WHEN {in_stall} THEN 1 ELSE 9 + abs(random()) % 3 END, NULL,
             CASE WHEN {in_stall} THEN 0.95 ELSE 0.1 END, CASE WHEN {in_stall} THEN 0.05 ELSE 0.85 END,
             (SELECT avg({util}) FROM gpus g), NULL,
-            NULL, NULL, NULL, NULL, NULL, NULL FROM t""")  # no cgroup of its own
+            NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM t""")  # no cgroup of its own
     run(f"""INSERT INTO gpu_samples SELECT :t0 + t.i * 1000, g.gpu_id, 1000, {util},
             6, NULL, 20000000000, 1980, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM t, gpus g""")
     run(f"""INSERT INTO disk_samples SELECT :t0 + t.i * 1000, d.device_id, 1000, 2000, 50, 8e7, 2e5,
