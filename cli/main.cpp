@@ -15,6 +15,13 @@ int run(int argc, char** argv) {
   CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
   app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
   app.require_subcommand(1);
+  // Every option can come from a file too (a [record] section for the record command's, and
+  // so on): long command lines, and no webhook secret in `ps`. The command line wins.
+  app.set_config("--config", "",
+                 "Read options from this TOML/INI file, one [COMMAND] section per command, "
+                 "e.g. [record] webhook = \"https://...\"");
+  // A key that names no option is a typo to report, not a setting to drop silently.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.fallthrough();  // global options (--log-level) also after the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")

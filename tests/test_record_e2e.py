@@ -185,6 +185,32 @@ class RecordE2E(unittest.TestCase):
         listing = subprocess.run([BIN, "devices", "--root", root], capture_output=True, text=True)
         self.assertRegex(listing.stdout, r"/mnt/nfs/test\s+0:42\s+nfs\b.*nfs4 server 192\.168\.1\.1:/srv/test")
 
+    def test_options_from_a_config_file(self):
+        """Options come from a TOML file's [record] section, the secret in a webhook URL stays
+        out of the process's command line, and a key that names no option is refused."""
+        config = os.path.join(self.tmp, "stallwatch.toml")
+        with open(config, "w") as f:
+            f.write(f'[record]\ndb = "{self.db}"\ninterval = "200ms"\nduration = "2s"\n'
+                    'webhook = "http://user:s3cr3t-token@127.0.0.1:9/hook"\n')
+        agent = subprocess.Popen([BIN, "record", "--config", config, "--no-collector.gpu"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        with open(f"/proc/{agent.pid}/cmdline", "rb") as f:
+            cmdline = f.read().decode()
+        _, err = agent.communicate(timeout=30)
+        self.assertEqual(agent.returncode, 0, err)
+        self.assertNotIn("s3cr3t", cmdline)
+        self.assertNotIn("s3cr3t", err)  # the agent's own log does not print it either
+        with sqlite3.connect(self.db) as db:
+            ticks = db.execute("SELECT count(DISTINCT ts_ms) FROM pressure_samples").fetchone()[0]
+        self.assertGreaterEqual(ticks, 8, "2 s at 200 ms from the file, not the 1 s default")
+        with open(config, "a") as f:
+            f.write("intervall = 5\n")
+        bad = subprocess.run([BIN, "record", "--config", config], capture_output=True, text=True,
+                             timeout=30)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("record.intervall", bad.stdout + bad.stderr)
+
     def test_live_host(self):
         """`record --duration 3s` on this host: one row per second for every device."""
         result = subprocess.run([BIN, "record", "--db", self.db, "--duration", "3s"],
