@@ -14,15 +14,25 @@ namespace {
 
 constexpr size_t kMaxFields = 16;
 
-// Calls FN(key, value) for each KEY=VALUE field after the first of LINE.
-template <typename Fn>
-void forEachKeyValue(std::string_view line, Fn fn) {
-  std::string_view f[kMaxFields];
-  const size_t count = std::min(splitFields(line, f), kMaxFields);
-  for (size_t i = 1; i < count; ++i) {
-    const size_t eq = f[i].find('=');
-    if (eq != std::string_view::npos) fn(f[i].substr(0, eq), f[i].substr(eq + 1));
-  }
+// The io.max and io.stat shape: for each line "MAJ:MIN KEY=VALUE ...", a T with the device
+// number, each KEY=VALUE given to SET(t, key, value). Lines without a device number are skipped.
+template <typename T, typename Set>
+std::vector<T> parseDeviceLines(std::string_view text, Set set) {
+  std::vector<T> out;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    std::string_view f[kMaxFields];
+    const size_t count = std::min(splitFields(line, f), kMaxFields);
+    const auto dev = count > 0 ? parseDevnum(f[0]) : std::nullopt;
+    if (!dev) return;
+    T t;
+    std::tie(t.major, t.minor) = *dev;
+    for (size_t i = 1; i < count; ++i) {
+      const size_t eq = f[i].find('=');
+      if (eq != std::string_view::npos) set(t, f[i].substr(0, eq), f[i].substr(eq + 1));
+    }
+    out.push_back(t);
+  });
+  return out;
 }
 
 std::string mib(uint64_t bytes) {
@@ -34,45 +44,25 @@ std::string mib(uint64_t bytes) {
 }  // namespace
 
 std::vector<IoLimit> parseIoMax(std::string_view text) {
-  std::vector<IoLimit> limits;
-  forEachLine(text, [&](std::string_view line, size_t) {
-    std::string_view first[1];
-    if (splitFields(line, first) == 0) return;
-    const auto dev = parseDevnum(first[0]);
-    if (!dev) return;
-    IoLimit l;
-    std::tie(l.major, l.minor) = *dev;
-    forEachKeyValue(line, [&](std::string_view key, std::string_view value) {
-      const auto v = value == "max" ? std::nullopt : parseUnsigned(value);
-      if (key == "rbps") l.rbps = v;
-      if (key == "wbps") l.wbps = v;
-      if (key == "riops") l.riops = v;
-      if (key == "wiops") l.wiops = v;
-    });
-    limits.push_back(l);
-  });
-  return limits;
+  return parseDeviceLines<IoLimit>(
+      text, [](IoLimit& l, std::string_view key, std::string_view value) {
+        const auto v = value == "max" ? std::nullopt : parseUnsigned(value);
+        if (key == "rbps") l.rbps = v;
+        if (key == "wbps") l.wbps = v;
+        if (key == "riops") l.riops = v;
+        if (key == "wiops") l.wiops = v;
+      });
 }
 
 std::vector<IoStat> parseIoStat(std::string_view text) {
-  std::vector<IoStat> stats;
-  forEachLine(text, [&](std::string_view line, size_t) {
-    std::string_view first[1];
-    if (splitFields(line, first) == 0) return;
-    const auto dev = parseDevnum(first[0]);
-    if (!dev) return;
-    IoStat s;
-    std::tie(s.major, s.minor) = *dev;
-    forEachKeyValue(line, [&](std::string_view key, std::string_view value) {
-      const uint64_t v = parseUnsigned(value).value_or(0);
-      if (key == "rbytes") s.rbytes = v;
-      if (key == "wbytes") s.wbytes = v;
-      if (key == "rios") s.rios = v;
-      if (key == "wios") s.wios = v;
-    });
-    stats.push_back(s);
-  });
-  return stats;
+  return parseDeviceLines<IoStat>(text,
+                                  [](IoStat& s, std::string_view key, std::string_view value) {
+                                    const uint64_t v = parseUnsigned(value).value_or(0);
+                                    if (key == "rbytes") s.rbytes = v;
+                                    if (key == "wbytes") s.wbytes = v;
+                                    if (key == "rios") s.rios = v;
+                                    if (key == "wios") s.wios = v;
+                                  });
 }
 
 std::optional<CpuMax> parseCpuMax(std::string_view text) {

@@ -78,12 +78,18 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
       [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
       cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
   add(writes);
+  // The incident's intervals, and the same from the one before it: a checkpoint's burst often
+  // lands as the GPUs go idle.
+  std::vector<size_t> during, around;
+  for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
+    around.push_back(i);
+    if (i >= inc.first) during.push_back(i);
+  }
   Check burst = writes;
   burst.item.signal = "job_write_bytes_per_s peak";
   burst.item.during = 0;
   double written = 0;
-  // From the interval before the incident: the burst often lands as the GPUs go idle.
-  for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
+  for (size_t i : around) {
     const double w = at(s.write_bytes_per_s, i).value_or(0.0);
     burst.item.during = std::max(burst.item.during, w);
     written += w * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
@@ -185,8 +191,6 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     Check c = compare(
         "job_cgroup_read_bytes_per_s at " + limitText(limits, "io.max"), base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
-    std::vector<size_t> during;
-    for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
     const auto limit = evidence::medianOver(
         during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
     c.item.supports = limit && *limit > 0 && c.item.during >= kAtLimitShare * *limit;
@@ -212,9 +216,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     double slowest = -1;
     for (const DeviceSeries& d : s.devices) {
       if (!d.job_reads || !d.direct()) continue;
-      std::vector<size_t> during;
-      for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) during.push_back(i);
-      const auto w = evidence::medianOver(during, [&](size_t i) { return at(d.w_await_ms, i); });
+      const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
       if (w && *w > slowest) {
         slowest = *w;
         target = &d;
@@ -256,12 +258,9 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.confidence = confidence(best->share);
     return;
   }
-  const bool limited = at_io_limit && at_io_limit->item.supports;
-  if (io.item.supports || dstate.item.supports || limited) {
+  if (io.item.supports || dstate.item.supports) {
     inc.cls = StallClass::kIoThrottled;
-    inc.confidence = limited
-                         ? confidence(1.0)
-                         : confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
+    inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
     return;
   }
   const bool quota = cpu_quota && cpu_quota->item.supports;

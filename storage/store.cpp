@@ -355,11 +355,10 @@ int64_t Store::gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms) {
   return id;
 }
 
-void Store::writeNfsSample(int64_t ts_ms, const collectors::DiskSample& d) {
+void Store::writeNfsSample(int64_t ts_ms, int64_t device_id, const collectors::NfsRates& n) {
   auto& st = *insert_nfs_;
-  const collectors::NfsRates& n = *d.nfs;
   st.bind(":ts_ms", ts_ms);
-  st.bind(":device_id", deviceId(d.device, d.major, d.minor, ts_ms));
+  st.bind(":device_id", device_id);
   bindOptional(st, ":read_rtt_ms", n.read_rtt_ms);
   bindOptional(st, ":write_rtt_ms", n.write_rtt_ms);
   st.bind(":metadata_ops_per_second", n.metadata_ops_per_second);
@@ -399,6 +398,7 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     device_ids_.clear();
     gpu_ids_.clear();
     job_ids_.clear();
+    cgroup_limits_written_.clear();  // rolled back with the rest: write them again
     throw;
   }
 }
@@ -412,7 +412,8 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       auto& st = *insert_disk_;
       const auto& r = d.rates;
       st.bind(":ts_ms", b.wall_time_ms);
-      st.bind(":device_id", deviceId(d.device, d.major, d.minor, b.wall_time_ms));
+      const int64_t device_id = deviceId(d.device, d.major, d.minor, b.wall_time_ms);
+      st.bind(":device_id", device_id);
       st.bind(":interval_ms", interval_ms);
       st.bind(":reads_per_second", r.reads_per_second);
       st.bind(":writes_per_second", r.writes_per_second);
@@ -429,7 +430,7 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       st.bind(":in_flight", static_cast<int64_t>(d.in_flight));
       st.exec();
       st.reset();
-      if (d.nfs) writeNfsSample(b.wall_time_ms, d);
+      if (d.nfs) writeNfsSample(b.wall_time_ms, device_id, *d.nfs);
     }
     for (const auto& p : b.pressure) {
       auto& st = *insert_pressure_;

@@ -107,7 +107,7 @@ class Store {
   int64_t jobId(const std::string& key);
   void writeJobFacts(const collectors::SampleBatch& batch);
   void writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms);
-  void writeNfsSample(int64_t ts_ms, const collectors::DiskSample& d);
+  void writeNfsSample(int64_t ts_ms, int64_t device_id, const collectors::NfsRates& n);
   void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
 
   SQLite::Database db_;
