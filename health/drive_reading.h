@@ -60,6 +60,20 @@ struct ScsiHealth {
   std::optional<uint64_t> load_unload_cycles;
 };
 
+// The ATA error log (SMART READ LOG 01h, or the extended log 03h), as smartctl summarises it:
+// how many errors the drive has counted over its life, and of the few it still holds (the last
+// five for the summary log), how many were uncorrectable media errors (UNC, error register
+// bit 6) and how many interface CRC errors (ICRC, bit 7: the cable or connector, not the media).
+struct AtaErrorLog {
+  uint64_t count = 0;
+  uint64_t logged = 0;
+  uint64_t unc_logged = 0;
+  uint64_t icrc_logged = 0;
+  std::optional<uint64_t> last_lifetime_hours;  // power-on hours of the newest logged error
+  std::string last_description;                 // "Error: UNC at LBA = ..." where smartctl says
+  bool operator==(const AtaErrorLog&) const = default;
+};
+
 struct DriveReading {
   std::string device;  // sda, nvme0n1, or the path smartctl named
   DriveKind kind = DriveKind::kUnknown;
@@ -74,6 +88,7 @@ struct DriveReading {
   std::vector<AtaAttribute> ata;
   std::optional<NvmeHealth> nvme;
   std::optional<ScsiHealth> scsi;
+  std::optional<AtaErrorLog> ata_error_log;  // smartctl JSON only: libatasmart does not read it
   std::optional<int> smartctl_exit_status;
   std::string note;  // why there is nothing to judge (no SMART, open failed, a scan listing)
 

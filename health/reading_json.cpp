@@ -57,6 +57,15 @@ json toJson(const DriveReading& r) {
     }
     j["ata_attributes"] = attrs;
   }
+  if (r.ata_error_log) {
+    const AtaErrorLog& e = *r.ata_error_log;
+    j["ata_error_log"] = {{"count", e.count},
+                          {"logged", e.logged},
+                          {"unc_logged", e.unc_logged},
+                          {"icrc_logged", e.icrc_logged}};
+    putOptional(j["ata_error_log"], "last_lifetime_hours", e.last_lifetime_hours);
+    if (!e.last_description.empty()) j["ata_error_log"]["last_description"] = e.last_description;
+  }
   if (r.nvme) {
     const NvmeHealth& n = *r.nvme;
     j["nvme"] = {{"critical_warning", n.critical_warning},
@@ -120,6 +129,17 @@ DriveReading readingFromJson(const json& j) {
       x.prefailure = a.value("prefailure", false);
       r.ata.push_back(std::move(x));
     }
+  }
+  if (j.contains("ata_error_log") && j["ata_error_log"].is_object()) {
+    const json& e = j["ata_error_log"];
+    AtaErrorLog log;
+    log.count = getOptional<uint64_t>(e, "count").value_or(0);
+    log.logged = getOptional<uint64_t>(e, "logged").value_or(0);
+    log.unc_logged = getOptional<uint64_t>(e, "unc_logged").value_or(0);
+    log.icrc_logged = getOptional<uint64_t>(e, "icrc_logged").value_or(0);
+    log.last_lifetime_hours = getOptional<uint64_t>(e, "last_lifetime_hours");
+    log.last_description = e.value("last_description", "");
+    r.ata_error_log = log;
   }
   if (j.contains("nvme") && j["nvme"].is_object()) {
     const json& n = j["nvme"];

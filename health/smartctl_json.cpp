@@ -1,5 +1,6 @@
 #include "health/smartctl_json.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -60,6 +61,39 @@ DriveKind kindOf(const json& j) {
   if (find(j, {"scsi_grown_defect_list"}) || find(j, {"scsi_error_counter_log"}))
     return DriveKind::kScsi;
   return DriveKind::kUnknown;
+}
+
+// ATA error register bits (ACS-3, 6.3): UNC an uncorrectable data error, ICRC an interface CRC
+// error.
+constexpr uint64_t kErrorUnc = 0x40;
+constexpr uint64_t kErrorIcrc = 0x80;
+
+// smartctl's "ata_smart_error_log": the extended log (-l xerror) when it was read, else the
+// summary log (-l error). Entries that are not objects, or lack their registers, count as logged
+// but neither UNC nor ICRC.
+std::optional<AtaErrorLog> ataErrorLog(const json& j) {
+  const json* log = find(j, {"ata_smart_error_log", "extended"});
+  if (!log || !log->is_object()) log = find(j, {"ata_smart_error_log", "summary"});
+  if (!log || !log->is_object()) return std::nullopt;
+  AtaErrorLog out;
+  out.count = unsignedAt(*log, {"count"}).value_or(0);
+  const json* table = find(*log, {"table"});
+  if (table && table->is_array()) {
+    for (const auto& e : *table) {
+      ++out.logged;
+      if (!e.is_object()) continue;
+      const uint64_t error = unsignedAt(e, {"completion_registers", "error"}).value_or(0);
+      if (error & kErrorUnc) ++out.unc_logged;
+      if (error & kErrorIcrc) ++out.icrc_logged;
+      const auto hours = unsignedAt(e, {"lifetime_hours"});
+      if (hours && (!out.last_lifetime_hours || *hours >= *out.last_lifetime_hours)) {
+        out.last_lifetime_hours = hours;
+        out.last_description = stringAt(e, {"error_description"});
+      }
+    }
+  }
+  out.count = std::max(out.count, out.logged);
+  return out;
 }
 
 }  // namespace
@@ -147,6 +181,7 @@ SmartctlParse parseSmartctlJson(std::string_view text) {
       r.ata.push_back(std::move(a));
     }
   }
+  r.ata_error_log = ataErrorLog(j);
   if (const json* log = find(j, {"nvme_smart_health_information_log"}); log && log->is_object()) {
     r.smart_available = true;
     NvmeHealth n;
