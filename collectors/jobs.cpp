@@ -130,8 +130,18 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
 
 // Puts PID into the job of its nearest tracked ancestor, or into the job its environment
 // names, or into a new job of its own. FORCED_KEY (cgroups) overrides the environment.
+std::string JobTracker::launcherOf(const ProcStat& stat) {
+  if (stat.ppid <= 2) return {};  // init, or kthreadd
+  auto parent = reader_.stat(stat.ppid);
+  if (!parent || parent->session == parent->pid) return {};
+  static const std::set<std::string> kManagers = {
+      "systemd", "init", "containerd-shim", "containerd-shim-runc-v2", "tini", "dumb-init"};
+  if (kManagers.count(parent->comm)) return {};
+  return std::to_string(parent->pid) + ":" + std::to_string(parent->start_time_ticks);
+}
+
 JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key, int64_t now_ms,
-                                    SampleBatch& out) {
+                                    SampleBatch& out, bool sender) {
   if (Job* job = jobOf(pid)) return job;
   auto stat = reader_.stat(pid);
   if (!stat) return nullptr;
@@ -147,6 +157,20 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   const auto env = reader_.environ(pid);
   std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
+  // Senders without a job label that one launcher forked are one job, keyed by the first of
+  // them, for as long as the launcher lives (issue 19: a flood of short-lived senders made a
+  // job each). A job whose senders have all exited comes back under the same key.
+  std::string launcher;
+  if (key.empty() && sender) {
+    launcher = launcherOf(*stat);
+    if (auto it = launcher_jobs_.find(launcher); !launcher.empty() && it != launcher_jobs_.end()) {
+      if (auto job = jobs_.find(it->second); job != jobs_.end()) {
+        addMember(job->second, pid, true, out);
+        return &job->second;
+      }
+      key = it->second;
+    }
+  }
   if (key.empty())
     key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
   if (jobs_.size() >= options_.max_jobs && !jobs_.count(key)) {
@@ -165,6 +189,7 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
     job.description.started_ms = now_ms;
   }
   addMember(job, pid, true, out);
+  if (!launcher.empty()) launcher_jobs_[launcher] = key;
   return &job;
 }
 
@@ -320,7 +345,7 @@ JobTracker::ReportedSteps JobTracker::drainDataloader(int64_t now_ms, SampleBatc
   };
   std::vector<std::tuple<Job*, uint32_t, DataloaderTotals>> by_sender;
   for (const auto& [pid, t] : socket_->drain()) {
-    Job* job = pid != 0 ? attach(pid, {}, now_ms, out) : nullptr;
+    Job* job = pid != 0 ? attach(pid, {}, now_ms, out, /*sender=*/true) : nullptr;
     if (!job) continue;  // gone before it was ever seen: nothing to attribute it to
     add(reported.by_job[job->description.key], t);
     by_sender.emplace_back(job, pid, t);
@@ -520,6 +545,14 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
   }
+  // A launcher's entry goes with the launcher, once its job has ended.
+  std::erase_if(launcher_jobs_, [&](const auto& entry) {
+    if (jobs_.count(entry.second)) return false;
+    const auto colon = entry.first.find(':');
+    const auto pid = static_cast<uint32_t>(std::stoul(entry.first.substr(0, colon)));
+    const auto stat = reader_.stat(pid);
+    return !stat || std::to_string(stat->start_time_ticks) != entry.first.substr(colon + 1);
+  });
   CollectResult result = jobs_.empty() && out.job_updates.empty()
                              ? CollectResult::noData(socket_ ? std::string() : "no job found yet")
                              : CollectResult::data();

@@ -95,7 +95,14 @@ class JobTracker final : public Collector {
   void describeRanks(Job& job, SampleBatch& out);
 
   Job* jobOf(uint32_t pid);
-  Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out);
+  // A dataloader SENDER with no job label joins the live job of a sibling sender (see
+  // launcherOf); other processes make a job of their own.
+  Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out,
+              bool sender = false);
+  // "PID:START" of the process that forked STAT's process, where that parent launches one job's
+  // processes; empty where it launches unrelated work (init, a service manager, a session
+  // leader such as an interactive shell, tmux or sshd).
+  std::string launcherOf(const ProcStat& stat);
   void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
   void discover(int64_t now_ms, SampleBatch& out);
   // PARENTS: every process's (pid, ppid), read once per discovery tick for all jobs (null on
@@ -116,6 +123,8 @@ class JobTracker final : public Collector {
   std::string socket_error_;
   std::shared_ptr<const DeviceTree> tree_;
   std::map<std::string, Job> jobs_;
+  // Launcher ("PID:START") -> the key of the job its senders make, while that job lives.
+  std::map<std::string, std::string> launcher_jobs_;
   uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached
   bool said_refused_ = false;
   uint64_t ticks_ = 0;

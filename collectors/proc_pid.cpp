@@ -44,6 +44,7 @@ std::optional<ProcStat> parseProcStat(std::string_view text, std::string* why) {
   }
   // Field numbers as in proc.rst table 1-4 (1-based, pid = 1, comm = 2, state = 3).
   const auto ppid = parseUnsigned(f[1]);         // 4
+  const auto session = parseUnsigned(f[3]);      // 6
   const auto utime = parseUnsigned(f[11]);       // 14
   const auto stime = parseUnsigned(f[12]);       // 15
   const auto threads = parseUnsigned(f[17]);     // 20
@@ -58,6 +59,7 @@ std::optional<ProcStat> parseProcStat(std::string_view text, std::string* why) {
   s.comm = std::string(text.substr(open + 1, close - open - 1));
   s.state = f[0][0];
   s.ppid = static_cast<uint32_t>(*ppid);
+  if (session && *session <= UINT32_MAX) s.session = static_cast<uint32_t>(*session);
   s.utime_ticks = *utime;
   s.stime_ticks = *stime;
   s.num_threads = static_cast<uint32_t>(*threads);

@@ -13,9 +13,13 @@ tsan=${TSAN_BUILD_DIR:-$root/build-tsan}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# -O1 and line tables only, as the sanitizers' own docs advise: reports keep file and line,
+# and the two builds take about a fifth less time than -O2 -g.
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
+       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG")
 
 echo "== ASan+UBSan: build"
-CC=clang CXX=clang++ cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$asan" "${flags[@]}" -DSTALLWATCH_FUZZ=ON \
   -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
 cmake --build "$asan" -j "$(nproc)" --target stallwatch_unit_tests stallwatch > "$asan/build.log" 2>&1 ||
   { tail -30 "$asan/build.log"; exit 1; }
@@ -31,10 +35,11 @@ echo "== ASan+UBSan: fuzzing, ${fuzz_seconds}s per harness"
 FUZZ_BUILD_DIR=$asan "$root/scripts/fuzz.sh" "$fuzz_seconds"
 
 echo "== TSan: build"
-CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_TSAN=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" "${flags[@]}" -DSTALLWATCH_TSAN=ON \
   -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
-cmake --build "$tsan" -j "$(nproc)" --target stallwatch_unit_tests > "$tsan/build.log" 2>&1 || { tail -30 "$tsan/build.log"; exit 1; }
+# Only the binary of the threaded parts' tests: the rest of the unit tests and the CLI are
+# single-threaded and not built here.
+cmake --build "$tsan" -j "$(nproc)" --target stallwatch_threaded_tests > "$tsan/build.log" 2>&1 || { tail -30 "$tsan/build.log"; exit 1; }
 echo "== TSan: threaded parts"
-"$tsan/tests/stallwatch_unit_tests" --gtest_brief=1 \
-  --gtest_filter='HookRunner*:HealthMonitor*:Store*:Writer*:SampleWriter*:LiveCorrelator*:SmartctlCollector*'
+"$tsan/tests/stallwatch_threaded_tests" --gtest_brief=1
 echo "sanitizers: no findings"

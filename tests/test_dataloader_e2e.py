@@ -107,6 +107,42 @@ class DataloaderE2E(unittest.TestCase):
         self.assertAlmostEqual(listing[0]["data_wait_share"], 1.0 / 1.4, delta=0.03)
         self.assertGreater(listing[0]["steps_per_second"], 5)
 
+    def test_senders_of_one_launcher_are_one_job(self):
+        # Two launchers fork short-lived senders: 40 and 10, overlapping, each sender a datagram
+        # then 1 s of life. A third launcher runs in a session of its own (as an interactive
+        # shell does): its 3 senders stay jobs of their own. Before, every sender was a job.
+        launcher = """
+import os, socket, sys, time
+n, path = int(sys.argv[1]), sys.argv[2]
+for i in range(n):
+    if os.fork() == 0:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"stallwatch.dataloader.steps:1|c", path)
+        time.sleep(1.0)
+        os._exit(0)
+    time.sleep(0.05)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+time.sleep(0.5)
+"""
+        agent = self.start_agent()
+        runs = [subprocess.Popen([sys.executable, "-c", launcher, str(n), self.sock], start_new_session=own)
+                for n, own in ((40, False), (10, False), (3, True))]
+        for r in runs:
+            self.assertEqual(r.wait(timeout=30), 0)
+        time.sleep(0.5)
+        self.stop_agent(agent)
+        with sqlite3.connect(self.db) as db:
+            jobs = db.execute("SELECT job_key FROM jobs").fetchall()
+            steps = dict(db.execute("SELECT j.job_key, sum(s.steps) FROM job_samples s "
+                                    "JOIN jobs j USING (job_id) GROUP BY j.job_key").fetchall())
+        # One job per launcher that is not a session leader, one per sender of the one that is.
+        self.assertEqual(len(jobs), 2 + 3, jobs)
+        self.assertEqual(sorted(steps.values())[-2:], [10, 40], steps)
+
     def test_hostile_datagrams_are_counted_and_memory_stays_bounded(self):
         agent = self.start_agent()
         client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
