@@ -93,6 +93,7 @@ std::string readableSignal(const std::string& signal) {
       {"cpu_some", "CPU pressure: share of time some task waited"},
       {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
       {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
+      {"neighbour_bytes_per_s", "another cgroup's reads and writes on it (bytes/s)"},
       {"job_d_state_threads", "the job's threads in uninterruptible I/O wait"},
       {"workers_cpu", "dataloader workers' CPU (cores)"},
       {"gpu_util_percent", "GPU utilisation (%)"},

@@ -169,6 +169,18 @@ std::string renderText(const std::vector<JobReport>& reports) {
           static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0, timeText(idle->start_ms),
           timeText(idle->end_ms).substr(11), idle->workers_cpu, idle->read_bytes_per_s / 1e6);
     }
+    for (const auto& w : r.analysis.outside_loop) {
+      out += fmt::format(
+          "  no steps    {:.0f} s ({} .. {}): the job sent no step while its workers kept working "
+          "({:.2f} cores, {:.1f} MB/s read; before: {:.2f} cores, {:.1f} MB/s){}: a phase outside "
+          "its training loop, such as an evaluation; not a stall\n",
+          static_cast<double>(w.end_ms - w.start_ms) / 1000.0, timeText(w.start_ms),
+          timeText(w.end_ms).substr(11), w.workers_cpu, w.read_bytes_per_s / 1e6,
+          w.workers_cpu_before, w.read_bytes_per_s_before / 1e6,
+          w.gpu_share
+              ? fmt::format(", its GPUs at {:.0f} % of their training work", *w.gpu_share * 100)
+              : std::string());
+    }
     // Said, not smoothed over: an interval that was never written is not an interval that was
     // healthy.
     for (const auto& g : r.gaps) {
@@ -183,6 +195,16 @@ std::string renderText(const std::vector<JobReport>& reports) {
       for (const auto* target : {&inc.device, &inc.physical_device}) {
         if (auto it = r.served_by.find(*target); it != r.served_by.end())
           out += "      " + *target + " is " + it->second + "\n";
+      }
+      // Who else used the device, in words: "loop0 was also serving /neighbour at 180.0 MB/s".
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kNeighbour = "neighbour_bytes_per_s ";
+        if (!e.signal.starts_with(kNeighbour)) continue;
+        const std::string rest = e.signal.substr(kNeighbour.size());
+        const size_t space = rest.find(' ');
+        out += fmt::format("      {} was also serving {} at {:.1f} MB/s (before: {:.1f} MB/s)\n",
+                           rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
+                           e.baseline / 1e6);
       }
       if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
         out += "      " + ranks + "\n";
@@ -236,6 +258,20 @@ std::string renderText(const std::vector<JobReport>& reports) {
 }
 
 namespace {
+
+nlohmann::json outsideLoopJson(const std::vector<correlator::WorkSpan>& spans) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& w : spans) {
+    out.push_back({{"start_ms", w.start_ms},
+                   {"end_ms", w.end_ms},
+                   {"workers_cpu", w.workers_cpu},
+                   {"workers_cpu_before", w.workers_cpu_before},
+                   {"read_bytes_per_second", w.read_bytes_per_s},
+                   {"read_bytes_per_second_before", w.read_bytes_per_s_before},
+                   {"gpu_share", w.gpu_share ? nlohmann::json(*w.gpu_share) : nlohmann::json()}});
+  }
+  return out;
+}
 
 nlohmann::json idleJson(const std::optional<correlator::IdleSpan>& idle) {
   if (!idle) return nullptr;
@@ -295,6 +331,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
          {"gpu_seconds_lost_by_class", lost},
          {"blips", r.analysis.blips},
          {"idle_at_exit", idleJson(r.analysis.idle_at_exit)},
+         {"outside_loop", outsideLoopJson(r.analysis.outside_loop)},
          {"incidents", incidents},
          {"ranks", ranks},
          {"gaps", gaps},

@@ -176,6 +176,109 @@ CgroupReading CgroupReader::read(const fs::path& dir) const {
   return r;
 }
 
+std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgroups) const {
+  std::map<fs::path, std::vector<IoStat>> out;
+  if (base_.empty()) return out;
+  std::vector<fs::path> todo{base_};
+  size_t seen = 0;
+  while (!todo.empty() && seen < max_cgroups) {
+    const fs::path dir = std::move(todo.back());
+    todo.pop_back();
+    ++seen;
+    bool leaf = true;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        leaf = false;
+        todo.push_back(it->path());
+      }
+    }
+    if (!leaf || dir == base_) continue;
+    if (auto text = readTextFile(dir / "io.stat")) {
+      auto stats = parseIoStat(*text);
+      if (!stats.empty()) out.emplace(dir, std::move(stats));
+    }
+  }
+  return out;
+}
+
+std::string encodeDeviceUsers(const std::vector<DeviceUser>& users) {
+  std::string out;
+  for (const DeviceUser& u : users) {
+    char rates[64];
+    std::snprintf(rates, sizeof rates, "%.0f\t%.0f", u.read_bytes_per_second,
+                  u.write_bytes_per_second);
+    out += (out.empty() ? "" : "\n") + u.device + "\t" + u.cgroup + "\t" + rates;
+  }
+  return out;
+}
+
+std::vector<DeviceUser> parseDeviceUsers(std::string_view text) {
+  std::vector<DeviceUser> out;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    std::string_view f[4];
+    size_t n = 0, at = 0;
+    while (n < 4 && at <= line.size()) {
+      const size_t tab = std::min(line.find('\t', at), line.size());
+      f[n++] = line.substr(at, tab - at);
+      at = tab + 1;
+    }
+    if (n != 4 || f[0].empty() || f[1].empty()) continue;
+    const auto read = parseUnsigned(f[2]), write = parseUnsigned(f[3]);
+    if (!read || !write) continue;
+    out.push_back({std::string(f[0]), std::string(f[1]), static_cast<double>(*read),
+                   static_cast<double>(*write)});
+  }
+  return out;
+}
+
+std::vector<DeviceUser> deviceUsers(const std::map<fs::path, std::vector<IoStat>>& previous,
+                                    const std::map<fs::path, std::vector<IoStat>>& current,
+                                    double elapsed_seconds, const std::set<Devnum>& devices,
+                                    const std::set<fs::path>& exclude, const fs::path& base,
+                                    const std::function<std::string(uint32_t, uint32_t)>& name_of,
+                                    size_t top, double floor) {
+  std::map<Devnum, std::vector<DeviceUser>> by_device;
+  if (!(elapsed_seconds > 0)) return {};
+  for (const auto& [dir, now] : current) {
+    if (exclude.count(dir)) continue;
+    auto before = previous.find(dir);
+    if (before == previous.end()) continue;
+    for (const IoStat& n : now) {
+      const Devnum dev{n.major, n.minor};
+      if (!devices.count(dev)) continue;
+      for (const IoStat& b : before->second) {
+        if (b.major != n.major || b.minor != n.minor) continue;
+        DeviceUser u;
+        u.read_bytes_per_second =
+            perSecond(static_cast<double>(forwardDelta(b.rbytes, n.rbytes)), elapsed_seconds)
+                .value_or(0);
+        u.write_bytes_per_second =
+            perSecond(static_cast<double>(forwardDelta(b.wbytes, n.wbytes)), elapsed_seconds)
+                .value_or(0);
+        if (u.bytes_per_second() < floor) break;
+        u.device = name_of(n.major, n.minor);
+        if (u.device.empty()) u.device = std::to_string(n.major) + ":" + std::to_string(n.minor);
+        u.cgroup = "/" + dir.lexically_relative(base).string();
+        by_device[dev].push_back(std::move(u));
+        break;
+      }
+    }
+  }
+  std::vector<DeviceUser> out;
+  for (auto& [dev, users] : by_device) {
+    std::sort(users.begin(), users.end(), [](const DeviceUser& a, const DeviceUser& b) {
+      return a.bytes_per_second() > b.bytes_per_second();
+    });
+    if (users.size() > top) users.resize(top);
+    out.insert(out.end(), users.begin(), users.end());
+  }
+  return out;
+}
+
 CgroupFigures cgroupFigures(const std::map<fs::path, CgroupReading>& previous,
                             const std::map<fs::path, CgroupReading>& current,
                             double elapsed_seconds) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,34 @@ std::string describeIoLimits(const std::vector<IoLimit>& limits, const std::stri
                              const std::function<std::string(uint32_t, uint32_t)>& name_of);
 std::string describeCpuLimit(const std::optional<CpuMax>& cpu, const std::string& where);
 
+// Who else used a device over an interval: one cgroup's reads and writes on it (issue 16's
+// noisy neighbours), from the io.stat of the cgroups where processes live.
+struct DeviceUser {
+  std::string device;  // its name in the device tree
+  std::string cgroup;  // its path under the cgroup2 mount: "/system.slice/backup.service"
+  double read_bytes_per_second = 0;
+  double write_bytes_per_second = 0;
+  double bytes_per_second() const { return read_bytes_per_second + write_bytes_per_second; }
+  bool operator==(const DeviceUser&) const = default;
+};
+// As stored, one user a line: "DEVICE<TAB>CGROUP<TAB>READ<TAB>WRITE" (bytes/s). The parser
+// skips lines it cannot read.
+std::string encodeDeviceUsers(const std::vector<DeviceUser>& users);
+std::vector<DeviceUser> parseDeviceUsers(std::string_view text);
+
+using Devnum = std::pair<uint32_t, uint32_t>;
+// The heaviest users of each device in DEVICES between two readings of the leaf cgroups'
+// io.stat (by directory), leaving out the cgroups in EXCLUDE (the job's own): at most TOP per
+// device, each at least FLOOR bytes/s, heaviest first. BASE is the cgroup2 mount (stripped
+// from the names); NAME_OF names a device.
+std::vector<DeviceUser> deviceUsers(
+    const std::map<std::filesystem::path, std::vector<IoStat>>& previous,
+    const std::map<std::filesystem::path, std::vector<IoStat>>& current, double elapsed_seconds,
+    const std::set<Devnum>& devices, const std::set<std::filesystem::path>& exclude,
+    const std::filesystem::path& base,
+    const std::function<std::string(uint32_t, uint32_t)>& name_of, size_t top = 3,
+    double floor = 1e6);
+
 // Reads the cgroups of the jobs' processes under the cgroup2 mount of ROOT.
 class CgroupReader {
  public:
@@ -85,6 +114,11 @@ class CgroupReader {
   // cgroup, which is the node's).
   std::optional<std::filesystem::path> cgroupOf(uint32_t pid) const;
   CgroupReading read(const std::filesystem::path& dir) const;
+  // The io.stat of every leaf cgroup (one without child cgroups: where processes are), by
+  // directory, walking at most MAX_CGROUPS cgroups; only those with I/O on some device. Its
+  // files live in memory: no disk is touched.
+  std::map<std::filesystem::path, std::vector<IoStat>> leafIoStats(size_t max_cgroups) const;
+  const std::filesystem::path& base() const { return base_; }
 
  private:
   std::filesystem::path proc_;

@@ -14,6 +14,8 @@ namespace stallwatch::collectors {
 namespace {
 
 constexpr int kMaxAncestorDepth = 64;
+// The cgroup tree walked for who else uses the jobs' devices: a bound on a node with thousands.
+constexpr size_t kMaxCgroupsWalked = 1024;
 constexpr size_t kMaxCmdlineBytes = 512;
 
 std::string joinCmdline(const std::vector<std::string>& args) {
@@ -280,9 +282,11 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
         ++files_per_device[d->name];
     }
   }
+  job.devices.clear();
   for (const auto& [name, count] : files_per_device) {
     const BlockDevice* d = tree_->find(name);
     out.job_devices.push_back({job.description.key, name, *d->major, *d->minor, {}, count});
+    job.devices.insert({*d->major, *d->minor});
     // Under a block device, the physical devices at the bottom of its stack; under an overlay
     // (a container's files), every layer down, so that the loop device it sits on is named too.
     const auto below_list =
@@ -291,6 +295,7 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
       const BlockDevice* p = tree_->find(below);
       if (below == name || !p || !p->major) continue;
       out.job_devices.push_back({job.description.key, below, *p->major, *p->minor, name, count});
+      job.devices.insert({*p->major, *p->minor});
     }
   }
 }
@@ -401,6 +406,14 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
               std::to_string(options_.max_jobs) +
               " jobs at once: further processes are not tracked (their datagrams are counted, "
               "not attributed)";
+  }
+  // Who else uses the jobs' devices: the leaf cgroups' io.stat, once per discovery period.
+  std::map<std::filesystem::path, std::vector<IoStat>> leaf_io;
+  double leaf_elapsed = 0;
+  if (discovery && cgroups_.available()) {
+    leaf_io = cgroups_.leafIoStats(kMaxCgroupsWalked);
+    leaf_elapsed =
+        leaf_io_ns_ != 0 ? static_cast<double>(tick.monotonic_ns - leaf_io_ns_) / 1e9 : 0;
   }
   // Attributed now, before exited members are pruned: a process sends its last datagram as
   // it finishes, and it may be gone by this tick.
@@ -517,7 +530,18 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });
     if (any_root) readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
-    if (discovery && any_root) scanOpenFiles(job, out);
+    if (discovery && any_root) {
+      scanOpenFiles(job, out);
+      if (!leaf_io_.empty() && !job.devices.empty()) {
+        sample.neighbour_io =
+            encodeDeviceUsers(deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
+                                          cgroups_.base(), [&](uint32_t major, uint32_t minor) {
+                                            const BlockDevice* d =
+                                                tree_ ? tree_->findByDevnum(major, minor) : nullptr;
+                                            return d ? d->name : std::string();
+                                          }));
+      }
+    }
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;
     if (job.changed || !any_root) {
       out.job_updates.push_back(job.description);
@@ -544,6 +568,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     }
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
+  }
+  if (discovery && cgroups_.available()) {
+    leaf_io_ = std::move(leaf_io);
+    leaf_io_ns_ = tick.monotonic_ns;
   }
   // A launcher's entry goes with the launcher, once its job has ended.
   std::erase_if(launcher_jobs_, [&](const auto& entry) {

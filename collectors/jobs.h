@@ -82,6 +82,8 @@ class JobTracker final : public Collector {
     // The cgroups of its root processes (refreshed on discovery ticks) and their last reading.
     std::set<std::filesystem::path> cgroups;
     std::map<std::filesystem::path, CgroupReading> cgroup_readings;
+    // The devices its files are on and those below them, from the last scan of its open files.
+    std::set<Devnum> devices;
   };
   struct Totals;  // one rank's (or the job's) figures for an interval
 
@@ -123,6 +125,10 @@ class JobTracker final : public Collector {
   std::string socket_error_;
   std::shared_ptr<const DeviceTree> tree_;
   std::map<std::string, Job> jobs_;
+  // The leaf cgroups' io.stat at the last discovery tick, and when: who else uses the jobs'
+  // devices is read every discovery period, not every tick (a walk of the cgroup tree).
+  std::map<std::filesystem::path, std::vector<IoStat>> leaf_io_;
+  int64_t leaf_io_ns_ = 0;
   // Launcher ("PID:START") -> the key of the job its senders make, while that job lives.
   std::map<std::string, std::string> launcher_jobs_;
   uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached

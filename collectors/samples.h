@@ -147,6 +147,9 @@ struct JobSample {
   std::optional<double> cgroup_limited_read_bytes_per_second;
   std::optional<double> cgroup_read_limit_bytes_per_second;
   std::string cgroup_limits;  // the limits in force at this tick (JobDescription's wording)
+  // Who else read or wrote the job's devices (other leaf cgroups, heaviest first), as
+  // encodeDeviceUsers writes it ("" for none); read on discovery ticks only, none on others.
+  std::optional<std::string> neighbour_io;
 };
 
 // One rank of a job that runs several (a synchronous data-parallel run: one process per

@@ -44,6 +44,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   s.cgroup_limited_read_bytes_per_s[i] = j.cgroup_limited_read_bytes_per_second;
   s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;
   s.cgroup_limits[i] = j.cgroup_limits;
+  s.neighbour_io[i] = j.neighbour_io.value_or("");
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
@@ -54,6 +55,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
       d.r_await_ms[i] = disk.rates.r_await_ms;
       d.w_await_ms[i] = disk.rates.w_await_ms;
       d.aqu_sz[i] = disk.rates.aqu_sz;
+      d.write_bytes_per_s[i] = disk.rates.write_bytes_per_second;
       break;
     }
   }
@@ -85,8 +87,9 @@ size_t LiveCorrelator::tailMargin() const {
 
 void LiveCorrelator::recordHostDisks(const collectors::SampleBatch& b) {
   for (const auto& disk : b.disks) {
-    host_disks_[disk.device].push_back(
-        {b.wall_time_ms, disk.rates.r_await_ms, disk.rates.w_await_ms, disk.rates.aqu_sz});
+    host_disks_[disk.device].push_back({b.wall_time_ms, disk.rates.r_await_ms,
+                                        disk.rates.w_await_ms, disk.rates.aqu_sz,
+                                        disk.rates.write_bytes_per_second});
   }
   // Kept only as far back as an analysis can look: the tail margin before now, or before the
   // start of the oldest open incident. (~30 disks x 265 intervals: 0.4 MB while all is well.)
@@ -117,6 +120,7 @@ bool LiveCorrelator::fillFromHost(const JobSeries& s, DeviceSeries& d, size_t fr
     d.r_await_ms[i] = at->r_await_ms;
     d.w_await_ms[i] = at->w_await_ms;
     d.aqu_sz[i] = at->aqu_sz;
+    d.write_bytes_per_s[i] = at->write_bytes_per_s;
     any = true;
   }
   return any;

@@ -95,7 +95,7 @@ class LiveCorrelator {
   // the job's (the post-mortem reads the same from the recording).
   struct DiskPoint {
     int64_t ts_ms = 0;
-    std::optional<double> r_await_ms, w_await_ms, aqu_sz;
+    std::optional<double> r_await_ms, w_await_ms, aqu_sz, write_bytes_per_s;
   };
   void recordHostDisks(const collectors::SampleBatch& batch);
   // How far before an open stall (or now) the analysis looks: twice the baseline window, the

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <map>
 
+#include "collectors/job_cgroup.h"
 #include "correlator/evidence.h"
 #include "correlator/straggler.h"
 #include "correlator/wait_channel.h"
@@ -64,6 +66,64 @@ std::string limitText(const std::string& limits, const std::string& kind) {
     at = end + 2;
   }
   return kind;
+}
+
+// Two devices wrote alike over a checkpoint when the lesser wrote at least this share of the
+// greater (a loop device and the disk under it: the same bytes, flushed in bursts).
+constexpr double kAlikeShare = 0.75;
+
+// Devices stacked on others: their writes reach a disk below.
+bool stacked(const std::string& name) {
+  for (const char* prefix : {"loop", "dm-", "md", "nbd", "rbd", "drbd", "/"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// A neighbour's use of the device named is evidence when it is at least this many bytes/s
+// and twice what the same cgroup did before the stall.
+constexpr double kNeighbourFloor = 10e6;
+
+// Who else used the device the stall names (or the disk under it): the heaviest other cgroup
+// over the stall and the interval before it (the cgroups are read every few seconds), against
+// what that cgroup did in the baseline intervals where it was seen (0 where it was not).
+void addNeighbour(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
+  if (s.neighbour_io.empty()) return;
+  auto onTarget = [&](const collectors::DeviceUser& u) {
+    return u.device == inc.device ||
+           (!inc.physical_device.empty() && u.device == inc.physical_device);
+  };
+  std::map<std::pair<std::string, std::string>, double> during;  // (device, cgroup) -> max
+  const size_t from = inc.first > 0 ? inc.first - 1 : 0;
+  for (size_t i = from; i <= inc.last && i < s.neighbour_io.size(); ++i) {
+    for (const auto& u : collectors::parseDeviceUsers(s.neighbour_io[i])) {
+      if (!onTarget(u)) continue;
+      double& m = during[{u.device, u.cgroup}];
+      m = std::max(m, u.bytes_per_second());
+    }
+  }
+  if (during.empty()) return;
+  const auto heaviest =
+      std::max_element(during.begin(), during.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<double> before;
+  for (size_t i : base) {
+    if (i >= s.neighbour_io.size()) continue;
+    for (const auto& u : collectors::parseDeviceUsers(s.neighbour_io[i])) {
+      if (u.device == heaviest->first.first && u.cgroup == heaviest->first.second)
+        before.push_back(u.bytes_per_second());
+    }
+  }
+  double baseline = 0;
+  if (!before.empty()) {
+    std::nth_element(before.begin(), before.begin() + static_cast<long>(before.size() / 2),
+                     before.end());
+    baseline = before[before.size() / 2];
+  }
+  const double now = heaviest->second;
+  inc.evidence.push_back(
+      {"neighbour_bytes_per_s " + heaviest->first.first + " " + heaviest->first.second, baseline,
+       now, now >= kNeighbourFloor && now >= 2 * baseline});
 }
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
@@ -210,19 +270,56 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
     inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
-    // The device written to: the job's device whose writes took longest during it; a slow one
-    // shows in the evidence (await before and during).
+    // The device written to: the one that wrote the most over the burst and the stall (a
+    // checkpoint may go to a disk the job never reads). A stacked device (a loop, dm or md
+    // device, a mount) carries its writes down to the disk below, which then writes as much:
+    // where they wrote alike, the stacked one is named and the other is its physical disk.
     const DeviceSeries* target = nullptr;
-    double slowest = -1;
-    for (const DeviceSeries& d : s.devices) {
-      if (!d.job_reads || !d.direct()) continue;
-      const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
-      if (w && *w > slowest) {
-        slowest = *w;
-        target = &d;
+    const DeviceSeries* below = nullptr;
+    double most = 0;
+    auto bytesWritten = [&](const DeviceSeries& d) {
+      double sum = 0;
+      for (size_t i : around) sum += at(d.write_bytes_per_s, i).value_or(0.0);
+      return sum;
+    };
+    for (const DeviceSeries& d : s.devices) most = std::max(most, bytesWritten(d));
+    if (most > 0) {
+      for (const DeviceSeries& d : s.devices) {
+        if (bytesWritten(d) < kAlikeShare * most) continue;
+        if (!target || (stacked(d.name) && !stacked(target->name))) {
+          if (target && !stacked(target->name)) below = target;
+          target = &d;
+        } else if (!stacked(d.name) && !below) {
+          below = &d;
+        }
+      }
+    } else {
+      // Recordings without device write figures: the job's device whose writes took longest.
+      double slowest = -1;
+      for (const DeviceSeries& d : s.devices) {
+        if (!d.job_reads || !d.direct()) continue;
+        const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
+        if (w && *w > slowest) {
+          slowest = *w;
+          target = &d;
+        }
       }
     }
-    if (target) inc.device = target->name;
+    if (target) {
+      inc.device = target->name;
+      if (below && below != target) inc.physical_device = below->name;
+      Check device_writes = compare(
+          "write_bytes_per_s " + target->name, base, inc.first, inc.last,
+          [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
+          cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+      // A write limit on the job's cgroup for that device held the checkpoint back: named.
+      const std::string io_limits = limitText(limits, "io.max");
+      if (io_limits.find("(" + target->name + ")") != std::string::npos &&
+          io_limits.find("wbps=") != std::string::npos) {
+        device_writes.item.signal += " under " + io_limits;
+      }
+      add(device_writes);
+    }
     return;
   }
   // A limit on the job's own cgroup that it ran into explains a device that looks slow above
@@ -256,6 +353,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
       }
     }
     inc.confidence = confidence(best->share);
+    addNeighbour(s, base, inc);
     return;
   }
   if (io.item.supports || dstate.item.supports) {
@@ -403,6 +501,55 @@ void separateIdleAtExit(const JobSeries& s, Analysis& a) {
   a.incidents.pop_back();
 }
 
+// Incidents during which a job judged by its steps sent (almost) none, while its workers kept
+// computing (half their CPU before or more) and reading (a quarter of their reads before or more):
+// a phase outside the reported loop (an evaluation), moved to OUTSIDE_LOOP. A job hung or starved
+// stops reading or computing too, and stays a stall.
+void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
+  if (a.progress_signal != ProgressSignal::kSteps) return;
+  constexpr double kCpuShare = 0.5, kReadShare = 0.25, kBusyCores = 0.1;
+  std::vector<Incident> kept;
+  for (Incident& inc : a.incidents) {
+    // Silent: no step in three intervals of four or more (the first and last may hold the
+    // steps before and after the phase).
+    size_t quiet = 0;
+    for (size_t i = inc.first; i <= inc.last; ++i) quiet += at(s.steps, i).has_value() ? 0 : 1;
+    const bool silent = 4 * quiet >= 3 * (inc.last - inc.first + 1);
+    std::vector<size_t> base;
+    const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
+    for (size_t i = from; i < inc.first; ++i) {
+      if (!a.stalled[i]) base.push_back(i);
+    }
+    std::vector<size_t> during;
+    for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
+    auto medianOf = [&](const Series& x, const std::vector<size_t>& idx) {
+      return evidence::medianOver(idx, [&](size_t i) { return at(x, i); });
+    };
+    const auto cpu_before = medianOf(s.workers_cpu, base), cpu = medianOf(s.workers_cpu, during);
+    const auto reads_before = medianOf(s.read_bytes_per_s, base),
+               reads = medianOf(s.read_bytes_per_s, during);
+    // Only where storage, a limit or the CPU does not explain the silence.
+    const bool working = silent && inc.cls == StallClass::kNotStorage && !base.empty() &&
+                         cpu_before && cpu && reads_before && reads && *cpu_before > kBusyCores &&
+                         *cpu >= kCpuShare * *cpu_before && *reads >= kReadShare * *reads_before;
+    if (!working) {
+      kept.push_back(std::move(inc));
+      continue;
+    }
+    WorkSpan w{inc.start_ms, inc.end_ms, *cpu, *cpu_before, *reads, *reads_before, std::nullopt};
+    const Series& gpu =
+        s.gpu_count > 0 && std::any_of(s.gpu_work_percent.begin(), s.gpu_work_percent.end(),
+                                       [](const auto& v) { return v.has_value(); })
+            ? s.gpu_work_percent
+            : s.gpu_util_percent;
+    const auto gpu_before = medianOf(gpu, base), gpu_during = medianOf(gpu, during);
+    if (gpu_before && gpu_during && *gpu_before > 0) w.gpu_share = *gpu_during / *gpu_before;
+    a.outside_loop.push_back(w);
+    a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
+  }
+  a.incidents = std::move(kept);
+}
+
 }  // namespace
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
@@ -473,6 +620,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
     }
     i = j;
   }
+  separateOutsideTheLoop(s, cfg, a);
   separateIdleAtExit(s, a);
   return a;
 }

@@ -91,9 +91,21 @@ struct IdleSpan {
   double read_bytes_per_s = 0;  // median over the span
 };
 
+// A phase outside the loop the job reports from: it sent no step at all while its processes
+// kept working (its workers' CPU and reads near their training level), as an evaluation
+// does. The steps cannot judge it, so it is not a stall (issue 16: a 15 s evaluation was a
+// not-storage stall); said with what the job and its GPUs did meanwhile.
+struct WorkSpan {
+  int64_t start_ms = 0, end_ms = 0;
+  double workers_cpu = 0, workers_cpu_before = 0;            // medians, cores
+  double read_bytes_per_s = 0, read_bytes_per_s_before = 0;  // medians
+  std::optional<double> gpu_share;  // the GPUs' work (or utilisation) against before, 0..1+
+};
+
 struct Analysis {
   std::vector<Incident> incidents;
   std::optional<IdleSpan> idle_at_exit;
+  std::vector<WorkSpan> outside_loop;
   uint64_t blips = 0;
   std::vector<bool> stalled;                    // per interval
   std::vector<std::optional<double>> baseline;  // progress baseline per interval

@@ -27,6 +27,7 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   s.forEachSeries([](Series& x) { x.emplace_back(); });
   s.d_state_wchan.resize(s.ts_ms.size());
   s.cgroup_limits.resize(s.ts_ms.size());
+  s.neighbour_io.resize(s.ts_ms.size());
   return s.ts_ms.size() - 1;
 }
 
@@ -49,7 +50,8 @@ DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string
     d.name = name;
     d.via = via;
     d.job_reads = job_reads;
-    for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) x->assign(s.size(), std::nullopt);
+    for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz, &d.write_bytes_per_s})
+      x->assign(s.size(), std::nullopt);
     s.devices.push_back(std::move(d));
   }
   std::stable_sort(
@@ -74,6 +76,7 @@ void dropFront(JobSeries& s, size_t n) {
   dropFrontOf(s.interval_s, n);
   dropFrontOf(s.d_state_wchan, n);
   dropFrontOf(s.cgroup_limits, n);
+  dropFrontOf(s.neighbour_io, n);
   s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
 }
 
@@ -82,7 +85,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   JobSeries t;
   t.gpu_count = s.gpu_count;
   for (const auto& d : s.devices)
-    t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, d.also_direct});
+    t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, {}, d.also_direct});
   for (const auto& r : s.ranks) {
     RankSeries e;
     e.rank = r.rank;
@@ -97,6 +100,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   t.interval_s = from(s.interval_s);
   t.d_state_wchan = from(s.d_state_wchan);
   t.cgroup_limits = from(s.cgroup_limits);
+  t.neighbour_io = from(s.neighbour_io);
   // forEachSeries visits both in the same order.
   std::vector<const Series*> source;
   s.forEachSeries([&](const Series& x) { source.push_back(&x); });

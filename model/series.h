@@ -19,6 +19,7 @@ struct DeviceSeries {
   std::string via;         // the job's files were on VIA, a device stacked on this one
   bool job_reads = false;  // false: on the host, but the job was never seen using it
   Series r_await_ms, w_await_ms, aqu_sz;
+  Series write_bytes_per_s;  // what the device wrote (all writers), to tell where a burst went
   bool also_direct = false;  // with VIA set: files were also seen on this device itself
 
   bool direct() const { return via.empty() || also_direct; }
@@ -74,6 +75,9 @@ struct JobSeries {
   // Where most of the job's D-state threads waited (a kernel function), "" when none did or
   // it is not known; may be shorter than the series (a run read across nodes has none).
   std::vector<std::string> d_state_wchan;
+  // Who else used the job's devices, as stored (collectors' encodeDeviceUsers), on the
+  // intervals where it was read; "" elsewhere. May be shorter than the series.
+  std::vector<std::string> neighbour_io;
   std::vector<DeviceSeries> devices;
   std::vector<RankSeries> ranks;  // two or more, or none
   // When the job's processes had all exited, where the recording says (a post-mortem); none
@@ -104,7 +108,7 @@ struct JobSeries {
       fn(*x);
     }
     for (auto& d : s.devices) {
-      for (auto* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz}) fn(*x);
+      for (auto* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz, &d.write_bytes_per_s}) fn(*x);
     }
     for (auto& r : s.ranks) r.forEachSeries(fn);
   }

@@ -37,18 +37,19 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
                 int64_t from_ms, int64_t to_ms, model::DeviceSeries& d, bool& any) {
   SQLite::Statement q(
       db,
-      "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz FROM disk_samples "
+      "SELECT ts_ms, r_await_ms, w_await_ms, aqu_sz, write_bytes_per_second FROM disk_samples "
       "WHERE device_id = :device_id AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
   q.bind(":device_id", device_id);
   q.bind(":from_ms", from_ms);
   q.bind(":to_ms", to_ms);
   const Columns c(q);
   const int r_await = c.index("r_await_ms"), w_await = c.index("w_await_ms"),
-            aqu = c.index("aqu_sz");
+            aqu = c.index("aqu_sz"), written = c.index("write_bytes_per_second");
   mergeByTime(q, ts, [&](size_t i) {
     d.r_await_ms[i] = optionalReal(q.getColumn(r_await));
     d.w_await_ms[i] = optionalReal(q.getColumn(w_await));
     d.aqu_sz[i] = optionalReal(q.getColumn(aqu));
+    d.write_bytes_per_s[i] = optionalReal(q.getColumn(written));
     any = true;
   });
 }
@@ -328,6 +329,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
                              "cgroup_cpu_throttled_ratio, NULL AS "
                              "cgroup_limited_read_bytes_per_second, NULL AS "
                              "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
+            (version_ >= 9 ? ", neighbour_io" : ", NULL AS neighbour_io") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
             "ORDER BY ts_ms");
     q.bind(":job_id", job.job_id);
@@ -343,7 +345,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
               cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
               cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
-              cg_limits_c = c.index("cgroup_limits");
+              cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io");
     // The limits are written when they change: those in force when the range starts come from
     // the last row before it that names them.
     std::string limits_in_force;
@@ -378,6 +380,8 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       if (!q.getColumn(cg_limits_c).isNull())
         limits_in_force = q.getColumn(cg_limits_c).getString();
       s.cgroup_limits[i] = limits_in_force;
+      if (!q.getColumn(neighbour_c).isNull())
+        s.neighbour_io[i] = q.getColumn(neighbour_c).getString();
     }
   }
   const size_t n = s.ts_ms.size();

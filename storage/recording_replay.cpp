@@ -35,13 +35,9 @@ class Cursor {
 
   // The current row's column NAME. Names are looked up once per call site: the same literal
   // is the same pointer, so the cache is a few pointer comparisons per column.
-  SQLite::Column column(const char* name) {
-    for (const auto& [n, i] : indices_) {
-      if (n == name) return st_.getColumn(i);
-    }
-    indices_.emplace_back(name, st_.getColumnIndex(name));
-    return st_.getColumn(indices_.back().second);
-  }
+  SQLite::Column column(const char* name) { return st_.getColumn(indexOf(name)); }
+  // Whether the recording's schema has column NAME (SELECT * of an older one lacks it).
+  bool has(const char* name) { return indexOf(name) >= 0; }
   double real(const char* name) { return column(name).getDouble(); }
   int64_t int64(const char* name) { return column(name).getInt64(); }
   std::string text(const char* name) {
@@ -61,7 +57,20 @@ class Cursor {
   SQLite::Statement st_;
   int ts_;
   bool has_row_ = false;
-  std::vector<std::pair<const char*, int>> indices_;
+  std::vector<std::pair<const char*, int>> indices_;  // -1: no such column
+
+  int indexOf(const char* name) {
+    for (const auto& [n, i] : indices_) {
+      if (n == name) return i;
+    }
+    int i = -1;
+    try {
+      i = st_.getColumnIndex(name);
+    } catch (const SQLite::Exception&) {
+    }
+    indices_.emplace_back(name, i);
+    return i;
+  }
 };
 
 collectors::DiskSample diskRow(Cursor& r) {
@@ -135,6 +144,18 @@ collectors::JobSample jobRow(Cursor& r) {
   j.rchar_per_second = r.optionalReal("rchar_per_second");
   j.read_syscalls_per_second = r.optionalReal("read_syscalls_per_second");
   j.samples = r.optionalInt<uint64_t>("samples");
+  // The job's own cgroup (schema 8) and its neighbours (schema 9), where recorded. The limits'
+  // wording is written only when it changes, so it is not replayed.
+  if (r.has("cgroup_io_some")) {
+    j.cgroup_io_some = r.optionalReal("cgroup_io_some");
+    j.cgroup_cpu_some = r.optionalReal("cgroup_cpu_some");
+    j.cgroup_memory_some = r.optionalReal("cgroup_memory_some");
+    j.cgroup_cpu_throttled_ratio = r.optionalReal("cgroup_cpu_throttled_ratio");
+    j.cgroup_limited_read_bytes_per_second = r.optionalReal("cgroup_limited_read_bytes_per_second");
+    j.cgroup_read_limit_bytes_per_second = r.optionalReal("cgroup_read_limit_bytes_per_second");
+  }
+  if (r.has("neighbour_io") && !r.column("neighbour_io").isNull())
+    j.neighbour_io = r.text("neighbour_io");
   return j;
 }
 

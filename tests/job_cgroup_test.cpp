@@ -28,6 +28,51 @@ TEST(Cgroup, ParsesIoMaxAndIoStat) {
   EXPECT_EQ(stats[1].rbytes, 0u);  // a value it cannot read is 0, the line kept
 }
 
+// Who else used a device: the leaf cgroups' io.stat, twice, a second apart. The job's own
+// cgroup and the devices it does not use are left out; the heaviest comes first; a cgroup with
+// children is not named (its children are).
+TEST(Cgroup, DeviceUsersAreTheOtherLeafCgroupsOnTheJobsDevices) {
+  testing::ScratchDir dir;
+  const auto root = dir.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  const auto cg = root / "sys/fs/cgroup";
+  auto stat = [&](const char* where, uint64_t vda_read, uint64_t vdb_read) {
+    testing::writeFile(cg / where / "io.stat",
+                       "254:0 rbytes=" + std::to_string(vda_read) + " wbytes=4096 rios=1 wios=1\n" +
+                           "254:16 rbytes=" + std::to_string(vdb_read) + " wbytes=0\n");
+  };
+  stat("job", 0, 0);
+  stat("system.slice/backup.service", 0, 0);
+  stat("system.slice/cron.service", 0, 0);
+  stat("system.slice", 0, 0);  // an inner cgroup: not a leaf
+  const CgroupReader reader(SystemRoot::under(root));
+  ASSERT_TRUE(reader.available());
+  const auto before = reader.leafIoStats(100);
+  EXPECT_EQ(before.size(), 3u) << "job, backup.service and cron.service";
+  stat("job", 900'000'000, 0);
+  stat("system.slice/backup.service", 180'000'000, 50'000'000);
+  stat("system.slice/cron.service", 3'000'000, 0);
+  const auto after = reader.leafIoStats(100);
+  auto name = [](uint32_t, uint32_t minor) { return minor == 0 ? "vda" : "vdb"; };
+  const auto users = deviceUsers(before, after, 1.0, {{254, 0}}, {cg / "job"}, cg, name);
+  ASSERT_EQ(users.size(), 2u);
+  EXPECT_EQ(users[0].cgroup, "/system.slice/backup.service");
+  EXPECT_EQ(users[0].device, "vda");
+  EXPECT_DOUBLE_EQ(users[0].read_bytes_per_second, 180e6);
+  EXPECT_EQ(users[1].cgroup, "/system.slice/cron.service");
+  // Stored and read back as text; a line it cannot read is skipped.
+  const std::string text = encodeDeviceUsers(users);
+  EXPECT_EQ(parseDeviceUsers(text), users);
+  EXPECT_EQ(parseDeviceUsers(text + "\nvda\t/x\tnot-a-number\t0\n\n"), users);
+  // At most TOP per device, each at least FLOOR bytes/s.
+  EXPECT_EQ(deviceUsers(before, after, 1.0, {{254, 0}}, {}, cg, name, 1).size(), 1u);
+  EXPECT_EQ(deviceUsers(before, after, 1.0, {{254, 0}}, {}, cg, name, 3, 5e6).size(), 2u)
+      << "the job's own cgroup, when not left out, and the backup";
+  // The cgroups walked are bounded.
+  EXPECT_LE(reader.leafIoStats(2).size(), 1u);
+}
+
 TEST(Cgroup, ParsesCpuMaxCpuStatAndTheV2Path) {
   EXPECT_FALSE(parseCpuMax("max 100000")->quota_us);
   EXPECT_EQ(parseCpuMax("50000 100000")->quota_us, 50000u);

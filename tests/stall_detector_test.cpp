@@ -25,9 +25,9 @@ struct Scenario {
   // its progress signal.
   explicit Scenario(unsigned seed = 42, bool reports_steps = false) : rng(seed) {
     s.gpu_count = 1;
-    DeviceSeries loop1{"loop1", "", true, {}, {}, {}};
-    DeviceSeries vda{"vda", "loop1", true, {}, {}, {}};
-    DeviceSeries sdb{"sdb", "", false, {}, {}, {}};
+    DeviceSeries loop1{"loop1", "", true, {}, {}, {}, {}};
+    DeviceSeries vda{"vda", "loop1", true, {}, {}, {}, {}};
+    DeviceSeries sdb{"sdb", "", false, {}, {}, {}, {}};
     for (size_t i = 0; i < kIntervals; ++i) {
       s.ts_ms.push_back(1'000'000 + static_cast<int64_t>(i) * 1000);
       s.interval_s.push_back(1.0);
@@ -94,6 +94,43 @@ TEST(StallDetector, HealthyNoisyJobHasNoIncident) {
     EXPECT_TRUE(a.incidents.empty()) << "seed " << seed << ": " << a.incidents.size();
     EXPECT_STREQ(model::toString(a.progress_signal), "gpu_util");
   }
+}
+
+// A job judged by its steps sends none for 30 s. While its workers keep computing and reading
+// (an evaluation), that is a phase outside its loop, not a stall; while they stop (a hang), or
+// read next to nothing (a starved loop), it stays a stall.
+TEST(StallDetector, NoStepsWhileTheWorkersWorkIsAPhaseNotAStall) {
+  Scenario eval(42, /*reports_steps=*/true);
+  eval.during([&](size_t i) {
+    eval.s.steps[i] = std::nullopt;
+    eval.s.gpu_util_percent[i] = eval.noise(10, 20);
+    eval.s.read_bytes_per_s[i] = eval.noise(70e6, 90e6);
+  });
+  Analysis a = analyzeJob(eval.s);
+  EXPECT_TRUE(a.incidents.empty());
+  ASSERT_EQ(a.outside_loop.size(), 1u);
+  EXPECT_GT(a.outside_loop[0].workers_cpu, 1.0);
+  EXPECT_LT(*a.outside_loop[0].gpu_share, 0.4);
+  EXPECT_EQ(a.gpu_seconds_lost[static_cast<int>(StallClass::kNotStorage)], 0.0);
+
+  Scenario hang(42, true);
+  hang.during([&](size_t i) {
+    hang.s.steps[i] = std::nullopt;
+    hang.s.workers_cpu[i] = 0.01;
+    hang.s.read_bytes_per_s[i] = 0;
+  });
+  a = analyzeJob(hang.s);
+  EXPECT_EQ(a.incidents.size(), 1u);
+  EXPECT_TRUE(a.outside_loop.empty());
+
+  Scenario starved(42, true);
+  starved.during([&](size_t i) {
+    starved.s.steps[i] = std::nullopt;
+    starved.s.read_bytes_per_s[i] = 4e6;  // a throttled disk: the workers spin on little data
+  });
+  a = analyzeJob(starved.s);
+  EXPECT_EQ(a.incidents.size(), 1u);
+  EXPECT_TRUE(a.outside_loop.empty());
 }
 
 TEST(StallDetector, DiskSlowNamesTheLoopDeviceAndTheDiskUnder) {

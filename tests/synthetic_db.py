@@ -40,7 +40,8 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
     create_schema(db_path)
     db = sqlite3.connect(db_path)
     s0, s1 = stall_at, stall_at + stall_for - 1
-    disk_slow = 1 if stall == "disk-slow" else 0
+    disk_slow = 1 if stall in ("disk-slow", "disk-slow-neighbour") else 0
+    neighbour = 1 if stall == "disk-slow-neighbour" else 0
     throttled = 1 if stall == "io-throttled" else 0
     stalled = 1 if stall else 0
     end_ms = T0_MS + (seconds - 1) * 1000
@@ -62,7 +63,7 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
                (T0_MS, end_ms))
     series = "WITH RECURSIVE t(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM t WHERE i < ?) "
     params = dict(n=seconds - 1, t0=T0_MS, s0=s0, s1=s1, st=stalled, ds=disk_slow, th=throttled,
-                  ie=1 if stall == "idle-exit" else 0)
+                  ie=1 if stall == "idle-exit" else 0, nb=neighbour)
 
     def run(sql):
         db.execute(series.replace("?", ":n") + sql, params)
@@ -79,7 +80,13 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
             CASE WHEN {in_stall} THEN 1 ELSE 9 + abs(random()) % 3 END, NULL,
             CASE WHEN {in_stall} THEN 0.95 ELSE 0.1 END, CASE WHEN {in_stall} THEN 0.05 ELSE 0.85 END,
             (SELECT avg({util}) FROM gpus g), NULL,
-            NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM t""")  # no cgroup of its own
+            NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+            -- who else used loop1, read every 5 intervals: a backup service, at 2 MB/s before and
+            -- 180 MB/s during the stall when the case says so
+            CASE WHEN t.i % 5 != 0 THEN NULL WHEN NOT :nb THEN ''
+                 ELSE 'loop1' || char(9) || '/system.slice/backup.service' || char(9) ||
+                      (CASE WHEN {in_stall} THEN 180000000 ELSE 2000000 END) || char(9) || '0' END
+            FROM t""")  # no cgroup of its own
     run(f"""INSERT INTO gpu_samples SELECT :t0 + t.i * 1000, g.gpu_id, 1000, {util},
             6, NULL, 20000000000, 1980, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM t, gpus g""")
     run(f"""INSERT INTO disk_samples SELECT :t0 + t.i * 1000, d.device_id, 1000, 2000, 50, 8e7, 2e5,
@@ -103,7 +110,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=600)
     ap.add_argument("--gpus", type=int, default=1)
     ap.add_argument("--devices", type=int, default=3)
-    ap.add_argument("--stall", choices=["disk-slow", "io-throttled", "not-storage", "idle-exit"])
+    ap.add_argument("--stall", choices=["disk-slow", "disk-slow-neighbour", "io-throttled", "not-storage",
+                                        "idle-exit"])
     ap.add_argument("--stall-at", type=int, default=300)
     ap.add_argument("--stall-for", type=int, default=30)
     a = ap.parse_args()

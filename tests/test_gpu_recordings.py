@@ -241,8 +241,10 @@ class CgroupRecordings(unittest.TestCase):
     checkpoint (torch.save of 3 GB and a sync) is a checkpoint. Each covers the injected window
     within 2 s at the start, and its lost time agrees with the job's step log within 10 %."""
 
+    directory = "h100-cgroup"
+
     def check(self, run, cls, evidence_prefix):
-        d = os.path.join(RECORDINGS, "h100-cgroup")
+        d = os.path.join(RECORDINGS, self.directory)
         with open(os.path.join(d, f"{run}.window")) as f:
             t_in, t_out = map(int, f.read().split())
         with open(os.path.join(d, f"{run}.steps")) as f:
@@ -283,6 +285,51 @@ class CgroupRecordings(unittest.TestCase):
 
     def test_h100_checkpoint(self):
         self.check("checkpoint", "checkpoint", "job_write_bytes_per_s")
+
+
+class NeighbourRecordings(CgroupRecordings):
+    """Issue 16's runs with a neighbour (tests/gpu/stall_runs.sh neighbour neighbourcpu ckptslow,
+    one H100; the job and its neighbour are two cgroups under /sys/fs/cgroup/stallwatch): a
+    neighbour reading the shared disk hard slows the job's loop device, and the verdict names
+    it; a neighbour burning the CPUs the job does not need makes no incident; a checkpoint to a
+    second disk whose writes the job's cgroup limits is a checkpoint to that disk, under its
+    limit, not to the disk it reads."""
+
+    directory = "h100-neighbours"
+
+    def test_h100_neighbour_reading_the_disk_is_named(self):
+        inc = self.check("neighbour", "disk-slow", "await_ms loop0")
+        self.assertEqual((inc["device"], inc["physical_device"]), ("loop0", "vda"))
+        n = next(e for e in inc["evidence"] if e["signal"].startswith("neighbour_bytes_per_s "))
+        self.assertEqual(n["signal"], "neighbour_bytes_per_s vda /stallwatch/neighbour")
+        self.assertTrue(n["supports"])
+        self.assertGreater(n["during"], 200e6)
+
+    def test_h100_neighbour_loading_the_cpu_is_no_incident(self):
+        self.check("neighbourcpu", None, None)
+
+    def test_h100_evaluation_is_not_a_stall(self):
+        # The job evaluates for 15 s (its own loader, no steps sent): the GPUs do a fifth of
+        # their training work meanwhile, but the job is working, not stalled.
+        d = os.path.join(RECORDINGS, self.directory)
+        with open(os.path.join(d, "eval.window")) as f:
+            t_in, t_out = map(int, f.read().split())
+        tmp = tempfile.mkdtemp(prefix="stallwatch-eval-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        db = os.path.join(tmp, "run.db")
+        shutil.copy(os.path.join(d, "eval.db"), db)
+        report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True,
+                                           text=True, check=True).stdout)[0]
+        self.assertEqual(report["incidents"], [])
+        self.assertEqual(report["goodput"], 1.0)
+        [span] = report["outside_loop"]
+        self.assertLessEqual(abs(span["start_ms"] - t_in), 2000)
+        self.assertLessEqual(abs(span["end_ms"] - t_out), 2000)
+        self.assertLess(span["gpu_share"], 0.5)
+
+    def test_h100_checkpoint_to_a_slowed_second_disk(self):
+        inc = self.check("ckptslow", "checkpoint", "write_bytes_per_s loop1 under io.max 7:1 (loop1) wbps=100.0 MiB/s")
+        self.assertEqual((inc["device"], inc["physical_device"]), ("loop1", "vda"))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,22 @@ class ReportE2E(unittest.TestCase):
         again = json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
         self.assertEqual(len(again), 1)
 
+    def test_disk_slow_names_the_neighbour(self):
+        # The same slow loop1, while a backup service's cgroup read it at 180 MB/s (2 MB/s before):
+        # the verdict stays disk-slow loop1, and says who else it was serving.
+        found = self.incidents("disk-slow-neighbour")
+        self.assertEqual([(f["class"], f["device"]) for f in found], [("disk-slow", "loop1")])
+        ev = {e["signal"]: e for e in found[0]["evidence"]}
+        n = ev["neighbour_bytes_per_s loop1 /system.slice/backup.service"]
+        self.assertEqual((n["baseline"], n["during"], n["supports"]), (2e6, 180e6, True))
+        text = self.sw("report", "--db", self.db)
+        self.assertIn("loop1 was also serving /system.slice/backup.service at 180.0 MB/s (before: 2.0 MB/s)", text)
+        # Without a neighbour recorded, nothing is said of one.
+        os.remove(self.db)
+        found = self.incidents("disk-slow")
+        self.assertFalse([e for e in found[0]["evidence"] if e["signal"].startswith("neighbour")])
+        self.assertNotIn("was also serving", self.sw("report", "--db", self.db))
+
     def test_io_throttled(self):
         found = self.incidents("io-throttled")
         self.assertEqual([i["class"] for i in found], ["io-throttled"])

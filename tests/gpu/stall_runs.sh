@@ -12,6 +12,16 @@
 #   cpumax   from T_IN to T_OUT the job's cgroup gets cpu.max CPU_QUOTA (a CPU quota);
 #   checkpoint  at T_IN the job saves a CKPT_GB checkpoint to the dataset's disk and syncs;
 #            the window is the save's start and end as the job printed them.
+#   ckptslow the same to a second disk (a loop device over an image of its own) whose writes
+#            are slow for the job (io.max wbps=CKPT_BPS on it, writeback charged to the job's
+#            cgroup with the memory controller on);
+#   neighbour the job and a neighbour share the disk under a cap (io.max rbps=SHARED_BPS on
+#            the parent of their two cgroups, as a volume's provisioned throughput); from T_IN to
+#            T_OUT the neighbour reads the same disk hard (4 direct-I/O readers);
+#   neighbourcpu from T_IN to T_OUT a neighbour cgroup burns all CPUs but 10 (the job's need):
+#            the job is unaffected, and there must be no incident;
+#   eval     at T_IN the job evaluates for T_OUT - T_IN s (eval mode, its own loader, no steps
+#            reported), then trains on; the window is the evaluation as the job printed it.
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
 # agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
 # OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
@@ -34,10 +44,22 @@ loop=$("$here/tests/gpu/make_dataset.sh" "$work/data.img" "$work/mnt" 16000) || 
 backing=$(df --output=source "$work" | tail -1)
 disk_dev=$(findmnt -no MAJ:MIN -T "$work" | head -1)
 echo "dataset on $loop; image on $backing ($disk_dev)"
-cg=/sys/fs/cgroup/stallwatch-job
-mkdir -p "$cg"
-echo "+io +cpu" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-cat /sys/fs/cgroup/cgroup.subtree_control
+# The job and its neighbour are two cgroups under one parent (which holds no process itself).
+parent=/sys/fs/cgroup/stallwatch
+cg=$parent/job; ncg=$parent/neighbour
+echo "+io +cpu +memory" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+mkdir -p "$parent"
+echo "+io +cpu +memory" > "$parent/cgroup.subtree_control" 2>/dev/null || true
+mkdir -p "$cg" "$ncg"
+cat "$parent/cgroup.subtree_control"
+# What the neighbour reads: 2 GiB of real blocks on the same disk as the dataset's image.
+head -c 2G /dev/zero > "$work/neighbour.bin"
+# The second disk, for ckptslow: an ext4 image of its own on a loop device.
+truncate -s 6G "$work/ckpt.img"; mkfs.ext4 -q -F "$work/ckpt.img"
+ckpt_loop=$(losetup -f --show "$work/ckpt.img"); mkdir -p "$work/ckpt"; mount "$ckpt_loop" "$work/ckpt"
+ckpt_dev=$(lsblk -ndo MAJ:MIN "$ckpt_loop" | tr -d ' ')
+echo "checkpoint disk $ckpt_loop ($ckpt_dev) at $work/ckpt"
+burners=()
 
 for run in $runs; do
   echo "== run $run"
@@ -46,6 +68,15 @@ for run in $runs; do
   linger_flag=; [ "$case_name" = linger ] && linger_flag="--linger ${LINGER_S:-40}"
   [ "$case_name" = checkpoint ] &&
     linger_flag="--checkpoint-at $((T_IN - 15)) --checkpoint-gb ${CKPT_GB:-3} --checkpoint-dir $work"
+  [ "$case_name" = ckptslow ] &&
+    linger_flag="--checkpoint-at $((T_IN - 15)) --checkpoint-gb ${CKPT_GB:-3} --checkpoint-dir $work/ckpt"
+  [ "$case_name" = eval ] && linger_flag="--eval-at $((T_IN - 15)) --eval-seconds $((T_OUT - T_IN))"
+  echo "$disk_dev rbps=max wbps=max" > "$parent/io.max"
+  echo "$ckpt_dev rbps=max wbps=max" > "$cg/io.max"
+  case $case_name in
+    neighbour) echo "$disk_dev rbps=${SHARED_BPS:-314572800}" > "$parent/io.max"; echo "shared cap: $(cat "$parent/io.max")" ;;
+    ckptslow) echo "$ckpt_dev wbps=${CKPT_BPS:-104857600}" > "$cg/io.max"; echo "checkpoint disk: $(cat "$cg/io.max")" ;;
+  esac
   sync; echo 3 > /proc/sys/vm/drop_caches
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
       --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
@@ -62,6 +93,15 @@ for run in $runs; do
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
     cpumax) echo "${CPU_QUOTA:-50000 100000}" > "$cg/cpu.max"; echo "cpu.max: $(cat "$cg/cpu.max")" ;;
+    neighbour) for k in 1 2 3 4; do
+                 ( echo $BASHPID > "$ncg/cgroup.procs"
+                   exec bash -c "while :; do dd if='$work/neighbour.bin' of=/dev/null bs=1M iflag=direct status=none; done" ) &
+                 burners+=($!)
+               done; echo "neighbour readers: ${burners[*]} in $ncg" ;;
+    neighbourcpu) for k in $(seq $(( $(nproc) - 10 ))); do
+                 ( echo $BASHPID > "$ncg/cgroup.procs"; exec python3 -c "while True: pass" ) &
+                 burners+=($!)
+               done; echo "neighbour burners: ${#burners[@]} in $ncg" ;;
   esac
   sleep $((T_OUT - T_IN))
   t_out=$(date +%s%3N)
@@ -69,6 +109,11 @@ for run in $runs; do
     disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
     cpumax) echo "max 100000" > "$cg/cpu.max" ;;
+    neighbour|neighbourcpu) for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
+               # The loops first, then the reads they started (once a loop is gone its dd
+               # belongs to init: the first runs went on reading up to 14 s past T_OUT).
+               pkill -f "dd if=$work/neighbour.bin" 2>/dev/null
+               wait "${burners[@]}" 2>/dev/null; burners=() ;;
   esac
   echo "$t_in $t_out" > "$out/$run.window"
   wait $job; echo "job exit $?: $(tail -1 "$out/$run.job.log")"
@@ -77,9 +122,12 @@ for run in $runs; do
     python3 -c "import sys; print(round(float(sys.argv[1]) * 1000), round(float(sys.argv[2]) * 1000))" \
       "$last_step" "$exit_s" > "$out/$run.window"
   fi
-  if [ "$case_name" = checkpoint ]; then  # the window: the save, as the job timed it
+  if [ "$case_name" = checkpoint ] || [ "$case_name" = ckptslow ]; then  # the save, as the job timed it
     awk '/checkpoint .* from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"
-    rm -f "$work/checkpoint.pt"
+    rm -f "$work/checkpoint.pt" "$work/ckpt/checkpoint.pt"
+  fi
+  if [ "$case_name" = eval ]; then  # the evaluation, as the job timed it
+    awk '/eval from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"
   fi
   sleep 12  # the live incident closes after 10 s without a stall
   agent_usage $agent "$out/$run.usage"
@@ -89,7 +137,8 @@ for run in $runs; do
   echo "injected window (epoch ms): $t_in .. $t_out"
   hook_latency "$out/$run.hook" "$t_in"
 done
-umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"; rmdir "$cg" 2>/dev/null
+umount "$work/mnt" "$work/ckpt"; losetup -d "$loop" "$ckpt_loop"; rm -rf "$work"
+rmdir "$cg" "$ncg" "$parent" 2>/dev/null
 # One file back: the device tool returns at most 8. WAL folded into each DB first.
 for db in "$out"/*.db; do python3 -c "import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')" "$db"; done
 rm -f "$out"/*.db-wal "$out"/*.db-shm

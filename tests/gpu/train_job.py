@@ -57,11 +57,19 @@ def main():
                          "--checkpoint-gb of tensors, then os.sync) and print its start and end")
     ap.add_argument("--checkpoint-gb", type=float, default=3)
     ap.add_argument("--checkpoint-dir", default="/var/tmp")
+    ap.add_argument("--eval-at", type=float, default=0,
+                    help="this many seconds into training, evaluate for --eval-seconds (the model in "
+                         "eval mode over the same files, no steps reported) and print its start and end")
+    ap.add_argument("--eval-seconds", type=float, default=15)
     args = ap.parse_args()
     checkpoint_done = args.checkpoint_at <= 0
+    eval_done = args.eval_at <= 0
     loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                          shuffle=True, num_workers=args.workers,
                                          persistent_workers=True, drop_last=True)
+    # Its own loader: a second iterator over a persistent-workers loader would reset the first.
+    eval_loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
+                                              num_workers=max(1, args.workers // 2)) if not eval_done else None
     model = torchvision.models.resnet18(num_classes=1000).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -88,6 +96,18 @@ def main():
                 os.sync()
                 print(f"train_job: checkpoint {args.checkpoint_gb} GB from {t0:.3f} to {time.time():.3f}",
                       flush=True)
+            if not eval_done and time.time() - start >= args.eval_at:
+                eval_done = True
+                t0 = time.time()
+                model.eval()
+                with torch.no_grad():
+                    while time.time() - t0 < args.eval_seconds:
+                        for ex, _ in eval_loader:
+                            model(ex.cuda(non_blocking=True)).argmax(1).cpu()
+                            if time.time() - t0 >= args.eval_seconds:
+                                break
+                model.train()
+                print(f"train_job: eval from {t0:.3f} to {time.time():.3f}", flush=True)
             if time.time() - start >= args.seconds:
                 break
     end = time.time()
