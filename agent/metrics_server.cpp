@@ -1,11 +1,18 @@
 #include "agent/metrics_server.h"
 
-#include <httplib.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace stallwatch::agent {
 
@@ -35,47 +42,178 @@ std::optional<ListenAddress> parseListenAddress(const std::string& text) {
   return a;
 }
 
+std::string httpResponse(
+    std::string_view head,
+    const std::function<std::optional<std::string>(std::string_view)>& body_for) {
+  const std::string_view line = head.substr(0, head.find_first_of("\r\n"));
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  auto reply = [](int code, const char* reason, std::string_view type, const std::string& body,
+                  bool with_body, const char* extra = "") {
+    return "HTTP/1.1 " + std::to_string(code) + " " + reason +
+           "\r\nContent-Type: " + std::string(type) +
+           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+           "Connection: close\r\n\r\n" + (with_body ? body : std::string());
+  };
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0) {
+    return reply(400, "Bad Request", "text/plain", "bad request\n", true);
+  }
+  const std::string_view method = line.substr(0, sp1);
+  std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  path = path.substr(0, path.find('?'));
+  if (method != "GET" && method != "HEAD") {
+    return reply(405, "Method Not Allowed", "text/plain", "GET or HEAD\n", true,
+                 "Allow: GET, HEAD\r\n");
+  }
+  const auto body = body_for(path);
+  if (!body) return reply(404, "Not Found", "text/plain", "not found\n", method == "GET");
+  const std::string_view type =
+      path == "/metrics" ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain";
+  return reply(200, "OK", type, *body, method == "GET");
+}
+
+namespace {
+
+void setNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// The request head is complete at its blank line.
+bool headComplete(const std::string& in) {
+  return in.find("\r\n\r\n") != std::string::npos || in.find("\n\n") != std::string::npos;
+}
+
+}  // namespace
+
 MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& board)
-    : server_(std::make_unique<httplib::Server>()) {
-  server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  // The library's default sets SO_REUSEPORT: a second agent on the same port then bound
-  // fine and scrapes alternated between the two. SO_REUSEADDR alone allows a quick restart
-  // (a socket in TIME_WAIT) and refuses a port another process listens on.
-  server_->set_socket_options([](socket_t sock) {
+    : board_(board) {
+  const std::string failure = "cannot listen on " + address.host + ":" +
+                              std::to_string(address.port) +
+                              " (in use, or not an address of this host)";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) !=
+          0 ||
+      !found) {
+    throw std::runtime_error(failure);
+  }
+  for (addrinfo* a = found; a && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // SO_REUSEADDR alone: a quick restart (a socket in TIME_WAIT) binds, a port another
+    // process listens on does not (SO_REUSEPORT would let two agents share it).
     int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  server_->set_read_timeout(5, 0);
-  server_->set_write_timeout(5, 0);
-  server_->set_keep_alive_max_count(100);
-  server_->set_payload_max_length(4096);
-  server_->Get("/metrics", [&board](const httplib::Request&, httplib::Response& res) {
-    const auto snapshot = board.latest();
-    res.set_content(snapshot ? renderMetrics(*snapshot) : std::string(),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
-  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("stallwatch agent: metrics at /metrics\n", "text/plain");
-  });
-  if (address.port == 0) {
-    port_ = server_->bind_to_any_port(address.host);
-  } else if (server_->bind_to_port(address.host, address.port)) {
-    port_ = address.port;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+      listen_fd_ = fd;
+    } else {
+      close(fd);
+    }
   }
-  if (port_ <= 0) {
-    throw std::runtime_error("cannot listen on " + address.host + ":" +
-                             std::to_string(address.port) +
-                             " (in use, or not an address of this host)");
+  freeaddrinfo(found);
+  if (listen_fd_ < 0) throw std::runtime_error(failure);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
+  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  setNonBlocking(listen_fd_);
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(listen_fd_);
+    throw std::runtime_error("cannot create the metrics server's wake-up pipe");
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] { run(); });
   spdlog::info(
       "metrics at http://{}:{}/metrics",
       address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host, port_);
 }
 
 MetricsServer::~MetricsServer() {
-  server_->stop();
+  const char stop = 1;
+  [[maybe_unused]] const ssize_t n = write(wake_[1], &stop, 1);
   thread_.join();
+  close(listen_fd_);
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
+  if (path == "/metrics") {
+    const auto snapshot = board_.latest();
+    return snapshot ? renderMetrics(*snapshot) : std::string();
+  }
+  if (path == "/") return std::string("stallwatch agent: metrics at /metrics\n");
+  return std::nullopt;
+}
+
+void MetricsServer::run() {
+  using Clock = std::chrono::steady_clock;
+  struct Connection {
+    int fd;
+    Clock::time_point deadline;
+    std::string in, out;
+    size_t sent = 0;
+  };
+  std::vector<Connection> connections;
+  auto drop = [&](size_t i) {
+    close(connections[i].fd);
+    connections.erase(connections.begin() + static_cast<long>(i));
+  };
+  std::vector<pollfd> fds;
+  char buffer[4096];
+  for (;;) {
+    fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    auto now = Clock::now();
+    auto wait = std::chrono::milliseconds(1000);
+    for (const Connection& c : connections) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      wait = std::min(
+          wait, std::max(std::chrono::milliseconds(0),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now)));
+    }
+    if (poll(fds.data(), fds.size(), static_cast<int>(wait.count())) < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) break;
+    now = Clock::now();
+    // Served, failed or past its deadline: closed. Newest last, so indices shift only behind.
+    for (size_t i = connections.size(); i-- > 0;) {
+      Connection& c = connections[i];
+      const short revents = fds[i + 2].revents;
+      bool done = now >= c.deadline || (revents & (POLLERR | POLLNVAL));
+      if (!done && (revents & (POLLIN | POLLHUP)) && c.out.empty()) {
+        const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
+        if (n <= 0) {
+          done = n == 0 || (errno != EAGAIN && errno != EINTR);
+        } else {
+          c.in.append(buffer, static_cast<size_t>(n));
+          if (headComplete(c.in)) {
+            c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
+            c.deadline = now + kRequestTimeout;
+          } else if (c.in.size() > kMaxRequestHead) {
+            c.out =
+                "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+                "Connection: close\r\n\r\n";
+          }
+        }
+      }
+      if (!done && !c.out.empty() && (revents & POLLOUT)) {
+        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n > 0) c.sent += static_cast<size_t>(n);
+        done = (n < 0 && errno != EAGAIN && errno != EINTR) || c.sent == c.out.size();
+      }
+      if (done) drop(i);
+    }
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (connections.size() >= kMaxConnections) drop(0);  // the oldest makes room
+        connections.push_back({fd, now + kRequestTimeout, {}, {}, 0});
+      }
+    }
+  }
+  for (size_t i = connections.size(); i-- > 0;) drop(i);
 }
 
 }  // namespace stallwatch::agent

@@ -1,17 +1,23 @@
-// The Prometheus endpoint: GET /metrics renders the board's latest snapshot. cpp-httplib
-// (Debian's libcpp-httplib-dev) serves it on two threads of its own, with read and write
-// timeouts so that a slow or hostile client cannot hold the endpoint.
+// The Prometheus endpoint: GET /metrics renders the board's latest snapshot.
+//
+// Served by a small poll loop of its own rather than cpp-httplib: Debian 12's httplib (0.11.4)
+// gives each connection a worker thread and a per-read timeout only, so four clients that send
+// a header line every few seconds held both workers and every scrape waited (issue 19). Here
+// one thread serves at most kMaxConnections at once, each with a whole-request deadline (the
+// request head within kRequestTimeout, the response out within as long again); when all are
+// taken, the oldest connection is closed for the new one, so a flood of slow clients delays a
+// scrape by at most one deadline. The answer is HTTP/1.1 with Connection: close.
 #pragma once
 
-#include <memory>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "agent/metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace stallwatch::agent {
 
@@ -24,8 +30,18 @@ struct ListenAddress {
 // "0.0.0.0:9877", "[::]:9877", "10.0.0.5:9877" as written. Nullopt if it is not one of those.
 std::optional<ListenAddress> parseListenAddress(const std::string& text);
 
+// The response to one request head (up to the blank line), as sent: status line, headers and,
+// except for HEAD, the body. BODY_FOR gives the body of a path served ("/metrics", "/").
+std::string httpResponse(
+    std::string_view head,
+    const std::function<std::optional<std::string>(std::string_view)>& body_for);
+
 class MetricsServer {
  public:
+  static constexpr size_t kMaxConnections = 64;
+  static constexpr std::chrono::seconds kRequestTimeout{5};
+  static constexpr size_t kMaxRequestHead = 4096;
+
   // Binds at once: throws std::runtime_error if the address cannot be bound.
   MetricsServer(const ListenAddress& address, const MetricsBoard& board);
   ~MetricsServer();
@@ -34,7 +50,12 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  std::unique_ptr<httplib::Server> server_;
+  void run();
+  std::optional<std::string> bodyFor(std::string_view path) const;
+
+  const MetricsBoard& board_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the loop
   int port_ = 0;
   std::thread thread_;
 };

@@ -80,6 +80,46 @@ bool stacked(const std::string& name) {
   return false;
 }
 
+// The device a checkpoint went to: the one that wrote the most over the burst and the stall
+// (a checkpoint may go to a disk the job never reads). A stacked device (a loop, dm or md
+// device, a mount) carries its writes down to the disk below, which then writes as much: where
+// they wrote alike, the stacked one is named, the other as its physical disk. Recordings
+// without device write figures: the job's device whose writes took longest.
+std::pair<const DeviceSeries*, const DeviceSeries*> checkpointTarget(
+    const JobSeries& s, const std::vector<size_t>& around) {
+  const DeviceSeries* target = nullptr;
+  const DeviceSeries* below = nullptr;
+  auto bytesWritten = [&](const DeviceSeries& d) {
+    double sum = 0;
+    for (size_t i : around) sum += at(d.write_bytes_per_s, i).value_or(0.0);
+    return sum;
+  };
+  double most = 0;
+  for (const DeviceSeries& d : s.devices) most = std::max(most, bytesWritten(d));
+  if (most > 0) {
+    for (const DeviceSeries& d : s.devices) {
+      if (bytesWritten(d) < kAlikeShare * most) continue;
+      if (!target || (stacked(d.name) && !stacked(target->name))) {
+        if (target && !stacked(target->name)) below = target;
+        target = &d;
+      } else if (!stacked(d.name) && !below) {
+        below = &d;
+      }
+    }
+    return {target, below == target ? nullptr : below};
+  }
+  double slowest = -1;
+  for (const DeviceSeries& d : s.devices) {
+    if (!d.job_reads || !d.direct()) continue;
+    const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
+    if (w && *w > slowest) {
+      slowest = *w;
+      target = &d;
+    }
+  }
+  return {target, nullptr};
+}
+
 // A neighbour's use of the device named is evidence when it is at least this many bytes/s
 // and twice what the same cgroup did before the stall.
 constexpr double kNeighbourFloor = 10e6;
@@ -270,44 +310,12 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
     inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
-    // The device written to: the one that wrote the most over the burst and the stall (a
-    // checkpoint may go to a disk the job never reads). A stacked device (a loop, dm or md
-    // device, a mount) carries its writes down to the disk below, which then writes as much:
-    // where they wrote alike, the stacked one is named and the other is its physical disk.
-    const DeviceSeries* target = nullptr;
-    const DeviceSeries* below = nullptr;
-    double most = 0;
-    auto bytesWritten = [&](const DeviceSeries& d) {
-      double sum = 0;
-      for (size_t i : around) sum += at(d.write_bytes_per_s, i).value_or(0.0);
-      return sum;
-    };
-    for (const DeviceSeries& d : s.devices) most = std::max(most, bytesWritten(d));
-    if (most > 0) {
-      for (const DeviceSeries& d : s.devices) {
-        if (bytesWritten(d) < kAlikeShare * most) continue;
-        if (!target || (stacked(d.name) && !stacked(target->name))) {
-          if (target && !stacked(target->name)) below = target;
-          target = &d;
-        } else if (!stacked(d.name) && !below) {
-          below = &d;
-        }
-      }
-    } else {
-      // Recordings without device write figures: the job's device whose writes took longest.
-      double slowest = -1;
-      for (const DeviceSeries& d : s.devices) {
-        if (!d.job_reads || !d.direct()) continue;
-        const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
-        if (w && *w > slowest) {
-          slowest = *w;
-          target = &d;
-        }
-      }
-    }
+    const auto chosen = checkpointTarget(s, around);
+    const DeviceSeries* target = chosen.first;
+    const DeviceSeries* below = chosen.second;
     if (target) {
       inc.device = target->name;
-      if (below && below != target) inc.physical_device = below->name;
+      if (below) inc.physical_device = below->name;
       Check device_writes = compare(
           "write_bytes_per_s " + target->name, base, inc.first, inc.last,
           [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,

@@ -6,7 +6,7 @@ set -euo pipefail
 build_deps=(
   cmake g++ pkg-config make ccache clang libfuzzer-14-dev clang-format clang-tidy
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
-  libatasmart-dev libnvme-dev nlohmann-json3-dev libcpp-httplib-dev libcurl4-openssl-dev
+  libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev
   libjson-c-dev  # libnvme.pc requires it
   libgtest-dev libgmock-dev libbenchmark-dev
 )

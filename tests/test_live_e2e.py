@@ -15,6 +15,7 @@ import threading
 import time
 import unittest
 import urllib.parse
+import urllib.error
 import urllib.request
 
 BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
@@ -229,6 +230,50 @@ scrape_configs:
         self.assertIn(f"cannot listen on 127.0.0.1:{port}", second.stderr)
         self.assertIsNone(first.poll(), "the first agent goes on serving")
         self.assertIn("stallwatch_", get(f"http://127.0.0.1:{port}/metrics"))
+
+    def test_slow_clients_do_not_hold_the_endpoint(self):
+        # Eight clients that send a header line every 2 s (slowloris), then a plain scrape: it is
+        # answered at once, and the slow ones are cut at the 5 s deadline for a request head.
+        # Before, two worker threads with a per-read timeout: four such clients held every scrape.
+        port = free_port()
+        agent = self.start([BIN, "replay", "--db", DISK_RUN, "--speed", "1", "--listen", f"127.0.0.1:{port}"])
+        for line in agent.stderr:
+            if "metrics on port" in line:
+                break
+        slow = []
+        for _ in range(8):
+            c = socket.create_connection(("127.0.0.1", port))
+            c.sendall(b"GET /metrics HTTP/1.1\r\n")
+            slow.append(c)
+        t0 = time.monotonic()
+        for k in range(3):  # keep them trickling while the scrapes are made
+            for c in slow:
+                try:
+                    c.sendall(f"X-Slow-{k}: 1\r\n".encode())
+                except OSError:
+                    pass
+            t = time.monotonic()
+            self.assertIn("stallwatch_", get(f"http://127.0.0.1:{port}/metrics", timeout=3))
+            self.assertLess(time.monotonic() - t, 1.0, "a scrape waited behind the slow clients")
+            time.sleep(2)
+        # Past the deadline the slow clients were closed without an answer (EOF, or a reset).
+        for c in slow:
+            c.settimeout(5)
+            try:
+                self.assertEqual(c.recv(100), b"")
+            except ConnectionResetError:
+                pass
+            c.close()
+        self.assertLess(time.monotonic() - t0, 12)
+        # A HEAD, an unknown path and a method that is not served get their status.
+        self.assertEqual(urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                                                       method="HEAD"), timeout=3).status, 200)
+        for path, method, status in (("/nope", "GET", 404), ("/metrics", "POST", 405)):
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                                              data=b"" if method == "POST" else None), timeout=3)
+            self.assertEqual(e.exception.code, status)
+        self.assertIsNone(agent.poll())
 
     def test_prometheus_scrapes_a_recording_agent(self):
         agent_port = free_port()
