@@ -17,5 +17,6 @@ CommandRunner addReportCommand(CLI::App& app);
 CommandRunner addReplayCommand(CLI::App& app);
 CommandRunner addHealthCommand(CLI::App& app);
 CommandRunner addExportCommand(CLI::App& app);
+CommandRunner addTopCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli

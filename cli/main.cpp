@@ -42,6 +42,7 @@ int run(int argc, char** argv) {
   add(stallwatch::cli::addReplayCommand);
   add(stallwatch::cli::addExportCommand);
   add(stallwatch::cli::addHealthCommand);
+  add(stallwatch::cli::addTopCommand);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).

@@ -6,16 +6,16 @@ set -euo pipefail
 build_deps=(
   cmake g++ pkg-config make ccache clang libfuzzer-14-dev clang-format clang-tidy
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
-  libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev
+  libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev libncurses-dev
   libjson-c-dev  # libnvme.pc requires it
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
 # real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);
 # libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for the loop image under
-# the overlay test.
+# the overlay test, tmux to drive `stallwatch top` in a terminal.
 test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-           e2fsprogs)
+           e2fsprogs tmux)
 
 want=("${build_deps[@]}" "${test_deps[@]}")
 if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi

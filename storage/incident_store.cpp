@@ -109,7 +109,8 @@ void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& s
 }
 
 std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version,
-                                          std::optional<int64_t> job_id) {
+                                          std::optional<int64_t> job_id,
+                                          std::optional<int64_t> open_at_ms) {
   std::vector<StoredIncident> out;
   const bool has_ranks = schema_version >= 6;
   SQLite::Statement q(
@@ -121,8 +122,17 @@ std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_versi
                          : "NULL AS straggler_rank, NULL AS straggler_pid, NULL AS straggler_gpu, "
                            "NULL AS waiting_ranks") +
               " FROM incidents i JOIN jobs j USING (job_id) "
-              "WHERE :job_id IS NULL OR i.job_id = :job_id ORDER BY i.start_ms");
+              "WHERE (:job_id IS NULL OR i.job_id = :job_id)" +
+              // incident_events exists from schema 4 on: named only when asked for.
+              (open_at_ms ? " AND i.source = 'live' AND EXISTS (SELECT 1 FROM incident_events e "
+                            "WHERE e.incident_id = i.incident_id AND e.event = 'open' AND "
+                            "e.ts_ms <= :open_at) AND NOT EXISTS (SELECT 1 FROM incident_events e "
+                            "WHERE e.incident_id = i.incident_id AND e.event = 'close' AND "
+                            "e.ts_ms <= :open_at)"
+                          : "") +
+              " ORDER BY i.start_ms");
   bindOptional(q, ":job_id", job_id);
+  if (open_at_ms) q.bind(":open_at", *open_at_ms);
   const Columns c(q);
   while (q.executeStep()) {
     StoredIncident s;

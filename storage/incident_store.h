@@ -39,8 +39,10 @@ std::string updateIncidentSql();
 void replaceIncidents(SQLite::Database& db, int64_t job_id, const std::string& source,
                       const std::vector<model::Incident>& incidents, int64_t detected_ms);
 
-// The stored incidents (of one job, or all), oldest first. SCHEMA_VERSION: the DB's.
+// The stored incidents (of one job, or all), oldest first. SCHEMA_VERSION: the DB's. With
+// OPEN_AT_MS, only the live ones open at that time (opened, not yet closed; schema 4).
 std::vector<StoredIncident> readIncidents(SQLite::Database& db, int schema_version,
-                                          std::optional<int64_t> job_id = {});
+                                          std::optional<int64_t> job_id = {},
+                                          std::optional<int64_t> open_at_ms = {});
 
 }  // namespace stallwatch::storage

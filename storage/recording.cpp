@@ -568,4 +568,9 @@ std::vector<StoredIncident> Recording::incidents(std::optional<int64_t> job_id) 
   return readIncidents(db_, version_, job_id);
 }
 
+std::vector<StoredIncident> Recording::openIncidents(int64_t at_ms) {
+  if (version_ < 4) return {};
+  return readIncidents(db_, version_, std::nullopt, at_ms);
+}
+
 }  // namespace stallwatch::storage

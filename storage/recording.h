@@ -145,6 +145,10 @@ class Recording {
   std::map<std::string, std::vector<RecordedReading>> latestDriveReadings();
 
   std::vector<StoredIncident> incidents(std::optional<int64_t> job_id = {});
+  // The incidents the agent found live that were open at AT_MS (schema 4): opened by then and
+  // not closed by then. One left open by an agent that stopped stays open: its end_ms says
+  // when it was last updated.
+  std::vector<StoredIncident> openIncidents(int64_t at_ms);
 
   // Turns the recording back into the batches the agent produced, tick by tick, and calls FN
   // with each, in time order; FN returns false to stop early. Streams: memory does not grow

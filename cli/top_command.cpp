@@ -1,0 +1,119 @@
+// `stallwatch top`: the running agent's recording as a live terminal view (ncurses), redrawn
+// every interval. It only reads the DB (a read-only connection; WAL lets the writer go on),
+// so it never slows the agent. Keys: j/k or the arrows switch job, v switches between the
+// job's figures and its open incident's evidence, q quits.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/duration.h"
+#include "cli/time_arg.h"
+#include "cli/top_view.h"
+#include "storage/recording.h"
+#include "storage/store.h"
+
+// Last: its macros (OK, ERR, timeout) would rewrite the headers above.
+#include <curses.h>
+
+namespace stallwatch::cli {
+namespace {
+
+struct TopArgs {
+  std::string db;
+  std::string interval = "1s";
+  bool once = false;
+  std::string at;  // --once: the frame as of this time (a recording's past)
+  bool evidence = false;
+  size_t job = 0;  // the index of the job selected first
+  int width = 80, height = 24;
+};
+
+std::atomic<bool> g_stop{false};
+
+std::vector<std::string> frame(const std::string& path, const TopState& state, int width,
+                               int height, size_t& jobs, std::optional<int64_t> at = {}) {
+  try {
+    auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
+    const TopData data = readTop(recording, at.value_or(nowMs()));
+    jobs = data.jobs.size();
+    return renderTop(data, state, width, height);
+  } catch (const std::exception& e) {
+    jobs = 0;
+    return {"stallwatch top: cannot read " + path, e.what(), "", "(trying again each interval)"};
+  }
+}
+
+int runTop(const TopArgs& args) {
+  const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  const auto interval = parseDuration(args.interval);
+  if (!interval || *interval < std::chrono::milliseconds(100)) {
+    std::cerr << "stallwatch top: --interval must be a duration of 100ms or more\n";
+    return 2;
+  }
+  TopState state;
+  state.evidence = args.evidence;
+  state.selected = args.job;
+  size_t jobs = 0;
+  std::optional<int64_t> at;
+  if (!args.at.empty() && !(at = parseTimeArg(args.at, nowMs()))) {
+    std::cerr << "stallwatch top: --at " << args.at << " is not a time (see --help of report)\n";
+    return 2;
+  }
+  if (args.once) {  // one frame on stdout, for scripts and for people without a terminal
+    for (const auto& line : frame(path, state, args.width, args.height, jobs, at))
+      std::cout << line << "\n";
+    return 0;
+  }
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  if (!initscr()) {
+    std::cerr << "stallwatch top: no terminal (use --once to print one frame)\n";
+    return 1;
+  }
+  cbreak();
+  noecho();
+  keypad(stdscr, TRUE);
+  curs_set(0);
+  timeout(
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(*interval).count()));
+  while (!g_stop) {
+    const auto lines = frame(path, state, COLS, LINES, jobs);
+    erase();
+    for (size_t i = 0; i < lines.size(); ++i)
+      mvaddnstr(static_cast<int>(i), 0, lines[i].c_str(), COLS);
+    refresh();
+    const int key = getch();
+    if (key == 'q' || key == 'Q') break;
+    if ((key == 'j' || key == KEY_DOWN) && state.selected + 1 < jobs) ++state.selected;
+    if ((key == 'k' || key == KEY_UP) && state.selected > 0) --state.selected;
+    if (key == 'v' || key == '\t') state.evidence = !state.evidence;
+  }
+  endwin();
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner addTopCommand(CLI::App& app) {
+  auto args = std::make_shared<TopArgs>();
+  auto* cmd = app.add_subcommand(
+      "top", "Live view of the agent's recording: jobs, ranks, devices, open incidents");
+  cmd->add_option("--db", args->db, "The recording (default: the agent's default DB)");
+  cmd->add_option("--interval", args->interval, "Redraw every (default 1s)");
+  cmd->add_flag("--once", args->once, "Print one frame to stdout and exit (no terminal needed)");
+  cmd->add_option("--at", args->at,
+                  "With --once: the frame as it was at this time (a post-mortem)");
+  cmd->add_flag("--evidence", args->evidence, "Start with the open incident's evidence (key v)");
+  cmd->add_option("--job", args->job, "Start with the Nth job of the list selected (0: the first)");
+  cmd->add_option("--width", args->width, "With --once: the frame's width (default 80)")
+      ->check(CLI::Range(20, 1000));
+  cmd->add_option("--height", args->height, "With --once: the frame's height (default 24)")
+      ->check(CLI::Range(5, 1000));
+  return [args] { return runTop(*args); };
+}
+
+}  // namespace stallwatch::cli
