@@ -17,6 +17,32 @@ LivePipeline::LivePipeline(const LiveOptions& options)
 
 LivePipeline::~LivePipeline() = default;
 
+void LivePipeline::reconfigure(const LiveOptions& options) {
+  if (options.listen.has_value() != options_.listen.has_value() ||
+      (options.listen && (options.listen->host != options_.listen->host ||
+                          options.listen->port != options_.listen->port)) ||
+      options.host != options_.host) {
+    spdlog::warn("reload: --listen and --node take a restart; kept as they were");
+  }
+  // The old hook and webhook deliver what they queued on their own threads, and go with the
+  // pipeline: the sampling thread does not wait for them.
+  if (hooks_) retired_hooks_.push_back(std::move(hooks_));
+  if (webhook_) retired_webhooks_.push_back(std::move(webhook_));
+  hooks_ = options.hook ? std::make_unique<HookRunner>(*options.hook) : nullptr;
+  webhook_ = options.webhook ? std::make_unique<WebhookSender>(*options.webhook) : nullptr;
+  notifier_.setTargets(hooks_.get(), webhook_.get(), options.repeat_window);
+  correlator_.setConfig(options.correlator);
+  options_.hook = options.hook;
+  options_.webhook = options.webhook;
+  options_.repeat_window = options.repeat_window;
+  options_.correlator = options.correlator;
+  options_.correlate = options.correlate;
+  // Said at warn: an operator's action, seen whatever the log level it set.
+  spdlog::warn("reload: hook {}, webhook {}, incidents open after {} s and close after {} s",
+               hooks_ ? "on" : "off", webhook_ ? "on" : "off", options.correlator.open_after_s,
+               options.correlator.close_after_s);
+}
+
 namespace {
 
 // "fuse: FUSE daemon s3fs (pid 812)" for the mount an incident names (the device, else the one

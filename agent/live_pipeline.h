@@ -61,6 +61,10 @@ class LivePipeline {
 
   // Lets hooks and webhook posts still queued finish (bounded by their timeouts).
   void drain(std::chrono::milliseconds max);
+  // A reload (SIGHUP): the hook, the webhook and the correlator's timing from OPTIONS, from the
+  // next event on; what is queued for the old hook and webhook still goes out (bounded by their
+  // timeouts). The endpoint's address and the node's name need a restart: said if they differ.
+  void reconfigure(const LiveOptions& options);
 
   std::optional<HookStats> hookStats() const;
   std::optional<WebhookStats> webhookStats() const;
@@ -73,6 +77,9 @@ class LivePipeline {
   correlator::LiveCorrelator correlator_;
   std::unique_ptr<HookRunner> hooks_;
   std::unique_ptr<WebhookSender> webhook_;
+  // Replaced by a reload, still delivering what they had queued.
+  std::vector<std::unique_ptr<HookRunner>> retired_hooks_;
+  std::vector<std::unique_ptr<WebhookSender>> retired_webhooks_;
   Notifier notifier_;
   MetricsBoard board_;
   std::unique_ptr<MetricsServer> server_;

@@ -29,6 +29,13 @@ class Notifier {
   // Never blocks: the hook and webhook queue the work. Returns false for a suppressed event.
   bool notify(const model::IncidentEvent& event);
   NotifierStats stats() const { return stats_; }
+  // Where events go from now on (a reload); the flap memory stays.
+  void setTargets(HookRunner* hooks, WebhookSender* webhook,
+                  std::chrono::milliseconds repeat_window) {
+    hooks_ = hooks;
+    webhook_ = webhook;
+    repeat_window_ = repeat_window;
+  }
 
  private:
   std::string host_;

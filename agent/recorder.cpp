@@ -33,8 +33,10 @@ int64_t monotonicNs() {
       .count();
 }
 
-// Sleeps until DEADLINE unless a stop signal arrives first; true means "stop".
-bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
+// Sleeps until DEADLINE unless a stop signal arrives first; true means "stop". SIGHUP is not
+// a stop: it calls ON_RELOAD and the sleep goes on.
+bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals,
+                const std::function<void()>& on_reload) {
   while (true) {
     const auto now = Clock::now();
     if (now >= deadline) return false;
@@ -43,6 +45,10 @@ bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals) {
     ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
     const int sig = ::sigtimedwait(&stop_signals, nullptr, &ts);
+    if (sig == SIGHUP && on_reload) {
+      on_reload();
+      continue;
+    }
     if (sig > 0) {
       spdlog::info("received signal {}, flushing and stopping", sig);
       return true;
@@ -158,10 +164,18 @@ void runTicks(const RecorderOptions& options, const sigset_t& stop_signals,
   const uint64_t last_tick =
       options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
                        : UINT64_MAX;
+  auto reload = [&] {
+    spdlog::info("received SIGHUP: reading the settings again");
+    if (auto fresh = options.reload ? options.reload() : std::nullopt) {
+      live.reconfigure(*fresh);
+    } else {
+      spdlog::warn("SIGHUP: the settings in force are kept");
+    }
+  };
   uint64_t k = 0;
   while (k < last_tick) {
     ++k;
-    if (sleepUntil(start + k * options.interval, stop_signals)) break;
+    if (sleepUntil(start + k * options.interval, stop_signals, reload)) break;
     collectors::Tick tick{monotonicNs(), wallTimeMs()};
     collectors::SampleBatch batch;
     batch.wall_time_ms = tick.wall_time_ms;

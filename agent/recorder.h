@@ -36,6 +36,10 @@ struct RecorderOptions {
   LiveOptions live;                                     // its host is filled in by record()
   std::optional<HealthConfig> health = HealthConfig{};  // none: no drive health thread
   std::shared_ptr<health::DriveReader> drive_reader;    // null: the native readers
+  // SIGHUP (when in the signal set): what can change without a restart, read again (the
+  // config file: hooks, webhook, the correlator's timing, log level). None keeps the settings
+  // in force (the reload said why). Called on the sampling thread between ticks.
+  std::function<std::optional<LiveOptions>()> reload;
 };
 
 struct RecorderSummary {

@@ -9,6 +9,13 @@ namespace stallwatch::cli {
 
 using CommandRunner = std::function<int()>;
 
+// Read when it exists and no --config names another (the package installs it, all commented).
+inline constexpr const char* kDefaultConfigFile = "/etc/stallwatch/stallwatch.conf";
+
+// The program's arguments as given (main sets them): what a reload parses again.
+void rememberCommandLine(int argc, char** argv);
+const std::vector<std::string>& commandLine();
+
 CommandRunner addRecordCommand(CLI::App& app);
 CommandRunner addDevicesCommand(CLI::App& app);
 CommandRunner addJobsCommand(CLI::App& app);

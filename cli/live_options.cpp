@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "agent/recorder.h"
+#include "cli/commands.h"
 #include "cli/duration.h"
 
 namespace stallwatch::cli {
@@ -134,6 +135,69 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
     return std::nullopt;
   }
   return o;
+}
+
+namespace {
+
+// CLI11 reads past lines it cannot parse (an unclosed "[record", a key without "="): a file
+// saved half-edited would then reload as defaults. The line that is neither a section, a
+// "key = value", a comment nor part of a multi-line array, or none.
+std::optional<std::string> configSyntaxError(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "cannot read " + path;
+  std::string line;
+  int number = 0, open_brackets = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;
+    const size_t last = line.find_last_not_of(" \t\r");
+    const bool section = line[first] == '[' && line[last] == ']';
+    if (open_brackets == 0 && !section && line.find('=') == std::string::npos)
+      return path + ":" + std::to_string(number) + ": not a [section] or key = value: " + line;
+    for (char c : line.substr(line.find('=') == std::string::npos ? 0 : line.find('='))) {
+      if (section) break;
+      open_brackets += c == '[' ? 1 : c == ']' ? -1 : 0;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::string>& command_line,
+                                                    const std::string& command) {
+  // The same parser as at start, knowing only the options that can change: the others, on
+  // the command line or in the file, are let through unread.
+  CLI::App app;
+  app.allow_extras();
+  app.fallthrough();
+  app.set_config("--config", kDefaultConfigFile);
+  app.allow_config_extras(CLI::config_extras_mode::ignore);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level);
+  CLI::App* cmd = app.add_subcommand(command);
+  cmd->allow_extras();
+  LiveArgs args;
+  addLiveOptions(*cmd, args);
+  std::vector<std::string> reversed(command_line.rbegin(), command_line.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    spdlog::error("reload: {}", e.what());
+    return std::nullopt;
+  }
+  if (app.get_config_ptr()->empty()) {
+    spdlog::warn("reload: no --config file to read again");
+    return std::nullopt;
+  }
+  if (auto error = configSyntaxError(app.get_config_ptr()->as<std::string>())) {
+    spdlog::error("reload: {}", *error);
+    return std::nullopt;
+  }
+  const auto level = spdlog::level::from_str(log_level);
+  spdlog::set_level(level);
+  return toLiveOptions(args, command);
 }
 
 void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,

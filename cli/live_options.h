@@ -30,6 +30,11 @@ struct LiveArgs {
 void addLiveOptions(CLI::App& cmd, LiveArgs& args);
 // Nullopt after printing why the arguments are wrong. COMMAND names the subcommand in errors.
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command);
+// SIGHUP: the live options and the log level read again as at start, COMMAND_LINE (the
+// program's arguments) over the --config file it names over the defaults, for the subcommand
+// COMMAND. Sets the log level; nullopt after logging why the file cannot be used.
+std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::string>& command_line,
+                                                    const std::string& command);
 void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
                     const std::optional<agent::HookStats>& hooks,
                     const std::optional<agent::WebhookStats>& webhook);

@@ -12,14 +12,17 @@
 namespace {
 
 int run(int argc, char** argv) {
+  stallwatch::cli::rememberCommandLine(argc, argv);
   CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
   app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
   app.require_subcommand(1);
   // Every option can come from a file too (a [record] section for the record command's, and
   // so on): long command lines, and no webhook secret in `ps`. The command line wins.
-  app.set_config("--config", "",
-                 "Read options from this TOML/INI file, one [COMMAND] section per command, "
-                 "e.g. [record] webhook = \"https://...\"");
+  app.set_config(
+      "--config", stallwatch::cli::kDefaultConfigFile,
+      "Read options from this TOML/INI file, one [COMMAND] section per command, "
+      "e.g. [record] webhook = \"https://...\" (default: /etc/stallwatch/stallwatch.conf "
+      "where it exists)");
   // A key that names no option is a typo to report, not a setting to drop silently.
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.fallthrough();  // global options (--log-level) also after the subcommand

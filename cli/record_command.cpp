@@ -175,6 +175,8 @@ int runRecord(const RecordArgs& args) {
   } else {
     return 2;
   }
+  // SIGHUP reads the config file again for what can change without a restart.
+  options.reload = [] { return reloadLiveOptions(commandLine(), "record"); };
 
   // Block the stop signals in this thread before any other starts, so that every thread
   // inherits the mask and the recorder alone takes them with sigtimedwait.

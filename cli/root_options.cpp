@@ -1,5 +1,9 @@
 #include "cli/root_options.h"
 
+#include <algorithm>
+
+#include "cli/commands.h"
+
 namespace stallwatch::cli {
 
 void addRootOptions(CLI::App& command, RootOptions& options) {
@@ -28,5 +32,17 @@ collectors::SystemRoot toSystemRoot(const RootOptions& options) {
   if (!options.udev_data.empty()) root.udev_data = options.udev_data;
   return root;
 }
+
+namespace {
+std::vector<std::string>& storedCommandLine() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+void rememberCommandLine(int argc, char** argv) {
+  storedCommandLine().assign(argv + std::min(argc, 1), argv + argc);
+}
+const std::vector<std::string>& commandLine() { return storedCommandLine(); }
 
 }  // namespace stallwatch::cli

@@ -53,6 +53,8 @@ class LiveCorrelator {
   std::vector<IncidentEvent> onBatch(const collectors::SampleBatch& batch);
 
   std::vector<ActiveStall> active() const;
+  // New timing (a reload): from the next batch on; open incidents stay open.
+  void setConfig(const LiveConfig& config) { config_ = config; }
   size_t jobsTracked() const { return jobs_.size(); }
 
  private:

@@ -211,6 +211,44 @@ class RecordE2E(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("record.intervall", bad.stdout + bad.stderr)
 
+    def test_sighup_reloads_and_never_stops(self):
+        """SIGHUP reads the config file again (hook, webhook, log level) and the agent records on;
+        a file broken meanwhile keeps the settings in force. Before, SIGHUP stopped the agent."""
+        config = os.path.join(self.tmp, "stallwatch.toml")
+        with open(config, "w") as f:
+            f.write('[record]\ninterval = "200ms"\n')
+        agent = subprocess.Popen([BIN, "record", "--config", config, "--db", self.db, "--no-collector.gpu",
+                                  "--socket", os.path.join(self.tmp, "dl.sock")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        with open(config, "w") as f:
+            f.write('log-level = "warn"\n[record]\ninterval = "200ms"\non-incident = ["/bin/true"]\n'
+                    'stall-close-after = "20s"\n')
+        agent.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        self.assertIsNone(agent.poll(), "SIGHUP stopped the agent")
+        with open(config, "w") as f:
+            f.write("[record\n")  # broken
+        agent.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        self.assertIsNone(agent.poll(), "a broken file stopped the agent")
+        with sqlite3.connect(self.db) as db:
+            before = db.execute("SELECT count(DISTINCT ts_ms) FROM pressure_samples").fetchone()[0]
+        time.sleep(1.0)
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=30)
+        self.assertEqual(agent.returncode, 0, err)
+        self.assertIn("reload: hook on, webhook off, incidents open after 3 s and close after 20 s", err)
+        self.assertIn("reload:", err.split("reload: hook on")[1])  # the broken file, said
+        self.assertIn("the settings in force are kept", err)
+        # log-level = "warn" from the file: the info lines at the stop are gone.
+        self.assertNotIn("recorded ", err)
+        with sqlite3.connect(self.db) as db:
+            after = db.execute("SELECT count(DISTINCT ts_ms) FROM pressure_samples").fetchone()[0]
+            runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+        self.assertGreater(after, before, "sampling went on after the reloads")
+        self.assertEqual(runs, 1)
+
     def test_live_host(self):
         """`record --duration 3s` on this host: one row per second for every device."""
         result = subprocess.run([BIN, "record", "--db", self.db, "--duration", "3s"],
