@@ -9,6 +9,7 @@ build_deps=(
   libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev libncurses-dev
   libjson-c-dev  # libnvme.pc requires it
   libgtest-dev libgmock-dev libbenchmark-dev
+  help2man  # the man page, from --help
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
 # real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);

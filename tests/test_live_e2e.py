@@ -240,6 +240,9 @@ scrape_configs:
         for line in agent.stderr:
             if "metrics on port" in line:
                 break
+        deadline = time.monotonic() + 20  # the replay's first interval published
+        while "stallwatch_" not in get(f"http://127.0.0.1:{port}/metrics") and time.monotonic() < deadline:
+            time.sleep(0.2)
         slow = []
         for _ in range(8):
             c = socket.create_connection(("127.0.0.1", port))

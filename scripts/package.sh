@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the Debian package: a Release build in build-pkg/ (no tests, no benchmarks), then
+# CPack. Prints the .deb's path. Usage: scripts/package.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build-pkg}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DSTALLWATCH_TESTS=OFF \
+  -DSTALLWATCH_BENCH=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+(cd "$build" && cpack -G DEB >/dev/null)
+ls "$PWD/$build"/stallwatch_*.deb
