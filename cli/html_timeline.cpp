@@ -91,6 +91,7 @@ std::string readableSignal(const std::string& signal) {
       {"aqu_sz", "queue length (aqu-sz)"},
       {"io_some", "I/O pressure: share of time some task waited"},
       {"cpu_some", "CPU pressure: share of time some task waited"},
+      {"memory_some", "memory pressure: share of time some task waited (reclaim)"},
       {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
       {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
       {"neighbour_bytes_per_s", "another cgroup's reads and writes on it (bytes/s)"},

@@ -40,6 +40,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   s.d_state_wchan[i] = j.top_wchan;
   s.cgroup_io_some[i] = j.cgroup_io_some;
   s.cgroup_cpu_some[i] = j.cgroup_cpu_some;
+  s.cgroup_memory_some[i] = j.cgroup_memory_some;
   s.cgroup_cpu_throttled[i] = j.cgroup_cpu_throttled_ratio;
   s.cgroup_limited_read_bytes_per_s[i] = j.cgroup_limited_read_bytes_per_second;
   s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;

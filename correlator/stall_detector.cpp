@@ -279,6 +279,13 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   add(io);
   add(dstate);
   add(cpu);
+  // Memory pressure in the job's cgroup: reclaim evicts the page cache, and reads that hit it
+  // go to the disk. Evidence of its own; it decides no class.
+  if (known(s.cgroup_memory_some)) {
+    add(compare(
+        "memory_some (the job's cgroup)", base, inc.first, inc.last,
+        [&](size_t i) { return at(s.cgroup_memory_some, i); }, false, cfg.pressure_rise, 0, 0));
+  }
   // The limits on the job's cgroup, named where the job ran into them: its reads on the device
   // io.max limits at 80 % of the limit or more, its CPU quota throttling it a larger share of
   // the time than before.

@@ -86,6 +86,7 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   // ranks have one each.
   v.cgroup_io_some = s.cgroup_io_some;
   v.cgroup_cpu_some = s.cgroup_cpu_some;
+  v.cgroup_memory_some = s.cgroup_memory_some;
   v.cgroup_cpu_throttled = s.cgroup_cpu_throttled;
   v.cgroup_limited_read_bytes_per_s = s.cgroup_limited_read_bytes_per_s;
   v.cgroup_read_limit_bytes_per_s = s.cgroup_read_limit_bytes_per_s;

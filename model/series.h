@@ -68,6 +68,7 @@ struct JobSeries {
   // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
   // its CPU quota throttled it, its reads on the device io.max limits and that limit.
   Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
+  Series cgroup_memory_some;  // reclaim: page-cache hits turned into reads (evidence only)
   Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s;
   // The limits in force at each interval, for people ("" when none was set); may be shorter
   // than the series (a run read across nodes has none).
@@ -100,11 +101,11 @@ struct JobSeries {
   // The one list, for a series to change (JobSeries&) or to read (const JobSeries&).
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x :
-         {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
-          &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.io_some,
-          &s.cpu_some, &s.cgroup_io_some, &s.cgroup_cpu_some, &s.cgroup_cpu_throttled,
-          &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s}) {
+    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
+                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
+                    &s.io_some, &s.cpu_some, &s.cgroup_io_some, &s.cgroup_cpu_some,
+                    &s.cgroup_cpu_throttled, &s.cgroup_memory_some,
+                    &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s}) {
       fn(*x);
     }
     for (auto& d : s.devices) {

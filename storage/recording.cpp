@@ -322,10 +322,12 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
                     "d_state_threads, top_wchan, ") +
             (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
             (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
-            (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled_ratio, "
+            (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, "
+                             "cgroup_cpu_throttled_ratio, "
                              "cgroup_limited_read_bytes_per_second, "
                              "cgroup_read_limit_bytes_per_second, cgroup_limits"
                            : ", NULL AS cgroup_io_some, NULL AS cgroup_cpu_some, NULL AS "
+                             "cgroup_memory_some, NULL AS "
                              "cgroup_cpu_throttled_ratio, NULL AS "
                              "cgroup_limited_read_bytes_per_second, NULL AS "
                              "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
@@ -342,6 +344,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
               work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan"),
               cg_io_c = c.index("cgroup_io_some"), cg_cpu_c = c.index("cgroup_cpu_some"),
+              cg_mem_c = c.index("cgroup_memory_some"),
               cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
               cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
               cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
@@ -374,6 +377,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
       s.cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
       s.cgroup_cpu_some[i] = optionalReal(q.getColumn(cg_cpu_c));
+      s.cgroup_memory_some[i] = optionalReal(q.getColumn(cg_mem_c));
       s.cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
       s.cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
       s.cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));

@@ -162,6 +162,32 @@ TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
 }
 
 // A CPU quota that throttles the job's input pipeline: input-cpu, the quota named.
+// Memory pressure in the job's cgroup during a stall is evidence of its own (reclaim turns
+// page-cache hits into reads), shown beside what decides the class, never deciding it.
+TEST(CgroupVerdict, MemoryPressureIsEvidenceOfItsOwn) {
+  model::JobSeries s;
+  for (size_t i = 0; i < 80; ++i) {
+    const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
+    const bool stalled = i >= 40 && i < 60;
+    s.steps[k] = stalled ? 1.0 : 10.0;
+    s.io_some[k] = 0.0;
+    s.cpu_some[k] = 0.0;
+    s.d_state_threads[k] = 0;
+    s.cgroup_io_some[k] = 0.0;
+    s.cgroup_memory_some[k] = stalled ? 0.45 : 0.01;
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_EQ(a.incidents[0].cls, model::StallClass::kNotStorage);
+  const auto& ev = a.incidents[0].evidence;
+  const auto memory = std::find_if(ev.begin(), ev.end(), [](const auto& e) {
+    return e.signal == "memory_some (the job's cgroup)";
+  });
+  ASSERT_NE(memory, ev.end());
+  EXPECT_TRUE(memory->supports);
+  EXPECT_NEAR(memory->during, 0.45, 1e-9);
+}
+
 TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
   model::JobSeries s;
   for (size_t i = 0; i < 80; ++i) {
