@@ -1,5 +1,6 @@
 #include "cli/live_options.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -154,7 +155,7 @@ std::optional<std::string> configSyntaxError(const std::string& path) {
     const size_t last = line.find_last_not_of(" \t\r");
     const bool section = line[first] == '[' && line[last] == ']';
     if (open_brackets == 0 && !section && line.find('=') == std::string::npos)
-      return path + ":" + std::to_string(number) + ": not a [section] or key = value: " + line;
+      return fmt::format("{}:{}: not a [section] or key = value: {}", path, number, line);
     for (char c : line.substr(line.find('=') == std::string::npos ? 0 : line.find('='))) {
       if (section) break;
       open_brackets += c == '[' ? 1 : c == ']' ? -1 : 0;
