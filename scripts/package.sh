@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-pkg}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DSTALLWATCH_TESTS=OFF \
   -DSTALLWATCH_BENCH=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+cmake --build "$build" -j"$(nproc)" >"$build/build.log" 2>&1 || { tail -30 "$build/build.log"; exit 1; }
 (cd "$build" && cpack -G DEB >/dev/null)
 ls "$PWD/$build"/stallwatch_*.deb

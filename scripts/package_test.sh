@@ -7,13 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 deb=$(scripts/package.sh)
 echo "== built $deb ($(du -h "$deb" | cut -f1))"
-dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
+dpkg-deb --field "$deb" Package Version Architecture Depends Recommends Installed-Size
 dpkg-deb --contents "$deb" | awk '{print $6}' | grep -v '/$'
 echo "== apt-get install ./$(basename "$deb")"
 apt-get install -y -qq "$deb" 2>&1 | tail -3
 stallwatch --version
 man -w stallwatch
-python3 -c "import stallwatch, sys; print('python package at', stallwatch.__file__)"
+/usr/bin/python3 -c "import stallwatch; print('python package at', stallwatch.__file__)"  # Debian's python3
 systemd-analyze verify /usr/lib/systemd/system/stallwatch.service 2>&1 | head -5 || true
 unit=/usr/lib/systemd/system/stallwatch.service
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
