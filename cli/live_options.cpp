@@ -156,10 +156,11 @@ std::optional<std::string> configSyntaxError(const std::string& path) {
     const bool section = line[first] == '[' && line[last] == ']';
     if (open_brackets == 0 && !section && line.find('=') == std::string::npos)
       return fmt::format("{}:{}: not a [section] or key = value: {}", path, number, line);
-    for (char c : line.substr(line.find('=') == std::string::npos ? 0 : line.find('='))) {
-      if (section) break;
+    if (section) continue;
+    // A multi-line array: its brackets open in a value and close on a later line.
+    const size_t eq = line.find('=');
+    for (char c : std::string_view(line).substr(eq == std::string::npos ? 0 : eq))
       open_brackets += c == '[' ? 1 : c == ']' ? -1 : 0;
-    }
   }
   return std::nullopt;
 }

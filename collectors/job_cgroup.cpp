@@ -179,18 +179,18 @@ CgroupReading CgroupReader::read(const fs::path& dir) const {
 std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgroups) const {
   std::map<fs::path, std::vector<IoStat>> out;
   if (base_.empty()) return out;
-  std::vector<fs::path> todo{base_};
+  std::vector<fs::path> to_visit{base_};  // depth first
   size_t seen = 0;
-  while (!todo.empty() && seen < max_cgroups) {
-    const fs::path dir = std::move(todo.back());
-    todo.pop_back();
+  while (!to_visit.empty() && seen < max_cgroups) {
+    const fs::path dir = std::move(to_visit.back());
+    to_visit.pop_back();
     ++seen;
     bool leaf = true;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       if (it->is_directory(ec) && !it->is_symlink(ec)) {
         leaf = false;
-        todo.push_back(it->path());
+        to_visit.push_back(it->path());
       }
     }
     if (!leaf || dir == base_) continue;
@@ -215,10 +215,8 @@ std::string encodeDeviceUsers(const std::vector<DeviceUser>& users) {
 
 std::vector<DeviceUser> parseDeviceUsers(std::string_view text) {
   std::vector<DeviceUser> out;
-  while (!text.empty()) {
-    const size_t end = std::min(text.find('\n'), text.size());
-    const std::string_view line = text.substr(0, end);
-    text.remove_prefix(std::min(end + 1, text.size()));
+  // Split on tabs, not on whitespace as splitFields does: a cgroup's name may hold a space.
+  forEachLine(text, [&](std::string_view line, size_t) {
     std::string_view f[4];
     size_t n = 0, at = 0;
     while (n < 4 && at <= line.size()) {
@@ -226,12 +224,12 @@ std::vector<DeviceUser> parseDeviceUsers(std::string_view text) {
       f[n++] = line.substr(at, tab - at);
       at = tab + 1;
     }
-    if (n != 4 || f[0].empty() || f[1].empty()) continue;
+    if (n != 4 || f[0].empty() || f[1].empty()) return;
     const auto read = parseUnsigned(f[2]), write = parseUnsigned(f[3]);
-    if (!read || !write) continue;
+    if (!read || !write) return;
     out.push_back({std::string(f[0]), std::string(f[1]), static_cast<double>(*read),
                    static_cast<double>(*write)});
-  }
+  });
   return out;
 }
 

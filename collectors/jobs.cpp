@@ -130,18 +130,18 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   out.job_processes.push_back({job.description.key, pid, root ? "main" : "worker", stat->comm});
 }
 
-// Puts PID into the job of its nearest tracked ancestor, or into the job its environment
-// names, or into a new job of its own. FORCED_KEY (cgroups) overrides the environment.
-std::string JobTracker::launcherOf(const ProcStat& stat) {
-  if (stat.ppid <= 2) return {};  // init, or kthreadd
+std::optional<JobTracker::ProcessId> JobTracker::launcherOf(const ProcStat& stat) {
+  if (stat.ppid <= 2) return std::nullopt;  // init, or kthreadd
   auto parent = reader_.stat(stat.ppid);
-  if (!parent || parent->session == parent->pid) return {};
+  if (!parent || parent->session == parent->pid) return std::nullopt;
   static const std::set<std::string> kManagers = {
       "systemd", "init", "containerd-shim", "containerd-shim-runc-v2", "tini", "dumb-init"};
-  if (kManagers.count(parent->comm)) return {};
-  return std::to_string(parent->pid) + ":" + std::to_string(parent->start_time_ticks);
+  if (kManagers.count(parent->comm)) return std::nullopt;
+  return ProcessId{parent->pid, parent->start_time_ticks};
 }
 
+// Puts PID into the job of its nearest tracked ancestor, or into the job its environment
+// names, or into a new job of its own. FORCED_KEY (cgroups) overrides the environment.
 JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key, int64_t now_ms,
                                     SampleBatch& out, bool sender) {
   if (Job* job = jobOf(pid)) return job;
@@ -162,10 +162,11 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   // Senders without a job label that one launcher forked are one job, keyed by the first of
   // them, for as long as the launcher lives (issue 19: a flood of short-lived senders made a
   // job each). A job whose senders have all exited comes back under the same key.
-  std::string launcher;
+  std::optional<ProcessId> launcher;
   if (key.empty() && sender) {
     launcher = launcherOf(*stat);
-    if (auto it = launcher_jobs_.find(launcher); !launcher.empty() && it != launcher_jobs_.end()) {
+    if (auto it = launcher ? launcher_jobs_.find(*launcher) : launcher_jobs_.end();
+        it != launcher_jobs_.end()) {
       if (auto job = jobs_.find(it->second); job != jobs_.end()) {
         addMember(job->second, pid, true, out);
         return &job->second;
@@ -191,7 +192,7 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
     job.description.started_ms = now_ms;
   }
   addMember(job, pid, true, out);
-  if (!launcher.empty()) launcher_jobs_[launcher] = key;
+  if (launcher) launcher_jobs_[*launcher] = key;
   return &job;
 }
 
@@ -573,14 +574,15 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     leaf_io_ = std::move(leaf_io);
     leaf_io_ns_ = tick.monotonic_ns;
   }
-  // A launcher's entry goes with the launcher, once its job has ended.
-  std::erase_if(launcher_jobs_, [&](const auto& entry) {
-    if (jobs_.count(entry.second)) return false;
-    const auto colon = entry.first.find(':');
-    const auto pid = static_cast<uint32_t>(std::stoul(entry.first.substr(0, colon)));
-    const auto stat = reader_.stat(pid);
-    return !stat || std::to_string(stat->start_time_ticks) != entry.first.substr(colon + 1);
-  });
+  // A launcher's entry goes with the launcher, once its job has ended; looked at on discovery
+  // ticks, not every tick.
+  if (discovery) {
+    std::erase_if(launcher_jobs_, [&](const auto& entry) {
+      if (jobs_.count(entry.second)) return false;
+      const auto stat = reader_.stat(entry.first.first);
+      return !stat || stat->start_time_ticks != entry.first.second;
+    });
+  }
   CollectResult result = jobs_.empty() && out.job_updates.empty()
                              ? CollectResult::noData(socket_ ? std::string() : "no job found yet")
                              : CollectResult::data();

@@ -101,10 +101,12 @@ class JobTracker final : public Collector {
   // launcherOf); other processes make a job of their own.
   Job* attach(uint32_t pid, const std::string& forced_key, int64_t now_ms, SampleBatch& out,
               bool sender = false);
-  // "PID:START" of the process that forked STAT's process, where that parent launches one job's
-  // processes; empty where it launches unrelated work (init, a service manager, a session
-  // leader such as an interactive shell, tmux or sshd).
-  std::string launcherOf(const ProcStat& stat);
+  // A process, as (pid, start time): the pair that names it across pid reuse.
+  using ProcessId = std::pair<uint32_t, uint64_t>;
+  // The process that forked STAT's process, where that parent launches one job's processes;
+  // none where it launches unrelated work (init, a service manager, a session leader such as
+  // an interactive shell, tmux or sshd).
+  std::optional<ProcessId> launcherOf(const ProcStat& stat);
   void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
   void discover(int64_t now_ms, SampleBatch& out);
   // PARENTS: every process's (pid, ppid), read once per discovery tick for all jobs (null on
@@ -129,8 +131,8 @@ class JobTracker final : public Collector {
   // devices is read every discovery period, not every tick (a walk of the cgroup tree).
   std::map<std::filesystem::path, std::vector<IoStat>> leaf_io_;
   int64_t leaf_io_ns_ = 0;
-  // Launcher ("PID:START") -> the key of the job its senders make, while that job lives.
-  std::map<std::string, std::string> launcher_jobs_;
+  // Launcher -> the key of the job its senders make, kept while the launcher lives.
+  std::map<ProcessId, std::string> launcher_jobs_;
   uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached
   bool said_refused_ = false;
   uint64_t ticks_ = 0;

@@ -20,8 +20,8 @@ struct ProcStat {
   std::string comm;
   char state = '?';  // R, S, D (uninterruptible, usually I/O), Z, T, I, ...
   uint32_t ppid = 0;
-  uint32_t session =
-      0;  // session id: a session leader (an interactive shell, sshd) has its own pid
+  // Session id: a session leader (an interactive shell, sshd) has its own pid as its session.
+  uint32_t session = 0;
   uint64_t utime_ticks = 0;
   uint64_t stime_ticks = 0;
   uint64_t start_time_ticks = 0;  // since boot: with the pid, identifies the process

@@ -25,15 +25,23 @@ constexpr size_t kMinBaselineForAttribution = 5;
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc);
 
+// The healthy intervals an incident starting at FIRST is compared with: the unstalled ones
+// among the baseline window before it.
+std::vector<size_t> baselineBefore(size_t first, const std::vector<bool>& stalled,
+                                   const DetectorConfig& cfg) {
+  std::vector<size_t> base;
+  const size_t from = first > cfg.baseline_intervals ? first - cfg.baseline_intervals : 0;
+  for (size_t i = from; i < first; ++i) {
+    if (!stalled[i]) base.push_back(i);
+  }
+  return base;
+}
+
 }  // namespace
 
 void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
                        const DetectorConfig& cfg, Incident& inc) {
-  std::vector<size_t> base;
-  const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
-  for (size_t i = from; i < inc.first; ++i) {
-    if (!stalled[i]) base.push_back(i);
-  }
+  const std::vector<size_t> base = baselineBefore(inc.first, stalled, cfg);
   if (base.size() < kMinBaselineForAttribution) {
     inc.evidence.push_back({"baseline_intervals", 0, static_cast<double>(base.size()), false});
     inc.confidence = 0.2;
@@ -154,12 +162,7 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base, Incident&
         before.push_back(u.bytes_per_second());
     }
   }
-  double baseline = 0;
-  if (!before.empty()) {
-    std::nth_element(before.begin(), before.begin() + static_cast<long>(before.size() / 2),
-                     before.end());
-    baseline = before[before.size() / 2];
-  }
+  const double baseline = evidence::median(std::move(before)).value_or(0.0);
   const double now = heaviest->second;
   inc.evidence.push_back(
       {"neighbour_bytes_per_s " + heaviest->first.first + " " + heaviest->first.second, baseline,
@@ -530,11 +533,7 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
     size_t quiet = 0;
     for (size_t i = inc.first; i <= inc.last; ++i) quiet += at(s.steps, i).has_value() ? 0 : 1;
     const bool silent = 4 * quiet >= 3 * (inc.last - inc.first + 1);
-    std::vector<size_t> base;
-    const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
-    for (size_t i = from; i < inc.first; ++i) {
-      if (!a.stalled[i]) base.push_back(i);
-    }
+    const std::vector<size_t> base = baselineBefore(inc.first, a.stalled, cfg);
     std::vector<size_t> during;
     for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
     auto medianOf = [&](const Series& x, const std::vector<size_t>& idx) {
