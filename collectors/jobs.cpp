@@ -116,12 +116,20 @@ JobTracker::Job* JobTracker::jobOf(uint32_t pid) {
 
 void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) {
   if (job.members.size() >= options_.max_processes_per_job && !job.members.count(pid)) return;
-  auto stat = reader_.stat(pid);
+  auto files = std::make_unique<ProcessWatch>(reader_.dir(pid), options_.idle_thread_check_every);
+  auto stat = files->stat();
   if (!stat) return;
   std::optional<int32_t> rank;
   const auto env = reader_.environ(pid);
   if (auto r = env.find("RANK"); r != env.end()) rank = parseRank(r->second);
-  auto [it, inserted] = job.members.try_emplace(pid, Member{*stat, reader_.io(pid), root, rank});
+  auto io = files->io();
+  Member member;
+  member.stat = *stat;
+  member.io = io;
+  member.root = root;
+  member.rank = rank;
+  member.files = std::move(files);
+  auto [it, inserted] = job.members.try_emplace(pid, std::move(member));
   job.ranks_changed = job.ranks_changed || inserted;
   if (!inserted) {
     it->second.root = it->second.root || root;
@@ -233,46 +241,61 @@ void JobTracker::discover(int64_t now_ms, SampleBatch& out) {
   }
 }
 
-void JobTracker::followChildren(Job& job, const std::vector<std::pair<uint32_t, uint32_t>>* parents,
-                                SampleBatch& out) {
+void JobTracker::followChildren(Job& job, bool all_threads, SampleBatch& out) {
+  // Between discovery ticks only the roots (ranks, launchers) are asked: they start the
+  // DataLoader workers, again at every epoch; a worker's own children wait for discovery.
   std::vector<uint32_t> frontier;
-  for (const auto& [pid, m] : job.members) frontier.push_back(pid);
+  for (const auto& [pid, m] : job.members) {
+    if (all_threads || m.root) frontier.push_back(pid);
+  }
   while (!frontier.empty()) {
     const uint32_t pid = frontier.back();
     frontier.pop_back();
-    for (uint32_t child : reader_.children(pid)) {
+    auto member = job.members.find(pid);
+    if (member == job.members.end()) continue;
+    std::vector<uint32_t> children = member->second.files->children();
+    if (all_threads) {
+      const auto more = member->second.files->childrenOfThreads();
+      children.insert(children.end(), more.begin(), more.end());
+    }
+    for (uint32_t child : children) {
       if (job.members.count(child) || job.members.size() >= options_.max_processes_per_job)
         continue;
       addMember(job, child, false, out);
-      frontier.push_back(child);
-    }
-  }
-  if (!parents) return;
-  // Children of threads other than the main one do not show in task/PID/children: look at
-  // every process's parent once per discovery period.
-  bool grew = true;
-  while (grew) {
-    grew = false;
-    for (const auto& [pid, ppid] : *parents) {
-      if (!job.members.count(pid) && job.members.count(ppid) &&
-          job.members.size() < options_.max_processes_per_job) {
-        addMember(job, pid, false, out);
-        grew = job.members.count(pid) > 0;
-      }
+      if (job.members.count(child)) frontier.push_back(child);
     }
   }
 }
 
-void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
+// The members of every job whose open files were looked at longest ago (never first), within
+// the per-tick budget; each keeps what it was found to hold.
+void JobTracker::scanOpenFiles() {
   if (!tree_) return;
-  auto mounts = reader_.mounts(job.description.root_pid);
-  if (!mounts) return;
-  std::map<std::string, uint32_t> files_per_device;
-  for (const auto& [pid, m] : job.members) {
-    for (const std::string& path : reader_.openFiles(pid, options_.max_open_files_per_process)) {
-      // The longest mount point that is a prefix of the path, in the job's mount namespace.
+  std::vector<std::tuple<uint64_t, Job*, uint32_t>> order;
+  for (auto& [key, job] : jobs_) {
+    for (const auto& [pid, m] : job.members) order.emplace_back(m.files_scanned_tick, &job, pid);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::map<const Job*, std::optional<std::vector<MountInfo>>> mounts_of;
+  size_t budget = options_.open_files_per_discovery;
+  for (const auto& [tick, job, pid] : order) {
+    if (budget == 0) break;
+    // Paths resolve in the job's mount namespace, the one of its first process.
+    auto [at, inserted] = mounts_of.try_emplace(job);
+    if (inserted) at->second = reader_.mounts(job->description.root_pid);
+    Member& m = job->members.at(pid);
+    m.files_scanned_tick = ticks_;
+    m.files_per_device.clear();
+    size_t examined = 0;
+    const auto files = at->second
+                           ? reader_.openFiles(pid, options_.max_open_files_per_process, &examined)
+                           : std::vector<std::string>{};
+    budget -= std::min(budget, std::max<size_t>(examined, 1));
+    for (const std::string& path : files) {
+      // The longest mount point that is a prefix of the path.
       const MountInfo* best = nullptr;
-      for (const auto& mount : *mounts) {
+      for (const auto& mount : *at->second) {
         if (pathIsUnder(path, mount.mount_point) &&
             (!best || mount.mount_point.size() > best->mount_point.size())) {
           best = &mount;
@@ -280,12 +303,22 @@ void JobTracker::scanOpenFiles(Job& job, SampleBatch& out) {
       }
       if (!best) continue;
       if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor))
-        ++files_per_device[d->name];
+        ++m.files_per_device[d->name];
     }
+  }
+}
+
+// The job's devices: what its members held at their last scans.
+void JobTracker::describeDevices(Job& job, SampleBatch& out) {
+  if (!tree_) return;
+  std::map<std::string, uint32_t> files_per_device;
+  for (const auto& [pid, m] : job.members) {
+    for (const auto& [name, count] : m.files_per_device) files_per_device[name] += count;
   }
   job.devices.clear();
   for (const auto& [name, count] : files_per_device) {
     const BlockDevice* d = tree_->find(name);
+    if (!d || !d->major) continue;  // gone from the tree since that member's scan
     out.job_devices.push_back({job.description.key, name, *d->major, *d->minor, {}, count});
     job.devices.insert({*d->major, *d->minor});
     // Under a block device, the physical devices at the bottom of its stack; under an overlay
@@ -392,15 +425,6 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   const bool have_interval = last_tick_ns_ != 0 && elapsed > 0;
   last_tick_ns_ = tick.monotonic_ns;
   if (discovery) discover(tick.wall_time_ms, out);
-  // One pass over /proc per discovery tick, whatever the number of jobs: with a job per
-  // short-lived sender, a pass per job made the tick quadratic (issue 19: 1 500 senders, a 20 s
-  // hole in every series).
-  std::vector<std::pair<uint32_t, uint32_t>> parents;  // (pid, ppid)
-  if (discovery) {
-    for (uint32_t pid : reader_.allPids()) {
-      if (auto st = reader_.stat(pid)) parents.emplace_back(pid, st->ppid);
-    }
-  }
   if (jobs_refused_ > 0 && !said_refused_) {
     said_refused_ = true;
     notice += std::string(notice.empty() ? "" : "; ") + "more than " +
@@ -419,10 +443,13 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   // Attributed now, before exited members are pruned: a process sends its last datagram as
   // it finishes, and it may be gone by this tick.
   const ReportedSteps dataloader = drainDataloader(tick.wall_time_ms, out);
+  for (auto& [key, job] : jobs_) {
+    followChildren(job, discovery, out);
+    assignRanks(job);
+  }
+  if (discovery) scanOpenFiles();  // the workers just found included
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     Job& job = it->second;
-    followChildren(job, discovery ? &parents : nullptr, out);
-    assignRanks(job);
     Totals total;
     std::map<int32_t, Totals> by_rank;
     // When a parent reaps a child, the kernel adds the child's I/O counters to the parent's
@@ -431,7 +458,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     // job and from the rank of the parent that reaped it.
     std::map<std::optional<int32_t>, ProcIo> reaped;
     for (auto m = job.members.begin(); m != job.members.end();) {
-      auto stat = reader_.stat(m->first);
+      auto stat = m->second.files->stat();
       if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
         const Member& gone = m->second;
         if (auto parent = job.members.find(gone.stat.ppid);
@@ -454,8 +481,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
           static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
                                            stat->utime_ticks + stat->stime_ticks)) /
           static_cast<double>(clock_ticks_per_second_);
-      auto io = reader_.io(m->first);
-      const ThreadStates threads = reader_.threadStates(m->first);
+      auto io = member.files->io();
+      const ThreadStates threads = member.files->threadStates(stat->num_threads);
       Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
       for (Totals* t : into) {
         if (!t) continue;
@@ -532,7 +559,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
                                       [](const auto& m) { return m.second.root; });
     if (any_root) readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
     if (discovery && any_root) {
-      scanOpenFiles(job, out);
+      describeDevices(job, out);
       if (!leaf_io_.empty() && !job.devices.empty()) {
         sample.neighbour_io =
             encodeDeviceUsers(deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,

@@ -24,6 +24,7 @@
 #include "collectors/gpu_driver.h"
 #include "collectors/job_cgroup.h"
 #include "collectors/process_reader.h"
+#include "collectors/process_watch.h"
 
 namespace stallwatch::collectors {
 
@@ -36,7 +37,15 @@ struct JobTrackerOptions {
   // Finding new jobs and scanning open files happen every this many ticks; following
   // children of known members and reading their counters happen every tick.
   uint32_t discovery_every_ticks = 5;
+  // Threads that have not run for ten ticks are looked at every this many ticks; the others
+  // every tick (collectors/process_watch.h).
+  uint32_t idle_thread_check_every = 5;
   size_t max_open_files_per_process = 512;
+  // Descriptors looked at per discovery tick, all jobs together: a CUDA rank holds a hundred or
+  // more and its forked workers inherit them (2 ranks x 8 workers of a real DDP job held 1 748;
+  // 8 x 8 would hold ~15 000, 50 ms of readlink on an H200 host). The members looked at
+  // longest ago (never first) go first; each keeps what its last look found.
+  size_t open_files_per_discovery = 512;
   size_t max_processes_per_job = 1024;
   // Jobs tracked at once: senders past it (a flood of short-lived processes, each a job of
   // its own) are not tracked, and their datagrams are counted, not attributed.
@@ -70,6 +79,9 @@ class JobTracker final : public Collector {
     std::optional<ProcIo> io;
     bool root = false;
     std::optional<int32_t> rank;  // RANK from its environment, inherited, or its GPU's index
+    std::unique_ptr<ProcessWatch> files;               // its /proc files, read every tick
+    std::map<std::string, uint32_t> files_per_device;  // at its last open-file scan
+    uint64_t files_scanned_tick = 0;                   // 0: never
   };
   struct Job {
     JobDescription description;
@@ -109,11 +121,12 @@ class JobTracker final : public Collector {
   std::optional<ProcessId> launcherOf(const ProcStat& stat);
   void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
   void discover(int64_t now_ms, SampleBatch& out);
-  // PARENTS: every process's (pid, ppid), read once per discovery tick for all jobs (null on
-  // other ticks): children of threads other than the main one show only there.
-  void followChildren(Job& job, const std::vector<std::pair<uint32_t, uint32_t>>* parents,
-                      SampleBatch& out);
-  void scanOpenFiles(Job& job, SampleBatch& out);
+  // Every tick, the children of the roots' main threads; with ALL_THREADS (discovery ticks),
+  // those of every member's threads that ran.
+  void followChildren(Job& job, bool all_threads, SampleBatch& out);
+  // On discovery ticks, within open_files_per_discovery descriptors for all jobs.
+  void scanOpenFiles();
+  void describeDevices(Job& job, SampleBatch& out);
   // Reads the job's cgroups: this interval's figures into SAMPLE, their limits into the job's
   // description (marked changed when they change).
   void readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample);

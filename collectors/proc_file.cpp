@@ -22,7 +22,8 @@ std::string errnoText(const std::filesystem::path& path, const char* what) {
 
 }  // namespace
 
-ProcFile::ProcFile(std::filesystem::path path) : path_(std::move(path)) {}
+ProcFile::ProcFile(std::filesystem::path path, Shape shape)
+    : path_(std::move(path)), shape_(shape) {}
 
 ProcFile::~ProcFile() {
   if (fd_ >= 0) ::close(fd_);
@@ -32,7 +33,8 @@ ProcFile::ProcFile(ProcFile&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
       keep_open_(other.keep_open_),
-      seekable_(other.seekable_) {}
+      seekable_(other.seekable_),
+      shape_(other.shape_) {}
 
 ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
   if (this != &other) {
@@ -41,6 +43,7 @@ ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     keep_open_ = other.keep_open_;
     seekable_ = other.seekable_;
+    shape_ = other.shape_;
   }
   return *this;
 }
@@ -79,6 +82,8 @@ bool ProcFile::read(std::string& out, std::string& error) {
       }
       out.resize(old_size + static_cast<size_t>(n));
       if (n == 0) break;
+      if (shape_ == Shape::kOneRecord && keep_open_ && static_cast<size_t>(n) < kReadChunkBytes)
+        break;
       offset += n;
       if (out.size() > kMaxFileBytes) {
         error = path_.string() + " is larger than " + std::to_string(kMaxFileBytes) + " bytes";

@@ -11,7 +11,11 @@ namespace stallwatch::collectors {
 
 class ProcFile {
  public:
-  explicit ProcFile(std::filesystem::path path);
+  // A file the kernel writes in one go (single_open: /proc/PID/stat, io, schedstat): a read
+  // shorter than the buffer is all of it, and the read that would find the end is saved. A
+  // multi-record seq_file (diskstats, mountinfo) may return short before its end.
+  enum class Shape { kRecords, kOneRecord };
+  explicit ProcFile(std::filesystem::path path, Shape shape = Shape::kRecords);
   ~ProcFile();
   ProcFile(const ProcFile&) = delete;
   ProcFile& operator=(const ProcFile&) = delete;
@@ -28,6 +32,7 @@ class ProcFile {
   int fd_ = -1;
   bool keep_open_ = false;
   bool seekable_ = true;
+  Shape shape_ = Shape::kRecords;
 };
 
 // One-shot read of a small text file; nullopt if it is missing or unreadable.

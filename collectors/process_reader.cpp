@@ -4,8 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstring>
 #include <system_error>
 
 #include "collectors/proc_file.h"
@@ -25,56 +23,6 @@ std::optional<ProcIo> ProcessReader::io(uint32_t pid) const {
   return text ? parseProcIo(*text) : std::nullopt;
 }
 
-namespace {
-
-// Reads at most SIZE - 1 bytes of DIR_FD/NAME into BUFFER; the length read, 0 on failure.
-size_t readSmall(int dir_fd, const char* name, char* buffer, size_t size) {
-  const int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  const ssize_t n = ::read(fd, buffer, size - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buffer[n] = '\0';
-  return static_cast<size_t>(n);
-}
-
-}  // namespace
-
-// Once per tick for every process of every job, over every thread (a PyTorch rank runs about a
-// hundred): raw openat/read into a stack buffer and only the state field looked at, which
-// costs a third of a generic file read and full parse (BM_ThreadStates in
-// bench/collect_cycle_bench.cpp). The comm field may hold spaces and parentheses: the state is
-// the first field after the last ')'.
-ThreadStates ProcessReader::threadStates(uint32_t pid) const {
-  ThreadStates out;
-  const std::string task = (dir(pid) / "task").string();
-  const int task_fd = ::open(task.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (task_fd < 0) return out;
-  DIR* entries = ::fdopendir(task_fd);
-  if (!entries) {
-    ::close(task_fd);
-    return out;
-  }
-  char path[sizeof(dirent::d_name) + 8];
-  char buffer[1024];
-  while (const dirent* e = ::readdir(entries)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::snprintf(path, sizeof path, "%s/stat", e->d_name);
-    const size_t n = readSmall(task_fd, path, buffer, sizeof buffer);
-    const char* close_paren = n ? std::strrchr(buffer, ')') : nullptr;
-    if (!close_paren || close_paren[1] != ' ' || close_paren[2] != 'D') continue;
-    ++out.d_state;
-    std::snprintf(path, sizeof path, "%s/wchan", e->d_name);
-    if (readSmall(task_fd, path, buffer, sizeof buffer)) {
-      std::string wchan(buffer);
-      while (!wchan.empty() && (wchan.back() == '\n' || wchan.back() == ' ')) wchan.pop_back();
-      if (!wchan.empty() && wchan != "0") out.wchans.push_back(std::move(wchan));
-    }
-  }
-  ::closedir(entries);  // closes task_fd
-  return out;
-}
-
 std::vector<uint32_t> ProcessReader::children(uint32_t pid) const {
   auto text = readTextFile(dir(pid) / "task" / std::to_string(pid) / "children");
   return text ? parsePidList(*text) : std::vector<uint32_t>{};
@@ -91,14 +39,24 @@ std::vector<uint32_t> ProcessReader::allPids() const {
   return pids;
 }
 
-std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max) const {
+std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max,
+                                                  size_t* examined) const {
   std::vector<std::string> files;
-  std::error_code ec;
+  if (examined) *examined = 0;
+  const int fd_dir = ::open((dir(pid) / "fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_dir < 0) return files;
+  DIR* entries = ::fdopendir(fd_dir);
+  if (!entries) {
+    ::close(fd_dir);
+    return files;
+  }
   char target[4096];
-  for (const auto& entry : fs::directory_iterator(dir(pid) / "fd", ec)) {
-    if (files.size() >= max) break;
+  size_t seen = 0;
+  while (const dirent* e = ::readdir(entries)) {
+    if (e->d_name[0] == '.') continue;
+    if (seen++ >= max) break;
     // readlink only: the path comes from the kernel's dentry cache, nothing touches the disk.
-    const ssize_t n = ::readlink(entry.path().c_str(), target, sizeof target - 1);
+    const ssize_t n = ::readlinkat(fd_dir, e->d_name, target, sizeof target - 1);
     if (n <= 0 || target[0] != '/') continue;  // socket:[..], pipe:[..], anon_inode:..
     std::string path(target, static_cast<size_t>(n));
     constexpr std::string_view kDeleted = " (deleted)";
@@ -112,6 +70,8 @@ std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max) cons
     }
     files.push_back(std::move(path));
   }
+  ::closedir(entries);  // closes fd_dir
+  if (examined) *examined = seen;
   return files;
 }
 

@@ -14,31 +14,27 @@
 
 namespace stallwatch::collectors {
 
-struct ThreadStates {
-  uint32_t d_state = 0;             // threads in uninterruptible sleep
-  std::vector<std::string> wchans;  // where each of them waits (kernel function), if readable
-};
-
 class ProcessReader {
  public:
   explicit ProcessReader(std::filesystem::path proc) : proc_(std::move(proc)) {}
 
   std::optional<ProcStat> stat(uint32_t pid) const;
   std::optional<ProcIo> io(uint32_t pid) const;  // needs ptrace access: same user or root
-  ThreadStates threadStates(uint32_t pid) const;
   // Children started by the process's main thread (/proc/PID/task/PID/children).
   std::vector<uint32_t> children(uint32_t pid) const;
   // Every pid in the proc root.
   std::vector<uint32_t> allPids() const;
-  // Targets of /proc/PID/fd/* that are paths (not sockets, pipes or anon inodes), at most MAX.
-  std::vector<std::string> openFiles(uint32_t pid, size_t max) const;
+  // Targets of /proc/PID/fd/* that are paths (not sockets, pipes, anon inodes or /dev), out of
+  // at most MAX descriptors; EXAMINED (if given): how many descriptors were looked at.
+  std::vector<std::string> openFiles(uint32_t pid, size_t max, size_t* examined = nullptr) const;
   std::map<std::string, std::string> environ(uint32_t pid) const;
   std::vector<std::string> cmdline(uint32_t pid) const;
   std::optional<std::vector<MountInfo>> mounts(uint32_t pid) const;
   std::vector<uint32_t> cgroupProcs(const std::filesystem::path& cgroup) const;
 
- private:
   std::filesystem::path dir(uint32_t pid) const { return proc_ / std::to_string(pid); }
+
+ private:
   std::filesystem::path proc_;
 };
 

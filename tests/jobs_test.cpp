@@ -115,7 +115,8 @@ class JobTrackerTest : public ::testing::Test {
   }
 
   // Two GPUs: the ranks of run7 on GPU-0 (101, with 200 beside it) and GPU-1 (102).
-  void makeTracker(std::vector<std::string> only_gpus = {}, size_t max_jobs = 256) {
+  void makeTracker(std::vector<std::string> only_gpus = {}, size_t max_jobs = 256,
+                   size_t open_files_per_discovery = 1024) {
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
     g0.info = {0, "GPU-0", "Fake", {}};
@@ -128,6 +129,7 @@ class JobTrackerTest : public ::testing::Test {
     options.discovery_every_ticks = 1;
     options.only_gpus = std::move(only_gpus);
     options.max_jobs = max_jobs;
+    options.open_files_per_discovery = open_files_per_discovery;
     tracker_ =
         std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
     tracker_->setDeviceTree(loopOverVda());
@@ -224,6 +226,24 @@ TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {
   EXPECT_EQ(workers, 1u);
 }
 
+// A worker forked by a thread other than the rank's main one (a launcher thread, a thread
+// pool's) shows only in that thread's task/TID/children: found on a discovery tick.
+TEST_F(JobTrackerTest, FollowsChildrenOfEveryThreadThatRan) {
+  testing::writeFile(dir_.path() / "proc" / "102" / "task" / "1021" / "stat",
+                     "1021 (pool) S 100 0 0 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 1102\n");
+  testing::writeFile(dir_.path() / "proc" / "102" / "task" / "1021" / "children", "104 ");
+  tree_.process(104, "pt_data_worker", 'S', 102, 5);
+  const SampleBatch first = tick(1);
+  const JobSample* s = sampleOf(first, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->processes, 4u);
+  std::set<uint32_t> workers;
+  for (const auto& p : first.job_processes) {
+    if (p.key == "torchelastic:run7" && p.role == "worker") workers.insert(p.pid);
+  }
+  EXPECT_EQ(workers, (std::set<uint32_t>{103, 104}));
+}
+
 TEST_F(JobTrackerTest, EachRankIsAUnitWithItsWorkersAndItsGpu) {
   tick(1);
   tree_.process(103, "pt_data_worker", 'D', 101, 150);  // rank 0's worker: no RANK of its own
@@ -274,6 +294,26 @@ TEST_F(JobTrackerTest, NamesTheDeviceAFileIsOnAndTheDiskUnderIt) {
   }
   EXPECT_EQ(devices,
             (std::vector<std::pair<std::string, std::string>>{{"loop1", ""}, {"vda", "loop1"}}));
+}
+
+// One descriptor per discovery tick: one member looked at per tick, the longest unseen first,
+// and what each was found to hold is kept until its next look.
+TEST_F(JobTrackerTest, OpenFilesAreLookedAtWithinABudgetAndKept) {
+  makeTracker({}, 256, 1);
+  auto devices_at = [&](int64_t second) {
+    std::vector<std::string> devices;
+    for (const auto& d : tick(second).job_devices) {
+      if (d.key == "torchelastic:run7") devices.push_back(d.device);
+    }
+    return devices;
+  };
+  // Members in key order: 200 (its own job), then run7's 101, 102 and the worker 103.
+  EXPECT_TRUE(devices_at(1).empty());
+  EXPECT_TRUE(devices_at(2).empty());
+  EXPECT_TRUE(devices_at(3).empty());
+  const std::vector<std::string> loop1_over_vda{"loop1", "vda"};
+  EXPECT_EQ(devices_at(4), loop1_over_vda);  // 103's turn
+  EXPECT_EQ(devices_at(5), loop1_over_vda);  // 200 looked at again; 103's files kept
 }
 
 TEST_F(JobTrackerTest, RatesFromTheSecondTick) {

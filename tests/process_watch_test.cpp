@@ -1,0 +1,199 @@
+#include "collectors/process_watch.h"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+fs::path self() { return fs::path("/proc") / std::to_string(::getpid()); }
+
+uint32_t threadCount() {
+  ProcessWatch watch(self());
+  return watch.stat()->num_threads;
+}
+
+// A thread that waits for its turn, then makes a vfork-like child (CLONE_VM | CLONE_VFORK, on
+// a stack of its own) that sleeps: until the child exits, the thread is in uninterruptible
+// sleep ('D' in its stat), as a thread waiting on a disk read is.
+class VforkWaiter {
+ public:
+  explicit VforkWaiter(milliseconds child_sleep) : sleep_(child_sleep), stack_(64 * 1024) {
+    thread_ = std::thread([this] {
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [this] { return go_; });
+      }
+      const pid_t child = ::clone(&VforkWaiter::child, stack_.data() + stack_.size(),
+                                  CLONE_VM | CLONE_VFORK | SIGCHLD, this);
+      if (child > 0) ::waitpid(child, nullptr, 0);
+      done_ = true;
+    });
+  }
+  ~VforkWaiter() {
+    start();
+    thread_.join();
+  }
+  void start() {
+    std::lock_guard lock(m_);
+    go_ = true;
+    cv_.notify_all();
+  }
+  bool done() const { return done_; }
+
+ private:
+  static int child(void* self) {
+    const auto* waiter = static_cast<VforkWaiter*>(self);
+    const timespec ts{0, static_cast<long>(waiter->sleep_.count()) * 1000000L};
+    ::nanosleep(&ts, nullptr);
+    ::_exit(0);
+  }
+  milliseconds sleep_;
+  std::vector<char> stack_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool go_ = false;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+TEST(ProcessWatch, ThreadInUninterruptibleSleepIsCountedUntilItRunsAgain) {
+  VforkWaiter waiter(milliseconds(900));
+  ProcessWatch watch(self());
+  EXPECT_EQ(watch.threadStates(threadCount()).d_state, 0u);
+
+  waiter.start();
+  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_FALSE(waiter.done());
+  const ThreadStates blocked = watch.threadStates(threadCount());
+  EXPECT_EQ(blocked.d_state, 1u);
+  ASSERT_EQ(blocked.wchans.size(), 1u);
+  EXPECT_FALSE(blocked.wchans.front().empty());
+  // It has not run since: the state and wait are kept from the last read, not read again.
+  const ThreadStates again = watch.threadStates(threadCount());
+  EXPECT_EQ(again.d_state, 1u);
+  EXPECT_EQ(again.wchans, blocked.wchans);
+
+  while (!waiter.done()) std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(watch.threadStates(threadCount()).d_state, 0u);
+}
+
+TEST(ProcessWatch, HoldsItsThreadsFilesAndClosesThoseOfThreadsThatExit) {
+  const size_t before = ProcessWatch::heldDescriptors();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  threads.reserve(6);
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      while (!stop) std::this_thread::sleep_for(milliseconds(5));
+    });
+  }
+  {
+    ProcessWatch watch(self());
+    const auto with_threads = watch.stat();
+    ASSERT_TRUE(with_threads);
+    EXPECT_EQ(watch.threadStates(with_threads->num_threads).d_state, 0u);
+    // A schedstat and a stat each, for every thread of this process.
+    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * with_threads->num_threads);
+
+    stop = true;
+    for (auto& t : threads) t.join();
+    const auto fewer = watch.stat();
+    ASSERT_TRUE(fewer);
+    EXPECT_EQ(fewer->num_threads, with_threads->num_threads - 6);
+    watch.threadStates(fewer->num_threads);
+    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * fewer->num_threads);
+  }
+  EXPECT_EQ(ProcessWatch::heldDescriptors(), before);
+}
+
+TEST(ProcessWatch, AnExitedProcessReadsAsGone) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ProcessWatch watch(fs::path("/proc") / std::to_string(child));
+  ASSERT_TRUE(watch.stat());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(watch.stat());
+  EXPECT_FALSE(watch.io());
+  EXPECT_EQ(watch.threadStates(1).d_state, 0u);
+}
+
+// A tree that is not procfs (a fixture): the same rule, with every file opened afresh.
+class FixtureThread : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = scratch_.path() / "proc" / "40";
+    stat("D");
+    testing::writeFile(dir_ / "task" / "41" / "wchan", "io_schedule");
+  }
+  void stat(const std::string& state) {
+    testing::writeFile(dir_ / "task" / "41" / "stat",
+                       "41 (pt worker) " + state + " 40 0 0 0 0 0 0 0 0 0 5 0 0 0 20 0 1 0 77\n");
+  }
+  void schedstat(const std::string& text) {
+    testing::writeFile(dir_ / "task" / "41" / "schedstat", text);
+  }
+  testing::ScratchDir scratch_;
+  fs::path dir_;
+};
+
+TEST_F(FixtureThread, AThreadThatDidNotRunKeepsItsState) {
+  schedstat("1000 20 3\n");
+  const size_t held = ProcessWatch::heldDescriptors();
+  ProcessWatch watch(dir_);
+  ThreadStates first = watch.threadStates(1);
+  EXPECT_EQ(first.d_state, 1u);
+  EXPECT_EQ(first.wchans, std::vector<std::string>{"io_schedule"});
+  stat("S");  // not seen: its schedstat says it has not run
+  EXPECT_EQ(watch.threadStates(1).d_state, 1u);
+  schedstat("1500 20 4\n");
+  EXPECT_EQ(watch.threadStates(1).d_state, 0u);
+  EXPECT_EQ(ProcessWatch::heldDescriptors(), held);  // nothing held on a fixture
+}
+
+TEST_F(FixtureThread, WithoutSchedstatEveryReadLooksAtTheState) {
+  ProcessWatch watch(dir_);
+  EXPECT_EQ(watch.threadStates(1).d_state, 1u);
+  stat("S");
+  EXPECT_EQ(watch.threadStates(1).d_state, 0u);
+  schedstat("0 0 0\n");  // a kernel without schedstats
+  stat("D");
+  EXPECT_EQ(watch.threadStates(1).d_state, 1u);
+  stat("R");
+  EXPECT_EQ(watch.threadStates(1).d_state, 0u);
+}
+
+TEST(ProcFile, OneRecordShapeReadsTheWholeFile) {
+  ProcFile records(self() / "stat");
+  ProcFile one(self() / "stat", ProcFile::Shape::kOneRecord);
+  std::string a, b, error;
+  ASSERT_TRUE(records.read(a, error)) << error;
+  ASSERT_TRUE(one.read(b, error)) << error;
+  ASSERT_TRUE(parseProcStat(a));
+  ASSERT_TRUE(parseProcStat(b));
+  EXPECT_EQ(parseProcStat(a)->start_time_ticks, parseProcStat(b)->start_time_ticks);
+  EXPECT_EQ(a.back(), '\n');
+  EXPECT_EQ(b.back(), '\n');
+}
+
+}  // namespace
+}  // namespace stallwatch::collectors
