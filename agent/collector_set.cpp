@@ -1,11 +1,20 @@
 #include "agent/collector_set.h"
 
 #include <spdlog/spdlog.h>
+#include <time.h>
 
 #include <chrono>
 
 namespace stallwatch::agent {
 namespace {
+
+// This thread's CPU time: what a collector costs, apart from the waits in its wall time (an
+// NVML call that sleeps in the driver).
+std::chrono::nanoseconds threadCpuTime() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
 
 const char* outcomeName(collectors::Outcome o) {
   switch (o) {
@@ -36,7 +45,9 @@ CollectorSet::CollectorSet(const std::set<std::string>& enabled,
 void CollectorSet::collect(const collectors::Tick& tick, collectors::SampleBatch& batch) {
   for (auto& a : active_) {
     const auto t0 = std::chrono::steady_clock::now();
+    const auto cpu0 = threadCpuTime();
     const collectors::CollectResult r = a.collector->collect(tick, batch);
+    a.stats.total_cpu_time += threadCpuTime() - cpu0;
     a.stats.last_time = std::chrono::steady_clock::now() - t0;
     a.stats.total_time += a.stats.last_time;
     account(a, r, tick.wall_time_ms);

@@ -32,6 +32,7 @@ struct CollectorStats {
   std::chrono::nanoseconds last_time{0};
   bool last_ok = true;    // the last collection was neither an error nor without its source
   bool available = true;  // its source exists on this host (an NVIDIA driver, PSI)
+  std::chrono::nanoseconds total_cpu_time{0};  // the sampling thread's CPU inside collect()
 };
 
 // A drive's health verdict, as the health thread last read it.
