@@ -2,7 +2,8 @@
 # The agent's cost on a GPU host beside a real multi-GPU training job (tests/gpu/train_ddp.py
 # under torchrun, one rank per GPU, 8 DataLoader workers each), side by side in one run:
 #   before  stallwatch record --gpu-utilization samples --gpu-process-every 1 (the old reads:
-#           the sample buffer and per-process utilisation every interval, for every GPU);
+#           the sample buffer and per-process utilisation every interval, for every GPU); or,
+#           with BEFORE_BIN set, that binary (an earlier build) with its defaults;
 #   after   stallwatch record with its defaults;
 #   floor   nvml_call_bench --floor: nvmlDeviceGetUtilizationRates + memory info per GPU per
 #           second and nothing else;
@@ -11,7 +12,8 @@
 # (anonymous and file-backed), their tick lateness (p50/p99 of how late each tick's samples
 # were against the first tick's one-second grid), their collectors' cost per collection, and
 # how the two agents' utilisation readings of the same GPUs compare.
-# Usage (root, on the GPU host): bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
+# Also: the floor's RSS (what NVML alone costs a process), and the after agent's smaps.
+# Usage (root, on the GPU host): [BEFORE_BIN=OLD] bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
 set -uo pipefail
 carry=${1:?}; out=${2:?}; window=${3:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,8 +27,12 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
 mkdir -p -m 0755 "$work/before" "$work/after"
-"$bin" record --db "$out/before.db" --interval 1s --gpu-utilization samples --gpu-process-every 1 \
-  --socket "$work/before/dl.sock" 2> "$out/before.log" &
+if [ -n "${BEFORE_BIN:-}" ]; then
+  "$BEFORE_BIN" record --db "$out/before.db" --interval 1s --socket "$work/before/dl.sock" 2> "$out/before.log" &
+else
+  "$bin" record --db "$out/before.db" --interval 1s --gpu-utilization samples --gpu-process-every 1 \
+    --socket "$work/before/dl.sock" 2> "$out/before.log" &
+fi
 before=$!
 "$bin" record --db "$out/after.db" --interval 1s --socket "$work/after/dl.sock" 2> "$out/after.log" &
 after=$!
@@ -40,12 +46,13 @@ dmon=$!
 sleep 2
 b0=$(cpu_ticks $before); a0=$(cpu_ticks $after); d0=$(cpu_ticks $dmon)
 t0=$(date +%s%3N)
-LD_LIBRARY_PATH="$carry/lib" "$carry/nvml_call_bench" --floor "$window" > "$out/floor.log" 2>&1 &
+LD_LIBRARY_PATH="$carry/lib" "$carry/nvml_call_bench" --floor "$((window + 5))" > "$out/floor.log" 2>&1 &
 floor=$!
 sleep "$window"
 b1=$(cpu_ticks $before); a1=$(cpu_ticks $after); d1=$(cpu_ticks $dmon)
 t1=$(date +%s%3N)
-for p in $before $after; do grep -E "^(RssAnon|RssFile|VmHWM)" "/proc/$p/status" | tr -s ' \t' ' ' | tr '\n' ' '; echo; done > "$out/rss.txt"
+for p in $before $after $floor; do grep -E "^(RssAnon|RssFile|VmHWM)" "/proc/$p/status" | tr -s ' \t' ' ' | tr '\n' ' '; echo; done > "$out/rss.txt"
+cat "/proc/$after/smaps" > "$out/after.smaps"
 wait $floor
 kill $dmon; wait $dmon 2>/dev/null
 wait $job; echo "job exit $?: $(grep -h 'steps in' "$out/job.log" | tr '\n' ' ')"
@@ -62,7 +69,7 @@ per before "$b0" "$b1"
 per after "$a0" "$a1"
 cat "$out/floor.log"
 per dmon "$d0" "$d1"
-echo "== RSS at the end of the window (kB): before, after"
+echo "== RSS at the end of the window (kB): before, after, floor"
 cat "$out/rss.txt"
 echo "== collectors' cost per collection"
 for a in before after; do echo "$a:"; grep -E "collector (gpu|jobs|diskstats|pressure):" "$out/$a.log" | sed 's/.*collector/  collector/'; done

@@ -7,12 +7,12 @@ cd "$(dirname "$0")/../.."
 dir=${1:-.carry}
 build=${BUILD_DIR:-build-gpu}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTALLWATCH_WERROR=OFF -DSTALLWATCH_TESTS=OFF -DSTALLWATCH_BENCH=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target stallwatch nvml_call_bench
+cmake --build "$build" -j"$(nproc)" --target stallwatch nvml_call_bench jobs_collector_bench
 rm -rf "$dir"; mkdir -p "$dir/lib"
-cp "$build/stallwatch" "$build/bench/nvml_call_bench" "$dir/"
-strip "$dir/stallwatch" "$dir/nvml_call_bench"
+cp "$build/stallwatch" "$build/bench/nvml_call_bench" "$build/bench/jobs_collector_bench" "$dir/"
+strip "$dir/stallwatch" "$dir/nvml_call_bench" "$dir/jobs_collector_bench"
 # Every library but the C runtime itself, which the host has in a newer version.
-for lib in $(ldd "$dir/stallwatch" "$dir/nvml_call_bench" | awk '/=> \// {print $3}' | sort -u); do
+for lib in $(ldd "$dir/stallwatch" "$dir/nvml_call_bench" "$dir/jobs_collector_bench" | awk '/=> \// {print $3}' | sort -u); do
   case $(basename "$lib") in
     libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
     *) cp -L "$lib" "$dir/lib/" ;;
