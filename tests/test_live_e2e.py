@@ -54,8 +54,8 @@ class LiveE2E(unittest.TestCase):
         self.procs.append(p)
         return p
 
-    def prometheus(self, targets, rules):
-        """Debian's Prometheus scraping TARGETS (ports on loopback) every second with RULES (files
+    def prometheus(self, targets, rules, scrape="1s"):
+        """Debian's Prometheus scraping TARGETS (ports on loopback) every SCRAPE with RULES (files
         under deploy/prometheus); returns query(expr) -> the instant vector's results."""
         if not shutil.which("prometheus"):
             self.fail("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
@@ -65,7 +65,7 @@ class LiveE2E(unittest.TestCase):
         target_list = ", ".join(f'"127.0.0.1:{p}"' for p in targets)
         with open(config, "w") as f:
             f.write(f"""global:
-  scrape_interval: 1s
+  scrape_interval: {scrape}
   evaluation_interval: 1s
 rule_files: [{rule_files}]
 scrape_configs:
@@ -319,6 +319,85 @@ scrape_configs:
         for panel in dashboard["panels"]:
             expr = panel["targets"][0]["expr"].replace("$instance", ".*").replace("$device", ".*").replace("$run", ".*")
             query(expr)
+
+    def test_prometheus_sees_a_spike_between_scrapes_through_rate(self):
+        """A 3 s read-latency spike on loop1 (a captured tree whose diskstats the test advances)
+        placed between two 15 s scrapes: the last-interval gauge never shows it, rate() of the
+        counters does, as node_exporter's would."""
+        root = os.path.join(self.tmp, "root")
+        shutil.copytree(os.path.join(HERE, "fixtures", "host-6.18-loop-stack"), root)
+        stats_path = os.path.join(root, "proc", "diskstats")
+        with open(stats_path) as f:
+            original = f.read()
+        stop, spike = threading.Event(), {}
+        t0 = time.time()
+
+        def advance():
+            # loop1 completes 100 reads a second at 1 ms each; 200 ms each during the spike.
+            while not stop.is_set():
+                t = time.time() - t0
+                start = spike.get("start", float("inf")) - t0
+                in_spike = min(max(t - start, 0.0), 3.0)
+                reads = int(100 * t)
+                read_ms = int(100 * (t * 1 + in_spike * 199))
+                lines = []
+                for line in original.splitlines():
+                    f = line.split()
+                    if f[2] == "loop1":
+                        f[3] = str(int(f[3]) + reads)
+                        f[6] = str(int(f[6]) + read_ms)
+                    lines.append(" ".join(f))
+                with open(stats_path + ".new", "w") as out:
+                    out.write("\n".join(lines) + "\n")
+                os.rename(stats_path + ".new", stats_path)
+                time.sleep(0.05)
+
+        writer = threading.Thread(target=advance)
+        writer.start()
+        try:
+            port = free_port()
+            self.start([BIN, "record", "--root", root, "--db", os.path.join(self.tmp, "sw.db"),
+                        "--interval", "1s", "--no-collector.gpu", "--listen", f"127.0.0.1:{port}"])
+            query = self.prometheus([port], [], scrape="15s")
+            series = 'stallwatch_disk_reads_completed_total{device="loop1"}'
+
+            def last_scrape():
+                try:
+                    result = query(f"timestamp({series})")
+                except (OSError, ValueError):
+                    return None
+                return float(result[0]["value"][1]) if result else None
+
+            deadline, first = time.monotonic() + 40, None
+            while first is None and time.monotonic() < deadline:
+                first = last_scrape()
+                time.sleep(0.5)
+            self.assertIsNotNone(first, "Prometheus never scraped loop1's counters")
+            spike["start"] = first + 5  # 5 s after a scrape, over 2 s before the next
+            second = first
+            while second == first and time.monotonic() < deadline + 30:
+                time.sleep(0.5)
+                second = last_scrape() or first
+            self.assertGreater(second, first + 10, "no second scrape after the spike")
+            at = {"time": f"{second:.3f}"}
+
+            def value(expr):
+                result = json.loads(get(f"{query.api}/query?" + urllib.parse.urlencode(
+                    {"query": expr, **at})))["data"]["result"]
+                self.assertTrue(result, expr)
+                return float(result[0]["value"][1])
+            mean_await = value('rate(stallwatch_disk_read_time_seconds_total{device="loop1"}[20s])'
+                               ' / rate(stallwatch_disk_reads_completed_total{device="loop1"}[20s])')
+            gauge_max = value('max_over_time(stallwatch_disk_read_await_seconds{device="loop1"}[60s])')
+        finally:
+            stop.set()
+            writer.join()
+        print(f"mean read await between the scrapes through rate(): {mean_await * 1000:.1f} ms; "
+              f"the last-interval gauge's highest scraped value: {gauge_max * 1000:.1f} ms")
+        # Between the scrapes: 1 500 reads, 300 of them at 200 ms: a mean of 40.8 ms.
+        self.assertGreater(mean_await, 0.025, mean_await)
+        self.assertLess(mean_await, 0.060, mean_await)
+        self.assertLess(gauge_max, 0.005, "a scrape landed in the spike")
 
     def test_prometheus_names_the_node_that_holds_back_a_run(self):
         # Two agents, one per "node" of the real two-node run (tests/gpu/two_node_runs.sh: node
