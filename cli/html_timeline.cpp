@@ -151,12 +151,12 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
   for (size_t p = 0; p < panels.size(); ++p) {
     const Panel& panel = panels[p];
     const double y0 = 30 + static_cast<double>(p) * (kPanelHeight + kGap);
-    double y_max = panel.unit == "%" && !panel.fit ? 100.0 : 1.0;
-    if (panel.unit != "%" ||
-        panel.fit) {  // shares have a natural top; the rest scale to their data
-      for (const auto& v : panel.values) {
-        if (v) y_max = std::max(y_max, *v * 1.1);
-      }
+    // Shares have a natural top of 100 %, the rest scale to their data; a share above 100 %
+    // (a wait longer than the interval it is reported in) raises the top rather than being cut.
+    const bool share = panel.unit == "%" && !panel.fit;
+    double y_max = share ? 100.0 : 1.0;
+    for (const auto& v : panel.values) {
+      if (v && (!share || *v > 100.0)) y_max = std::max(y_max, *v * (share ? 1.05 : 1.1));
     }
     svg +=
         fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",

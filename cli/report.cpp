@@ -139,6 +139,23 @@ nlohmann::json rankJson(const correlator::RankFigures& f) {
 
 }  // namespace
 
+std::string renderHostText(const model::JobSeries& host) {
+  std::string out = "no job with samples in the range\n";
+  if (host.size() == 0 || host.devices.empty()) return out;
+  out += fmt::format("the host's devices, {} .. {} ({} intervals): await p50 / p99\n",
+                     timeText(host.ts_ms.front()), timeText(host.ts_ms.back()), host.size());
+  auto ms = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.2f}", *v) : std::string("-");
+  };
+  for (const auto& d : host.devices) {
+    out += fmt::format(
+        "  {:<16} read {} / {} ms, write {} / {} ms\n", d.name,
+        ms(correlator::percentile(d.r_await_ms, 50)), ms(correlator::percentile(d.r_await_ms, 99)),
+        ms(correlator::percentile(d.w_await_ms, 50)), ms(correlator::percentile(d.w_await_ms, 99)));
+  }
+  return out;
+}
+
 std::string renderText(const std::vector<JobReport>& reports) {
   std::string out;
   if (reports.empty()) return "no job with samples in the range\n";

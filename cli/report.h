@@ -40,6 +40,11 @@ std::string describeIncident(const model::Incident& inc);
 nlohmann::json incidentJson(const model::Incident& inc);
 std::string renderText(const std::vector<JobReport>& reports);
 nlohmann::json renderJson(const std::vector<JobReport>& reports);
-std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title);
+// HOST (may be null): the host's own series (Recording::hostSeries), shown when no job has
+// samples in the range, so that a recording of devices alone still tells their story.
+std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title,
+                       const model::JobSeries* host = nullptr);
+// "no job with samples in the range", and with HOST what its devices did (p50/p99 await).
+std::string renderHostText(const model::JobSeries& host);
 
 }  // namespace stallwatch::cli

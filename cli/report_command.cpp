@@ -79,20 +79,22 @@ int runReport(const ReportArgs& args) {
   const std::string path =
       args.dbs.empty() ? storage::defaultDatabasePath().string() : args.dbs.front();
   std::vector<JobReport> reports;
+  model::JobSeries host;  // what the devices did, when no job has samples in the range
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
     reports = buildReports(recording, args.job, range);
+    if (reports.empty() && !args.job) host = recording.hostSeries(range);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: cannot read " << path << ": " << e.what() << "\n";
     return 1;
   }
   if (!args.html.empty() &&
-      !writeHtml(args.html, renderHtml(reports, "stallwatch report: " + path)))
+      !writeHtml(args.html, renderHtml(reports, "stallwatch report: " + path, &host)))
     return 1;
   if (args.json) {
     std::cout << renderJson(reports).dump(2) << "\n";
   } else if (args.html.empty()) {
-    std::cout << renderText(reports);
+    std::cout << (reports.empty() ? renderHostText(host) : renderText(reports));
   }
   return 0;
 }

@@ -12,6 +12,16 @@
 namespace stallwatch::cli {
 namespace {
 
+// A device's await in an interval: the longer of its read and write await.
+model::Series awaitOf(const model::DeviceSeries& d, size_t n) {
+  model::Series out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto a = d.r_await_ms[i], b = d.w_await_ms[i];
+    out[i] = a && b ? std::max(*a, *b) : (a ? a : b);
+  }
+  return out;
+}
+
 std::string timeline(const JobReport& r, size_t job_index) {
   const auto& s = r.series;
   // The device to show: the first disk-slow incident's, else the job's first device.
@@ -25,11 +35,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
   if (device_name.empty() && !r.devices.empty()) device_name = r.devices.front().name;
   model::Series latency(s.size());
   for (const auto& d : s.devices) {
-    if (d.name != device_name) continue;
-    for (size_t i = 0; i < s.size(); ++i) {
-      const auto a = d.r_await_ms[i], b = d.w_await_ms[i];
-      latency[i] = a && b ? std::max(*a, *b) : (a ? a : b);
-    }
+    if (d.name == device_name) latency = awaitOf(d, s.size());
   }
   model::Series wait_share(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -99,11 +105,80 @@ std::string timeline(const JobReport& r, size_t job_index) {
   return renderTimeline(s, panels, shades, job_index);
 }
 
+// No job in the range: the host's devices on one time axis (the I/O pressure, then each
+// device's await, the busiest first), and their latency in a table.
+std::string hostSection(const model::JobSeries& s) {
+  constexpr size_t kMaxLanes = 8;
+  std::string html =
+      "<section class=\"host\"><h2>The host's devices</h2>\n<p class=\"no-job\">No job with "
+      "samples in the range: what the host's devices did.</p>\n";
+  html +=
+      fmt::format("<p>{} .. {} UTC &middot; {} intervals &middot; {} device(s)</p>\n",
+                  timeText(s.ts_ms.front()), timeText(s.ts_ms.back()), s.size(), s.devices.size());
+  std::vector<const model::DeviceSeries*> order;
+  for (const auto& d : s.devices) order.push_back(&d);
+  auto peak = [](const model::Series& values) {
+    double top = 0;
+    for (const auto& v : values) top = std::max(top, v.value_or(0.0));
+    return top;
+  };
+  auto peak_queue = [&](const model::DeviceSeries* d) { return peak(d->aqu_sz); };
+  // The busiest first: the deepest queue, then the longest await.
+  std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
+    const double qa = peak_queue(a), qb = peak_queue(b);
+    if (qa != qb) return qa > qb;
+    return std::max(peak(a->r_await_ms), peak(a->w_await_ms)) >
+           std::max(peak(b->r_await_ms), peak(b->w_await_ms));
+  });
+  model::Series io(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.io_some[i]) io[i] = *s.io_some[i] * 100.0;
+  }
+  std::vector<Panel> panels = {
+      {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd", {}, "", false}};
+  for (size_t k = 0; k < order.size() && k < kMaxLanes; ++k) {
+    panels.push_back({fmt::format("series-device-{}", k),
+                      "await of " + order[k]->name,
+                      "ms",
+                      awaitOf(*order[k], s.size()),
+                      "#d62728",
+                      {},
+                      "",
+                      false});
+  }
+  html += renderTimeline(s, panels, {}, 0);
+  if (order.size() > kMaxLanes) {
+    html +=
+        fmt::format("<p>The {} busiest devices are drawn; all are in the table.</p>\n", kMaxLanes);
+  }
+  html +=
+      "<h3>Devices</h3>\n<table class=\"devices\"><tr><th>device</th><th>read await p50</th>"
+      "<th>read await p99</th><th>write await p50</th><th>write await p99</th>"
+      "<th>peak queue</th></tr>\n";
+  auto cell = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
+  };
+  for (const auto* d : order) {
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>\n",
+        escape(d->name), cell(correlator::percentile(d->r_await_ms, 50)),
+        cell(correlator::percentile(d->r_await_ms, 99)),
+        cell(correlator::percentile(d->w_await_ms, 50)),
+        cell(correlator::percentile(d->w_await_ms, 99)), peak_queue(d));
+  }
+  return html + "</table></section>\n";
+}
+
 }  // namespace
 
-std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title) {
+std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title,
+                       const model::JobSeries* host) {
   std::string html = pageStart(title);
-  if (reports.empty()) html += "<p>No job with samples in the range.</p>\n";
+  if (reports.empty()) {
+    html += host && host->size() > 0 && !host->devices.empty()
+                ? hostSection(*host)
+                : "<p>No job and no device with samples in the range.</p>\n";
+  }
   for (size_t j = 0; j < reports.size(); ++j) {
     const auto& r = reports[j];
     html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n",

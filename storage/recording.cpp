@@ -54,6 +54,21 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
   });
 }
 
+// The host's I/O and CPU pressure on the series' ticks.
+void loadPressure(SQLite::Database& db, int64_t from_ms, int64_t to_ms, model::JobSeries& s) {
+  for (auto [resource, target] : {std::pair{"io", &s.io_some}, std::pair{"cpu", &s.cpu_some}}) {
+    SQLite::Statement q(db,
+                        "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
+                        "AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
+    q.bind(":resource", resource);
+    q.bind(":from_ms", from_ms);
+    q.bind(":to_ms", to_ms);
+    const int some_c = q.getColumnIndex("some_ratio");
+    mergeByTime(q, s.ts_ms,
+                [&, t = target](size_t i) { (*t)[i] = optionalReal(q.getColumn(some_c)); });
+  }
+}
+
 // The job's ranks (schema 6), each aligned on the job's ticks.
 void loadRanks(SQLite::Database& db, int64_t job_id, int64_t from_ms, int64_t to_ms,
                model::JobSeries& s) {
@@ -431,17 +446,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     loadSlowestRank(db_, job.job_id, version_ >= 6 && ranks.size() >= 2, s);
     return s;
   }
-  for (auto [resource, target] : {std::pair{"io", &s.io_some}, std::pair{"cpu", &s.cpu_some}}) {
-    SQLite::Statement q(db_,
-                        "SELECT ts_ms, some_ratio FROM pressure_samples WHERE resource = :resource "
-                        "AND ts_ms BETWEEN :from_ms AND :to_ms ORDER BY ts_ms");
-    q.bind(":resource", resource);
-    q.bind(":from_ms", from);
-    q.bind(":to_ms", to);
-    const int some_c = q.getColumnIndex("some_ratio");
-    mergeByTime(q, s.ts_ms,
-                [&, t = target](size_t i) { (*t)[i] = optionalReal(q.getColumn(some_c)); });
-  }
+  loadPressure(db_, from, to, s);
   SQLite::Statement devices(
       db_,
       "SELECT jd.device_id, b.name, jd.via FROM job_devices jd JOIN block_devices b "
@@ -460,6 +465,37 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     it = any ? std::next(it) : s.devices.erase(it);
   }
   if (version_ >= 6) loadRanks(db_, job.job_id, from, to, s);
+  return s;
+}
+
+model::JobSeries Recording::hostSeries(const TimeRange& range) {
+  model::JobSeries s;
+  {
+    SQLite::Statement q(db_,
+                        "SELECT DISTINCT ts_ms FROM disk_samples WHERE ts_ms BETWEEN :since_ms AND "
+                        ":until_ms ORDER BY ts_ms");
+    bindRange(q, range);
+    int64_t last = 0;
+    while (q.executeStep()) {
+      const int64_t ts = q.getColumn(0).getInt64();
+      // An interval is the time since the previous tick; the first is taken as a second.
+      const double interval_s = last ? static_cast<double>(ts - last) / 1000.0 : 1.0;
+      model::appendInterval(s, ts, interval_s);
+      last = ts;
+    }
+  }
+  if (s.ts_ms.empty()) return s;
+  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
+  loadPressure(db_, from, to, s);
+  SQLite::Statement q(db_, "SELECT device_id, name FROM block_devices ORDER BY name");
+  const Columns c(q);
+  while (q.executeStep()) {
+    const size_t before = s.devices.size();  // a name seen again (a re-added disk) shares one
+    model::DeviceSeries& d = model::addDevice(s, c.text("name"), "", false);
+    bool any = false;
+    loadDevice(db_, c.int64("device_id"), s.ts_ms, from, to, d, any);
+    if (!any && s.devices.size() > before) s.devices.pop_back();
+  }
   return s;
 }
 

@@ -117,6 +117,10 @@ class Recording {
     // day of 8 ranks stays small.
     kNodeSummary,
   };
+  // The host's own series over RANGE, for a recording (or range) without a job: the interval
+  // grid of its device samples, the host's I/O and CPU pressure, and every device with samples
+  // there (job_reads false). Empty without device samples.
+  model::JobSeries hostSeries(const TimeRange& range);
   // The job's series over RANGE, as much of it as DETAIL says.
   model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range,
                              Detail detail = Detail::kFull);

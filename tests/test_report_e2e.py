@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import time
 import unittest
 
 import synthetic_db
@@ -211,6 +212,62 @@ class ReportE2E(unittest.TestCase):
         shot = SCREENSHOT or os.path.join(self.tmp, "report.png")
         r = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1150",
                             "file://" + page], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertGreater(os.path.getsize(shot), 10_000)
+
+    def test_devices_only_recording_in_chromium(self):
+        """A recording without a job (the recorder on a captured tree whose loop1 the test keeps
+        reading at 3 ms a read): the report tells what the devices did, in text and in HTML."""
+        browser = chromium()
+        if not browser:
+            if os.environ.get("CI"):
+                self.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+            self.skipTest("no chromium")
+        root = os.path.join(self.tmp, "root")
+        shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
+                                     "host-6.18-loop-stack"), root)
+        stats = os.path.join(root, "proc", "diskstats")
+        with open(stats) as f:
+            original = f.read()
+        recorder = subprocess.Popen([BIN, "record", "--root", root, "--db", self.db, "--interval",
+                                     "200ms", "--duration", "3s", "--no-collector.gpu"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        step = 0
+        while recorder.poll() is None:  # loop1: 10 reads costing 30 ms per step
+            step += 1
+            lines = []
+            for line in original.splitlines():
+                f = line.split()
+                if f[2] == "loop1":
+                    f[3], f[6] = str(int(f[3]) + 10 * step), str(int(f[6]) + 30 * step)
+                lines.append(" ".join(f))
+            with open(stats + ".new", "w") as out:
+                out.write("\n".join(lines) + "\n")
+            os.rename(stats + ".new", stats)
+            time.sleep(0.02)
+        self.assertEqual(recorder.returncode, 0, recorder.stderr.read())
+        text = self.sw("report", "--db", self.db)
+        self.assertIn("no job with samples in the range", text)
+        self.assertRegex(text, r"loop1 +read 3\.00 / 3\.00 ms")
+        page = os.path.join(self.tmp, "devices.html")
+        self.sw("report", "--db", self.db, "--html", page)
+        dom = subprocess.run([browser, *headless_flags(self.tmp), "--dump-dom", "file://" + page],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+        out = dom.stdout
+        self.assertIn('data-rendered="1 timelines"', out, "the page's script did not run")
+        self.assertIn("<h2>The host's devices</h2>", out)
+        self.assertIn(">await of loop1</text>", out)
+        m = re.search(r'>await of loop1</text>.*?<path id="series-device-\d+-0"[^>]* d="([^"]*)"',
+                      out, re.DOTALL)
+        self.assertIsNotNone(m)
+        self.assertGreater(m.group(1).count("L"), 5, "loop1's await has too few points")
+        self.assertRegex(out, r"<td>loop1</td><td>3\.00 ms</td><td>3\.00 ms</td>")
+        shot = (os.path.join(os.path.dirname(SCREENSHOT), "report-devices-only.png") if SCREENSHOT
+                else os.path.join(self.tmp, "devices.png"))
+        r = subprocess.run([browser, *headless_flags(self.tmp), f"--screenshot={shot}",
+                            "--window-size=1200,900", "file://" + page],
+                           capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertGreater(os.path.getsize(shot), 10_000)
 
