@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/report.h"
 
@@ -13,36 +15,188 @@ namespace {
 constexpr double kWidth = 1100, kLeft = 70, kRight = 20, kPanelHeight = 110, kGap = 28;
 constexpr size_t kMaxPoints = 1500;
 
-// An SVG path through the values, bucketed to at most kMaxPoints, broken where data is missing.
-std::string pathFor(const model::JobSeries& s, const model::Series& v, double y0, double y_max,
-                    double t0, double t1) {
+// The series bucketed to at most kMaxPoints: each bucket's time (its middle interval's) and
+// mean (none where no interval of it has a value). The SVG paths and the page's script (hover,
+// zoom) draw the same points.
+struct Buckets {
+  size_t size = 1;  // intervals per bucket
+  std::vector<double> times;
+};
+
+Buckets bucketsOf(const model::JobSeries& s) {
+  Buckets b;
   const size_t n = s.size();
-  const size_t bucket = std::max<size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
-  std::string d;
-  bool pen = false;
-  const double plot_w = kWidth - kLeft - kRight;
-  for (size_t start = 0; start < n; start += bucket) {
+  b.size = std::max<size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
+  for (size_t start = 0; start < n; start += b.size)
+    b.times.push_back(static_cast<double>(s.ts_ms[std::min(n - 1, start + b.size / 2)]));
+  return b;
+}
+
+std::vector<std::optional<double>> bucketMeans(const Buckets& b, const model::Series& v) {
+  std::vector<std::optional<double>> out;
+  for (size_t k = 0; k < b.times.size(); ++k) {
     double sum = 0;
     size_t count = 0;
-    for (size_t i = start; i < std::min(n, start + bucket); ++i) {
-      if (i < v.size() && v[i]) {
+    for (size_t i = k * b.size; i < (k + 1) * b.size && i < v.size(); ++i) {
+      if (v[i]) {
         sum += *v[i];
         ++count;
       }
     }
-    if (!count) {
+    out.push_back(count ? std::optional<double>(sum / static_cast<double>(count)) : std::nullopt);
+  }
+  return out;
+}
+
+// An SVG path through the bucket means, broken where data is missing.
+std::string pathFor(const Buckets& b, const std::vector<std::optional<double>>& means, double y0,
+                    double y_max, double t0, double t1) {
+  std::string d;
+  bool pen = false;
+  const double plot_w = kWidth - kLeft - kRight;
+  for (size_t k = 0; k < means.size(); ++k) {
+    if (!means[k]) {
       pen = false;
       continue;
     }
-    const double t = static_cast<double>(s.ts_ms[std::min(n - 1, start + bucket / 2)]);
-    const double x = kLeft + (t1 > t0 ? (t - t0) / (t1 - t0) : 0) * plot_w;
-    const double value = std::clamp(sum / static_cast<double>(count), 0.0, y_max);
+    const double x = kLeft + (t1 > t0 ? (b.times[k] - t0) / (t1 - t0) : 0) * plot_w;
+    const double value = std::clamp(*means[k], 0.0, y_max);
     const double y = y0 + kPanelHeight - value / y_max * kPanelHeight;
     d += fmt::format("{}{:.1f},{:.1f} ", pen ? "L" : "M", x, y);
     pen = true;
   }
   return d;
 }
+
+nlohmann::json meansJson(const std::vector<std::optional<double>>& means) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : means)
+    out.push_back(m ? nlohmann::json(std::round(*m * 1000) / 1000) : nullptr);
+  return out;
+}
+
+// What the page's script needs to redraw a timeline (zoom) and read values (hover).
+// "</" is escaped: a title may hold anything, and this sits inside a <script> element.
+std::string timelineData(const nlohmann::json& data, size_t index) {
+  std::string text = data.dump();
+  for (size_t at = text.find("</"); at != std::string::npos; at = text.find("</", at + 3))
+    text.replace(at, 2, "<\\/");
+  return fmt::format("<script type=\"application/json\" id=\"timeline-data-{}\">{}</script>\n",
+                     index, text);
+}
+
+// Hover shows every panel's value at the pointer's time under the timeline; a drag zooms to
+// a span, a double click zooms back out; #from=MS&to=MS zooms and #at=MS points at a moment
+// when the page opens (a link to a moment of a stall). Plain DOM, nothing fetched.
+constexpr const char* kTimelineScript = R"JS(<script>
+(function () {
+  const ns = 'http://www.w3.org/2000/svg';
+  const hhmmss = ms => new Date(ms).toISOString().substring(11, 19);
+  const num = v => Math.abs(v) >= 100 ? v.toFixed(0) : String(+v.toPrecision(3));
+  const hash = new URLSearchParams(location.hash.slice(1));
+  document.querySelectorAll('svg.timeline').forEach(svg => {
+    const source = document.getElementById(svg.id.replace('timeline-', 'timeline-data-'));
+    if (!source) return;
+    const data = JSON.parse(source.textContent);
+    const full = [data.t0, data.t1];
+    let view = full.slice();
+    const right = data.left + data.width;
+    const xOf = t => data.left + (t - view[0]) / (view[1] - view[0]) * data.width;
+    const tOf = x => view[0] + (x - data.left) / data.width * (view[1] - view[0]);
+    const path = (values, p) => {
+      let d = '', pen = false;
+      data.times.forEach((t, k) => {
+        const v = values[k];
+        if (v === null || t < view[0] || t > view[1]) { pen = false; return; }
+        const y = p.y0 + p.h - Math.min(Math.max(v, 0), p.ymax) / p.ymax * p.h;
+        d += (pen ? 'L' : 'M') + xOf(t).toFixed(1) + ',' + y.toFixed(1) + ' ';
+        pen = true;
+      });
+      return d;
+    };
+    const draw = () => {
+      data.panels.forEach(p => {
+        document.getElementById(p.id).setAttribute('d', path(p.values, p));
+        if (p.second) document.getElementById(p.second_id).setAttribute('d', path(p.second, p));
+      });
+      svg.querySelectorAll('.incident, .incident-label').forEach(e => {
+        const a = Math.max(xOf(+e.dataset.start), data.left);
+        const b = Math.min(xOf(+e.dataset.end), right);
+        e.style.display = b < data.left || a > right ? 'none' : '';
+        if (e.tagName === 'rect') {
+          e.setAttribute('x', a.toFixed(1));
+          e.setAttribute('width', Math.max(2, b - a).toFixed(1));
+        } else {
+          e.setAttribute('x', (a + 3).toFixed(1));
+        }
+      });
+      svg.querySelectorAll('text.tick').forEach(e => {
+        e.textContent = hhmmss(view[0] + (view[1] - view[0]) * e.dataset.k / 4);
+      });
+      svg.dataset.view = view.map(Math.round).join(',');
+    };
+    const make = (name, attrs) => {
+      const e = document.createElementNS(ns, name);
+      Object.entries(attrs).forEach(([k, v]) => e.setAttribute(k, v));
+      e.style.display = 'none';
+      svg.appendChild(e);
+      return e;
+    };
+    const cursor = make('line', {class: 'cursor', y1: 10, y2: data.bottom, stroke: '#555'});
+    const band = make('rect', {class: 'zoom-band', y: 10, height: data.bottom - 10,
+                               fill: '#1f77b4', 'fill-opacity': 0.15});
+    const tip = document.createElement('div');
+    tip.className = 'hover';
+    svg.after(tip);
+    const pointAt = t => {
+      let lo = 0, hi = data.times.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (data.times[mid] < t) lo = mid + 1; else hi = mid;
+      }
+      if (lo > 0 && t - data.times[lo - 1] < data.times[lo] - t) lo -= 1;
+      const x = xOf(data.times[lo]).toFixed(1);
+      cursor.setAttribute('x1', x);
+      cursor.setAttribute('x2', x);
+      cursor.style.display = '';
+      tip.textContent = hhmmss(data.times[lo]) + ' UTC — ' + data.panels.map(p =>
+        p.title + ': ' + (p.values[lo] === null ? '-' : num(p.values[lo]) + ' ' + p.unit)).join(' · ');
+      svg.dataset.at = data.times[lo];
+    };
+    const timeOf = ev => {
+      const pt = svg.createSVGPoint();
+      pt.x = ev.clientX;
+      pt.y = ev.clientY;
+      return tOf(Math.min(Math.max(pt.matrixTransform(svg.getScreenCTM().inverse()).x, data.left), right));
+    };
+    let from = null;
+    svg.addEventListener('mousemove', ev => {
+      const t = timeOf(ev);
+      pointAt(t);
+      if (from === null) return;
+      band.setAttribute('x', Math.min(xOf(from), xOf(t)).toFixed(1));
+      band.setAttribute('width', Math.abs(xOf(t) - xOf(from)).toFixed(1));
+      band.style.display = '';
+    });
+    svg.addEventListener('mousedown', ev => { from = timeOf(ev); ev.preventDefault(); });
+    svg.addEventListener('mouseup', ev => {
+      const t = timeOf(ev);
+      if (from !== null && Math.abs(xOf(t) - xOf(from)) > 5) {
+        view = [Math.min(t, from), Math.max(t, from)];
+        draw();
+      }
+      from = null;
+      band.style.display = 'none';
+    });
+    svg.addEventListener('dblclick', () => { view = full.slice(); draw(); });
+    const a = +hash.get('from'), b = +hash.get('to');
+    if (a && b && b > a) view = [Math.max(a, full[0]), Math.min(b, full[1])];
+    draw();
+    if (hash.get('at')) pointAt(+hash.get('at'));
+  });
+})();
+</script>
+)JS";
 
 }  // namespace
 
@@ -74,12 +228,14 @@ std::string pageStart(const std::string& title, const std::string& extra_css) {
          escape(title) +
          "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:"
-         "13px}th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}" +
+         "13px}th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}"
+         ".hover{font-size:12px;min-height:1.4em;color:#333}svg.timeline{cursor:crosshair}" +
          extra_css + "</style>\n</head><body>\n<h1>" + escape(title) + "</h1>\n";
 }
 
 std::string pageEnd() {
-  return "<script>document.body.dataset.rendered = "
+  return std::string(kTimelineScript) +
+         "<script>document.body.dataset.rendered = "
          "document.querySelectorAll('svg.timeline').length + ' timelines';</script>\n"
          "</body></html>\n";
 }
@@ -134,19 +290,28 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
       job_index, kWidth, height, kWidth);
   const double plot_w = kWidth - kLeft - kRight;
   auto xOf = [&](double t) { return kLeft + (t1 > t0 ? (t - t0) / (t1 - t0) : 0) * plot_w; };
+  const Buckets buckets = bucketsOf(s);
+  nlohmann::json data = {{"t0", t0},
+                         {"t1", t1},
+                         {"left", kLeft},
+                         {"width", plot_w},
+                         {"bottom", height - 30},
+                         {"times", buckets.times},
+                         {"panels", nlohmann::json::array()}};
   // Incidents first, under the lines, across every panel.
   for (const auto& shade : shades) {
     const double x0 = xOf(static_cast<double>(shade.start_ms));
     const double x1 = std::max(x0 + 2, xOf(static_cast<double>(shade.end_ms)));
     svg += fmt::format(
-        "<rect class=\"incident\" data-class=\"{}\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" "
-        "height=\"{:.1f}\" "
-        "fill=\"{}\" fill-opacity=\"0.18\"><title>{}</title></rect>\n",
-        shade.cls, x0, x1 - x0, height - 40, shade.cls == "disk-slow" ? "#d62728" : "#ff7f0e",
-        escape(shade.tooltip));
+        "<rect class=\"incident\" data-class=\"{}\" data-start=\"{}\" data-end=\"{}\" "
+        "x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+        "fill-opacity=\"0.18\"><title>{}</title></rect>\n",
+        shade.cls, shade.start_ms, shade.end_ms, x0, x1 - x0, height - 40,
+        shade.cls == "disk-slow" ? "#d62728" : "#ff7f0e", escape(shade.tooltip));
     svg += fmt::format(
-        "<text class=\"incident-label\" x=\"{:.1f}\" y=\"22\" font-size=\"12\">{}</text>\n", x0 + 3,
-        escape(shade.label));
+        "<text class=\"incident-label\" data-start=\"{}\" data-end=\"{}\" x=\"{:.1f}\" y=\"22\" "
+        "font-size=\"12\">{}</text>\n",
+        shade.start_ms, shade.end_ms, x0 + 3, escape(shade.label));
   }
   for (size_t p = 0; p < panels.size(); ++p) {
     const Panel& panel = panels[p];
@@ -186,28 +351,39 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
           "stroke=\"#eee\"/>\n",
           x, x, y0, y0 + kPanelHeight);
     }
+    const auto means = bucketMeans(buckets, panel.values);
+    const std::string path_id = fmt::format("{}-{}", panel.id, job_index);
     svg += fmt::format(
-        "<path id=\"{}-{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
+        "<path id=\"{}\" class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" "
         "stroke=\"{}\" stroke-width=\"1.3\"/>\n",
-        panel.id, job_index, panel.id, pathFor(s, panel.values, y0, y_max, t0, t1), panel.color);
+        path_id, panel.id, pathFor(buckets, means, y0, y_max, t0, t1), panel.color);
+    nlohmann::json entry = {
+        {"id", path_id},     {"title", panel.title}, {"unit", panel.unit},        {"y0", y0},
+        {"h", kPanelHeight}, {"ymax", y_max},        {"values", meansJson(means)}};
     if (!panel.second.empty()) {
+      const auto second = bucketMeans(buckets, panel.second);
+      const std::string second_id = fmt::format("{}-work-{}", panel.id, job_index);
       svg += fmt::format(
-          "<path class=\"series second\" data-series=\"{}-work\" d=\"{}\" fill=\"none\" "
-          "stroke=\"{}\" stroke-width=\"1.3\" stroke-dasharray=\"4 3\"/>\n",
-          panel.id, pathFor(s, panel.second, y0, y_max, t0, t1), panel.second_color);
+          "<path id=\"{}\" class=\"series second\" data-series=\"{}-work\" d=\"{}\" "
+          "fill=\"none\" stroke=\"{}\" stroke-width=\"1.3\" stroke-dasharray=\"4 3\"/>\n",
+          second_id, panel.id, pathFor(buckets, second, y0, y_max, t0, t1), panel.second_color);
+      entry["second"] = meansJson(second);
+      entry["second_id"] = second_id;
     }
+    data["panels"].push_back(std::move(entry));
   }
   for (int k = 0; k <= 4; ++k) {
     const double t = t0 + (t1 - t0) * k / 4.0;
     const char* anchor = k == 0 ? "start" : (k == 4 ? "end" : "middle");
     svg += fmt::format(
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"{}\">{}</text>\n", xOf(t),
-        height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
+        "<text class=\"tick\" data-k=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" "
+        "text-anchor=\"{}\">{}</text>\n",
+        k, xOf(t), height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
   }
   svg += fmt::format(
       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">UTC</text>\n",
       kLeft - 4, height - 8);
-  return svg + "</svg>\n";
+  return svg + "</svg>\n" + timelineData(data, job_index);
 }
 
 }  // namespace stallwatch::cli

@@ -204,7 +204,7 @@ class FleetE2E(unittest.TestCase):
             m = re.search(rf'<path id="series-node-{n}-0"[^>]* d="([^"]*)"', out)
             self.assertIsNotNone(m, n)
             self.assertGreater(m.group(1).count("L"), 100)
-        self.assertEqual(out.count("held the job back"), 1, "only the straggler's lane is marked")
+        self.assertEqual(out.count("held the job back</text>"), 1, "only the straggler's lane is marked")
         self.assertIn("node gpu-02 (rank 2)", out)
         self.assertEqual(len(re.findall(r'<rect class="incident" data-class="disk-slow"', out)), 1)
         self.assertIn('<td class="held-back">node gpu-02, rank 2</td>', out)

@@ -209,6 +209,28 @@ class ReportE2E(unittest.TestCase):
         self.assertIn('width="100%"', out)
         self.assertIn('title="await_ms loop1">loop1: await (ms):', out)
         self.assertIn("<h3>Devices the job read</h3>", out)
+        # Hover and zoom: the page opened at #from=..&to=.. (a minute either side of the stall)
+        # &at=.. (10 s into it), as a drag and a pointer would leave it.
+        start, end = (int(x) for x in re.search(
+            r'<rect class="incident" data-class="disk-slow" data-start="(\d+)" data-end="(\d+)"',
+            out).groups())
+        zoomed = subprocess.run(
+            [browser, *flags, "--dump-dom",
+             f"file://{page}#from={start - 60000}&to={end + 60000}&at={start + 10000}"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(zoomed.returncode, 0, zoomed.stderr[-2000:])
+        z = zoomed.stdout
+        self.assertIn(f'data-view="{start - 60000},{end + 60000}"', z)
+        self.assertIn(f'data-at="{start + 10000}"', z)
+        hover = re.search(r'<div class="hover">([^<]*)</div>', z).group(1)
+        await_ms = float(re.search(r"await of loop1: ([0-9.]+) ms", hover).group(1))
+        self.assertGreater(await_ms, 20, hover)  # the stall's latency, where the pointer is
+        # Redrawn over the 150 s shown: fewer points than the 600 s page, all in the plot.
+        d = re.search(r'<path id="series-latency-0"[^>]* d="([^"]*)"', z).group(1)
+        xs = [float(p.split(",")[0][1:]) for p in d.split()]
+        self.assertTrue(100 < len(xs) < 200, len(xs))
+        self.assertGreaterEqual(min(xs), 70)
+        self.assertLessEqual(max(xs), 1080.1)
         shot = SCREENSHOT or os.path.join(self.tmp, "report.png")
         r = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1150",
                             "file://" + page], capture_output=True, text=True, timeout=120)
