@@ -122,6 +122,9 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
     }
     tx.commit();
     db.exec("DETACH DATABASE src");
+    // A slice is a finished file to copy and read elsewhere: a rollback journal, not WAL, so
+    // that it is one file and its readers leave no -wal and -shm beside it.
+    db.exec("PRAGMA journal_mode=DELETE");
   } catch (...) {
     for (const char* suffix : {"", "-wal", "-shm"})
       std::filesystem::remove(partial.string() + suffix, ec);

@@ -102,8 +102,11 @@ class ExportE2E(unittest.TestCase):
         job = json.loads(run("jobs", "--json", "--db", db).stdout)[0]
         exports = os.path.join(self.tmp, "exports")
         epilog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "slurm", "epilog.sh")
+        work = os.path.join(self.tmp, "work")
+        os.mkdir(work)
         env = dict(os.environ, SLURM_JOB_ID=job["key"].split(":", 1)[1], STALLWATCH_EXPORT_DIR=exports,
-                   STALLWATCH_DB=db, STALLWATCH_BIN=os.path.abspath(BIN))
+                   STALLWATCH_DB=db, STALLWATCH_BIN=os.path.abspath(BIN), SLURM_JOB_WORK_DIR=work,
+                   SLURM_JOB_USER="root")
         done = subprocess.run(["sh", epilog], env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(done.returncode, 0, done.stderr)
         folder = os.path.join(exports, env["SLURM_JOB_ID"])
@@ -111,6 +114,14 @@ class ExportE2E(unittest.TestCase):
         self.assertEqual(len(slices), 1, slices)
         self.assertEqual(run("report", "--json", "--db", os.path.join(folder, slices[0])).stdout,
                          run("report", "--json", "--db", db).stdout)
+        # The owner's summary in the job's directory: the report of this node's slice.
+        summaries = [f for f in os.listdir(work) if f.startswith(f"stallwatch-{env['SLURM_JOB_ID']}-")]
+        self.assertEqual(len(summaries), 1, os.listdir(work))
+        with open(os.path.join(work, summaries[0])) as f:
+            summary = f.read()
+        self.assertEqual(summary, run("report", "--db", os.path.join(folder, slices[0])).stdout)
+        self.assertIn("disk-slow", summary)
+        self.assertIn("goodput", summary)
         # A job this node did not record: nothing written, and still exit 0 (never fail the node).
         env["SLURM_JOB_ID"] = "4242"
         done = subprocess.run(["sh", epilog], env=env, capture_output=True, text=True, timeout=60)
