@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "collectors/counter_rates.h"
+#include "collectors/kubernetes_pod.h"
+#include "collectors/proc_file.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -94,6 +96,7 @@ JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
                        std::unique_ptr<GpuDriver> gpu)
     : reader_(root.proc),
       cgroups_(root),
+      pod_logs_(root.pod_logs),
       options_(std::move(options)),
       gpu_(std::move(gpu)),
       clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
@@ -138,6 +141,13 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   out.job_processes.push_back({job.description.key, pid, root ? "main" : "worker", stat->comm});
 }
 
+std::optional<PodName> JobTracker::podOf(uint32_t pid) const {
+  const auto text = readTextFile(reader_.dir(pid) / "cgroup");
+  const auto path = text ? cgroupV2Path(*text) : std::nullopt;
+  const auto uid = path ? podUidFromCgroup(*path) : std::nullopt;
+  return uid ? podByUid(pod_logs_, *uid) : std::nullopt;
+}
+
 std::optional<JobTracker::ProcessId> JobTracker::launcherOf(const ProcStat& stat) {
   if (stat.ppid <= 2) return std::nullopt;  // init, or kthreadd
   auto parent = reader_.stat(stat.ppid);
@@ -167,6 +177,10 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   const auto env = reader_.environ(pid);
   std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
+  // In a Kubernetes pod without a run id of its own: the pod names the job, so that its
+  // series keep one label for the pod's life.
+  const auto pod = podOf(pid);
+  if (key.empty() && pod) key = "k8s:" + pod->ns + "/" + pod->name;
   // Senders without a job label that one launcher forked are one job, keyed by the first of
   // them, for as long as the launcher lives (issue 19: a flood of short-lived senders made a
   // job each). A job whose senders have all exited comes back under the same key.
@@ -197,6 +211,10 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
     job.description.cmdline = joinCmdline(args);
     job.description.label = labelFromCmdline(args, stat->comm);
     job.description.labels = jobLabels(env);
+    if (pod) {
+      job.description.labels += (job.description.labels.empty() ? "" : ",") +
+                                std::string("K8S_NAMESPACE=") + pod->ns + ",K8S_POD=" + pod->name;
+    }
     job.description.started_ms = now_ms;
   }
   addMember(job, pid, true, out);

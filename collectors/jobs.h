@@ -23,6 +23,7 @@
 #include "collectors/dataloader_socket.h"
 #include "collectors/gpu_driver.h"
 #include "collectors/job_cgroup.h"
+#include "collectors/kubernetes_pod.h"
 #include "collectors/process_reader.h"
 #include "collectors/process_watch.h"
 
@@ -119,6 +120,9 @@ class JobTracker final : public Collector {
   // none where it launches unrelated work (init, a service manager, a session leader such as
   // an interactive shell, tmux or sshd).
   std::optional<ProcessId> launcherOf(const ProcStat& stat);
+  // The Kubernetes pod PID runs in, when its cgroup is a pod's and the kubelet's log
+  // directory names it.
+  std::optional<PodName> podOf(uint32_t pid) const;
   void addMember(Job& job, uint32_t pid, bool root, SampleBatch& out);
   void discover(int64_t now_ms, SampleBatch& out);
   // Every tick, the children of the roots' main threads; with ALL_THREADS (discovery ticks),
@@ -133,6 +137,7 @@ class JobTracker final : public Collector {
 
   ProcessReader reader_;
   CgroupReader cgroups_;
+  std::filesystem::path pod_logs_;  // the kubelet's pod log directories (SystemRoot)
   JobTrackerOptions options_;
   std::unique_ptr<GpuDriver> gpu_;
   std::vector<GpuInfo> gpu_list_;

@@ -9,6 +9,7 @@ SystemRoot SystemRoot::under(const std::filesystem::path& prefix) {
   root.proc = prefix / "proc";
   root.sys = prefix / "sys";
   root.dev = prefix / "dev";
+  root.pod_logs = prefix / "var" / "log" / "pods";
   std::error_code ec;
   root.udev_data = std::filesystem::is_directory(prefix / "udev" / "data", ec)
                        ? prefix / "udev" / "data"

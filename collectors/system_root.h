@@ -11,6 +11,8 @@ struct SystemRoot {
   std::filesystem::path sys{"/sys"};
   std::filesystem::path dev{"/dev"};
   std::filesystem::path udev_data{"/run/udev/data"};
+  // The kubelet's pod log directories (NAMESPACE_NAME_UID): a pod's name from its UID.
+  std::filesystem::path pod_logs{"/var/log/pods"};
 
   // A tree laid out like a host's: PREFIX/proc, PREFIX/sys, PREFIX/dev and the udev
   // database at PREFIX/run/udev/data (or PREFIX/udev/data, as node_exporter's fixtures keep it).

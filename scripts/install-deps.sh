@@ -14,9 +14,10 @@ build_deps=(
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
 # real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);
 # libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for the loop image under
-# the overlay test, tmux to drive `stallwatch top` in a terminal.
+# the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to read the
+# Kubernetes manifest.
 test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-           e2fsprogs tmux)
+           e2fsprogs tmux python3-yaml)
 
 want=("${build_deps[@]}" "${test_deps[@]}")
 if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi

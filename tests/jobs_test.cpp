@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "collectors/kubernetes_pod.h"
 #include "fake_gpu_driver.h"
 #include "test_support.h"
 
@@ -314,6 +315,38 @@ TEST_F(JobTrackerTest, OpenFilesAreLookedAtWithinABudgetAndKept) {
   const std::vector<std::string> loop1_over_vda{"loop1", "vda"};
   EXPECT_EQ(devices_at(4), loop1_over_vda);  // 103's turn
   EXPECT_EQ(devices_at(5), loop1_over_vda);  // 200 looked at again; 103's files kept
+}
+
+// A process in a Kubernetes pod with no run id: the pod (from its cgroup and the kubelet's
+// log directory) names the job, and its namespace and name are labels.
+TEST_F(JobTrackerTest, APodWithoutARunIdNamesItsJob) {
+  testing::writeFile(dir_.path() / "proc" / "200" / "cgroup",
+                     "0::/kubepods.slice/kubepods-burstable.slice/"
+                     "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/"
+                     "cri-containerd-77aa.scope\n");
+  std::filesystem::create_directories(dir_.path() / "var" / "log" / "pods" /
+                                      "ml-team_trainer-0_0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b");
+  std::filesystem::create_directories(dir_.path() / "var" / "log" / "pods" /
+                                      "kube-system_coredns-1_11111111-2222-3333-4444-555555555555");
+  makeTracker();
+  std::map<std::string, JobDescription> jobs;
+  for (const auto& d : tick(1).job_updates) jobs[d.key] = d;
+  ASSERT_EQ(jobs.count("k8s:ml-team/trainer-0"), 1u) << jobs.begin()->first;
+  EXPECT_EQ(jobs["k8s:ml-team/trainer-0"].labels, "K8S_NAMESPACE=ml-team,K8S_POD=trainer-0");
+  EXPECT_EQ(jobs.count("torchelastic:run7"), 1u);  // a run id still names its job
+}
+
+TEST(KubernetesPod, UidFromEitherCgroupDriverAndNoneOutsideKubepods) {
+  EXPECT_EQ(podUidFromCgroup("/kubepods.slice/kubepods-besteffort.slice/"
+                             "kubepods-besteffort-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/"
+                             "cri-containerd-77aa.scope"),
+            "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(podUidFromCgroup("/kubepods/burstable/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/77aa"),
+            "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(podUidFromCgroup("/kubepods.slice/kubepods-burstable.slice"), std::nullopt);
+  EXPECT_EQ(podUidFromCgroup("/system.slice/pod-manager.service"), std::nullopt);
+  EXPECT_EQ(podUidFromCgroup("/user.slice/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"), std::nullopt);
+  EXPECT_EQ(podUidFromCgroup("/kubepods/podnot-a-uid/77aa"), std::nullopt);
 }
 
 TEST_F(JobTrackerTest, RatesFromTheSecondTick) {

@@ -125,7 +125,7 @@ class DdpRecordings(unittest.TestCase):
             page = f.read()
         self.assertIn('data-series="series-rank-0"', page)
         self.assertIn('data-series="series-rank-1"', page)
-        self.assertEqual(page.count("held the job back"), 1)
+        self.assertEqual(page.count("held the job back</text>"), 1)
 
     def test_ddp_one_rank_cpu_starved(self):
         self.check_incident("rank-cpu", "input-cpu", None, 1)

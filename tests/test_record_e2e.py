@@ -49,6 +49,49 @@ class RecordE2E(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def test_kubernetes_daemonset_starts_the_agent(self):
+        """The DaemonSet's container, as the kubelet would start it (its args, the node name
+        from the downward API), with its hostPath mounts under a scratch directory: the agent
+        records, serves /metrics and opens the socket pods report to."""
+        import socket as sockets
+        import urllib.request
+        import yaml
+        manifest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy",
+                                "kubernetes", "stallwatch-daemonset.yaml")
+        with open(manifest) as f:
+            docs = list(yaml.safe_load_all(f))
+        ds = next(d for d in docs if d["kind"] == "DaemonSet")
+        pod = ds["spec"]["template"]["spec"]
+        self.assertTrue(pod["hostPID"])
+        host_paths = {v["hostPath"]["path"] for v in pod["volumes"]}
+        self.assertTrue({"/sys", "/var/log/pods", "/run/stallwatch", "/var/lib/stallwatch"} <= host_paths)
+        container = pod["containers"][0]
+        with sockets.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {e["name"]: "node-a" for e in container["env"] if e["name"] == "NODE_NAME"}
+        args = [a.replace("$(NODE_NAME)", env["NODE_NAME"]).replace("/var/lib/stallwatch", self.tmp)
+                .replace("/run/stallwatch", self.tmp).replace("0.0.0.0:9464", f"127.0.0.1:{port}")
+                for a in container["args"]]
+        self.assertEqual(container["ports"][0]["containerPort"], 9464)
+        agent = subprocess.Popen([BIN, *args, "--no-collector.gpu"], stderr=subprocess.PIPE, text=True)
+        try:
+            body, deadline = "", time.monotonic() + 15
+            while "stallwatch_intervals_total" not in body and time.monotonic() < deadline:
+                time.sleep(0.3)
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                except OSError:
+                    pass
+            self.assertIn("stallwatch_disk_read_time_seconds_total", body)
+            self.assertTrue(os.path.exists(os.path.join(self.tmp, "dataloader.sock")))
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.communicate(timeout=30)
+        self.assertEqual(agent.returncode, 0)
+        with sqlite3.connect(os.path.join(self.tmp, "stallwatch.db")) as db:
+            self.assertGreater(db.execute("SELECT count(*) FROM disk_samples").fetchone()[0], 0)
+
     def test_fixture_root(self):
         """The recorder on a captured tree whose diskstats the test advances: exact awaits."""
         root = os.path.join(self.tmp, "root")
