@@ -105,6 +105,11 @@ std::string timeline(const JobReport& r, size_t job_index) {
   return renderTimeline(s, panels, shades, job_index);
 }
 
+// A latency in a table cell: "2.50 ms", or "-" without one.
+std::string msCell(const std::optional<double>& v) {
+  return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
+}
+
 // No job in the range: the host's devices on one time axis (the I/O pressure, then each
 // device's await, the busiest first), and their latency in a table.
 std::string hostSection(const model::JobSeries& s) {
@@ -155,16 +160,13 @@ std::string hostSection(const model::JobSeries& s) {
       "<h3>Devices</h3>\n<table class=\"devices\"><tr><th>device</th><th>read await p50</th>"
       "<th>read await p99</th><th>write await p50</th><th>write await p99</th>"
       "<th>peak queue</th></tr>\n";
-  auto cell = [](const std::optional<double>& v) {
-    return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
-  };
   for (const auto* d : order) {
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>\n",
-        escape(d->name), cell(correlator::percentile(d->r_await_ms, 50)),
-        cell(correlator::percentile(d->r_await_ms, 99)),
-        cell(correlator::percentile(d->w_await_ms, 50)),
-        cell(correlator::percentile(d->w_await_ms, 99)), peak_queue(d));
+        escape(d->name), msCell(correlator::percentile(d->r_await_ms, 50)),
+        msCell(correlator::percentile(d->r_await_ms, 99)),
+        msCell(correlator::percentile(d->w_await_ms, 50)),
+        msCell(correlator::percentile(d->w_await_ms, 99)), peak_queue(d));
   }
   return html + "</table></section>\n";
 }
@@ -214,14 +216,11 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         "<h3>Devices the job read</h3>\n<table class=\"devices\"><tr><th>device</th>"
         "<th>read await p50</th><th>read await p99</th><th>write await p50</th>"
         "<th>write await p99</th><th>drive health</th></tr>\n";
-    auto cell = [](const std::optional<double>& v) {
-      return v ? fmt::format("{:.2f} ms", *v) : std::string("-");
-    };
     for (const auto& d : r.devices) {
       html += fmt::format(
           "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-          escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), cell(d.r_await_p50),
-          cell(d.r_await_p99), cell(d.w_await_p50), cell(d.w_await_p99),
+          escape(d.name + (d.via.empty() ? "" : " (under " + d.via + ")")), msCell(d.r_await_p50),
+          msCell(d.r_await_p99), msCell(d.w_await_p50), msCell(d.w_await_p99),
           escape(d.health.empty()
                      ? "not recorded"
                      : d.health + (d.health_evidence.empty() ? "" : ": " + d.health_evidence)));
