@@ -147,11 +147,10 @@ std::string renderHostText(const model::JobSeries& host) {
   auto ms = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.2f}", *v) : std::string("-");
   };
-  for (const auto& d : host.devices) {
-    out += fmt::format(
-        "  {:<16} read {} / {} ms, write {} / {} ms\n", d.name,
-        ms(correlator::percentile(d.r_await_ms, 50)), ms(correlator::percentile(d.r_await_ms, 99)),
-        ms(correlator::percentile(d.w_await_ms, 50)), ms(correlator::percentile(d.w_await_ms, 99)));
+  for (const auto& device : host.devices) {
+    const auto d = correlator::deviceLatency(device);
+    out += fmt::format("  {:<16} read {} / {} ms, write {} / {} ms\n", d.name, ms(d.r_await_p50),
+                       ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
   }
   return out;
 }

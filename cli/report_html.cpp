@@ -22,6 +22,15 @@ model::Series awaitOf(const model::DeviceSeries& d, size_t n) {
   return out;
 }
 
+// A share (0..1) as a percentage, interval by interval.
+model::Series percentOf(const model::Series& share) {
+  model::Series out(share.size());
+  for (size_t i = 0; i < share.size(); ++i) {
+    if (share[i]) out[i] = *share[i] * 100.0;
+  }
+  return out;
+}
+
 std::string timeline(const JobReport& r, size_t job_index) {
   const auto& s = r.series;
   // The device to show: the first disk-slow incident's, else the job's first device.
@@ -42,10 +51,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
     const auto w = s.data_wait_s[i], st = s.step_s[i];
     if (w && st && *w + *st > 0) wait_share[i] = *w / (*w + *st) * 100.0;
   }
-  model::Series io(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s.io_some[i]) io[i] = *s.io_some[i] * 100.0;
-  }
+  const model::Series io = percentOf(s.io_some);
   model::Series progress = s.gpu_util_percent;
   std::string progress_title = "GPU utilisation";
   std::string progress_unit = "%";
@@ -120,32 +126,31 @@ std::string hostSection(const model::JobSeries& s) {
   html +=
       fmt::format("<p>{} .. {} UTC &middot; {} intervals &middot; {} device(s)</p>\n",
                   timeText(s.ts_ms.front()), timeText(s.ts_ms.back()), s.size(), s.devices.size());
-  std::vector<const model::DeviceSeries*> order;
-  for (const auto& d : s.devices) order.push_back(&d);
   auto peak = [](const model::Series& values) {
     double top = 0;
     for (const auto& v : values) top = std::max(top, v.value_or(0.0));
     return top;
   };
-  auto peak_queue = [&](const model::DeviceSeries* d) { return peak(d->aqu_sz); };
-  // The busiest first: the deepest queue, then the longest await.
-  std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
-    const double qa = peak_queue(a), qb = peak_queue(b);
-    if (qa != qb) return qa > qb;
-    return std::max(peak(a->r_await_ms), peak(a->w_await_ms)) >
-           std::max(peak(b->r_await_ms), peak(b->w_await_ms));
+  // The busiest first: the deepest queue, then the longest await (each read once).
+  struct Busy {
+    const model::DeviceSeries* device;
+    double peak_queue, peak_await;
+  };
+  std::vector<Busy> order;
+  for (const auto& d : s.devices)
+    order.push_back({&d, peak(d.aqu_sz), std::max(peak(d.r_await_ms), peak(d.w_await_ms))});
+  std::stable_sort(order.begin(), order.end(), [](const Busy& a, const Busy& b) {
+    if (a.peak_queue != b.peak_queue) return a.peak_queue > b.peak_queue;
+    return a.peak_await > b.peak_await;
   });
-  model::Series io(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s.io_some[i]) io[i] = *s.io_some[i] * 100.0;
-  }
+  const model::Series io = percentOf(s.io_some);
   std::vector<Panel> panels = {
       {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd", {}, "", false}};
   for (size_t k = 0; k < order.size() && k < kMaxLanes; ++k) {
     panels.push_back({fmt::format("series-device-{}", k),
-                      "await of " + order[k]->name,
+                      "await of " + order[k].device->name,
                       "ms",
-                      awaitOf(*order[k], s.size()),
+                      awaitOf(*order[k].device, s.size()),
                       "#d62728",
                       {},
                       "",
@@ -160,13 +165,12 @@ std::string hostSection(const model::JobSeries& s) {
       "<h3>Devices</h3>\n<table class=\"devices\"><tr><th>device</th><th>read await p50</th>"
       "<th>read await p99</th><th>write await p50</th><th>write await p99</th>"
       "<th>peak queue</th></tr>\n";
-  for (const auto* d : order) {
+  for (const auto& busy : order) {
+    const auto d = correlator::deviceLatency(*busy.device);
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>\n",
-        escape(d->name), msCell(correlator::percentile(d->r_await_ms, 50)),
-        msCell(correlator::percentile(d->r_await_ms, 99)),
-        msCell(correlator::percentile(d->w_await_ms, 50)),
-        msCell(correlator::percentile(d->w_await_ms, 99)), peak_queue(d));
+        escape(d.name), msCell(d.r_await_p50), msCell(d.r_await_p99), msCell(d.w_await_p50),
+        msCell(d.w_await_p99), busy.peak_queue);
   }
   return html + "</table></section>\n";
 }

@@ -150,10 +150,14 @@ CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
   }
 }
 
+std::optional<std::string> CgroupReader::pathOf(uint32_t pid) const {
+  const auto text = readTextFile(proc_ / std::to_string(pid) / "cgroup");
+  return text ? cgroupV2Path(*text) : std::nullopt;
+}
+
 std::optional<fs::path> CgroupReader::cgroupOf(uint32_t pid) const {
   if (base_.empty()) return std::nullopt;
-  const auto text = readTextFile(proc_ / std::to_string(pid) / "cgroup");
-  const auto path = text ? cgroupV2Path(*text) : std::nullopt;
+  const auto path = pathOf(pid);
   // The root cgroup is the whole node's: its figures are not the job's own.
   if (!path || *path == "/") return std::nullopt;
   return base_ / fs::path(*path).relative_path();

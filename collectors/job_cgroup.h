@@ -110,6 +110,9 @@ class CgroupReader {
  public:
   explicit CgroupReader(const SystemRoot& root);
   bool available() const { return !base_.empty(); }
+  // PID's cgroup v2 path as /proc/PID/cgroup gives it ("/kubepods.slice/..."), whether or not
+  // the cgroup2 mount is readable here; none without a v2 entry.
+  std::optional<std::string> pathOf(uint32_t pid) const;
   // The cgroup directory of PID (ROOT/proc/PID/cgroup), or none (none either for the root
   // cgroup, which is the node's).
   std::optional<std::filesystem::path> cgroupOf(uint32_t pid) const;

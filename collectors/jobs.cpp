@@ -10,7 +10,6 @@
 
 #include "collectors/counter_rates.h"
 #include "collectors/kubernetes_pod.h"
-#include "collectors/proc_file.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -118,7 +117,11 @@ JobTracker::Job* JobTracker::jobOf(uint32_t pid) {
 }
 
 void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) {
-  if (job.members.size() >= options_.max_processes_per_job && !job.members.count(pid)) return;
+  if (auto known = job.members.find(pid); known != job.members.end()) {
+    known->second.root = known->second.root || root;  // no files opened again for it
+    return;
+  }
+  if (job.members.size() >= options_.max_processes_per_job) return;
   auto files = std::make_unique<ProcessWatch>(reader_.dir(pid), options_.idle_thread_check_every);
   auto stat = files->stat();
   if (!stat) return;
@@ -132,18 +135,13 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   member.root = root;
   member.rank = rank;
   member.files = std::move(files);
-  auto [it, inserted] = job.members.try_emplace(pid, std::move(member));
-  job.ranks_changed = job.ranks_changed || inserted;
-  if (!inserted) {
-    it->second.root = it->second.root || root;
-    return;
-  }
+  job.members.emplace(pid, std::move(member));
+  job.ranks_changed = true;
   out.job_processes.push_back({job.description.key, pid, root ? "main" : "worker", stat->comm});
 }
 
 std::optional<PodName> JobTracker::podOf(uint32_t pid) const {
-  const auto text = readTextFile(reader_.dir(pid) / "cgroup");
-  const auto path = text ? cgroupV2Path(*text) : std::nullopt;
+  const auto path = cgroups_.pathOf(pid);
   const auto uid = path ? podUidFromCgroup(*path) : std::nullopt;
   return uid ? podByUid(pod_logs_, *uid) : std::nullopt;
 }

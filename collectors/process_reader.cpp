@@ -18,16 +18,6 @@ std::optional<ProcStat> ProcessReader::stat(uint32_t pid) const {
   return text ? parseProcStat(*text) : std::nullopt;
 }
 
-std::optional<ProcIo> ProcessReader::io(uint32_t pid) const {
-  auto text = readTextFile(dir(pid) / "io");
-  return text ? parseProcIo(*text) : std::nullopt;
-}
-
-std::vector<uint32_t> ProcessReader::children(uint32_t pid) const {
-  auto text = readTextFile(dir(pid) / "task" / std::to_string(pid) / "children");
-  return text ? parsePidList(*text) : std::vector<uint32_t>{};
-}
-
 std::vector<uint32_t> ProcessReader::allPids() const {
   std::vector<uint32_t> pids;
   std::error_code ec;

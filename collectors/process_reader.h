@@ -1,5 +1,6 @@
-// Reads the /proc/<pid> files of one process for the job tracker, through the injected proc
-// root. Every call tolerates the process having exited (nullopt / empty), which is normal.
+// Reads the /proc/<pid> files of a process once, for the job tracker's discovery, through the
+// injected proc root (what it reads every tick of a followed process is ProcessWatch's). Every
+// call tolerates the process having exited (nullopt / empty), which is normal.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,6 @@ class ProcessReader {
   explicit ProcessReader(std::filesystem::path proc) : proc_(std::move(proc)) {}
 
   std::optional<ProcStat> stat(uint32_t pid) const;
-  std::optional<ProcIo> io(uint32_t pid) const;  // needs ptrace access: same user or root
-  // Children started by the process's main thread (/proc/PID/task/PID/children).
-  std::vector<uint32_t> children(uint32_t pid) const;
   // Every pid in the proc root.
   std::vector<uint32_t> allPids() const;
   // Targets of /proc/PID/fd/* that are paths (not sockets, pipes, anon inodes or /dev), out of

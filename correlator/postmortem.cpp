@@ -53,6 +53,17 @@ RankFigures rankFigures(const JobSeries& s, const RankSeries& r) {
           percentile(r.read_bytes_per_s, 50)};
 }
 
+DeviceLatency deviceLatency(const model::DeviceSeries& d) {
+  return {d.name,
+          d.via,
+          d.job_reads,
+          d.also_direct,
+          percentile(d.r_await_ms, 50),
+          percentile(d.r_await_ms, 99),
+          percentile(d.w_await_ms, 50),
+          percentile(d.w_await_ms, 99)};
+}
+
 JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices,
                                 const DetectorConfig& config) {
   JobSummary j;
@@ -61,9 +72,7 @@ JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_dev
   j.gaps = gapsOf(series);
   for (const auto& d : series.devices) {
     if (!d.job_reads) continue;
-    j.devices.push_back({d.name, d.via, true, d.also_direct, percentile(d.r_await_ms, 50),
-                         percentile(d.r_await_ms, 99), percentile(d.w_await_ms, 50),
-                         percentile(d.w_await_ms, 99)});
+    j.devices.push_back(deviceLatency(d));
   }
   for (const auto& rank : series.ranks) j.ranks.push_back(rankFigures(series, rank));
   return j;

@@ -29,6 +29,8 @@ struct DeviceLatency {
   std::optional<double> r_await_p50, r_await_p99, w_await_p50,
       w_await_p99;  // per-interval await, ms
 };
+// A device's latency over the series' span: its await percentiles, its relation to the job.
+DeviceLatency deviceLatency(const model::DeviceSeries& d);
 
 // A rank's medians over the job's span.
 struct RankFigures {

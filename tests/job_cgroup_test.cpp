@@ -127,24 +127,33 @@ TEST(Cgroup, FiguresOfAnIntervalComeFromTheCgroupNearestItsLimit) {
 namespace stallwatch::correlator {
 namespace {
 
-// A job reading at its cgroup's io.max limit while its steps fall: io-throttled, the limit
-// named in the evidence, whatever the node's pressure says.
-TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
+// 80 one-second intervals with no thread in D; FILL sets interval K's own figures, told
+// whether K lies in the window 40..59.
+template <typename Fill>
+model::JobSeries cgroupJob(Fill fill) {
   model::JobSeries s;
   for (size_t i = 0; i < 80; ++i) {
     const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
-    const bool throttled = i >= 40 && i < 60;
-    s.steps[k] = throttled ? 1.0 : 10.0 + static_cast<double>(i % 3);
-    s.io_some[k] = 0.01;  // the node is calm: only the job's cgroup is held
-    s.cpu_some[k] = 0.01;
     s.d_state_threads[k] = 0;
-    s.cgroup_io_some[k] = throttled ? 0.9 : 0.02;
-    s.cgroup_limited_read_bytes_per_s[k] = throttled ? 4.19e6 : 2.5e6;
-    // The limit is set for the window only: named from what was in force then.
-    s.cgroup_read_limit_bytes_per_s[k] = throttled ? std::optional<double>(4194304) : std::nullopt;
-    s.cgroup_limits[k] = throttled ? "io.max 254:0 (vda) rbps=4.0 MiB/s in /sys/fs/cgroup/job" : "";
-    s.cgroup_cpu_throttled[k] = 0;
+    fill(s, k, i >= 40 && i < 60);
   }
+  return s;
+}
+
+// A job reading at its cgroup's io.max limit while its steps fall: io-throttled, the limit
+// named in the evidence, whatever the node's pressure says.
+TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
+  const model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool throttled) {
+    j.steps[k] = throttled ? 1.0 : 10.0 + static_cast<double>(k % 3);
+    j.io_some[k] = 0.01;  // the node is calm: only the job's cgroup is held
+    j.cpu_some[k] = 0.01;
+    j.cgroup_io_some[k] = throttled ? 0.9 : 0.02;
+    j.cgroup_limited_read_bytes_per_s[k] = throttled ? 4.19e6 : 2.5e6;
+    // The limit is set for the window only: named from what was in force then.
+    j.cgroup_read_limit_bytes_per_s[k] = throttled ? std::optional<double>(4194304) : std::nullopt;
+    j.cgroup_limits[k] = throttled ? "io.max 254:0 (vda) rbps=4.0 MiB/s in /sys/fs/cgroup/job" : "";
+    j.cgroup_cpu_throttled[k] = 0;
+  });
   const Analysis a = analyzeJob(s);
   ASSERT_EQ(a.incidents.size(), 1u);
   const auto& inc = a.incidents[0];
@@ -161,21 +170,16 @@ TEST(CgroupVerdict, AJobAtItsIoMaxLimitIsIoThrottledAndTheLimitIsNamed) {
   EXPECT_TRUE(own_pressure);
 }
 
-// A CPU quota that throttles the job's input pipeline: input-cpu, the quota named.
 // Memory pressure in the job's cgroup during a stall is evidence of its own (reclaim turns
 // page-cache hits into reads), shown beside what decides the class, never deciding it.
 TEST(CgroupVerdict, MemoryPressureIsEvidenceOfItsOwn) {
-  model::JobSeries s;
-  for (size_t i = 0; i < 80; ++i) {
-    const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
-    const bool stalled = i >= 40 && i < 60;
-    s.steps[k] = stalled ? 1.0 : 10.0;
-    s.io_some[k] = 0.0;
-    s.cpu_some[k] = 0.0;
-    s.d_state_threads[k] = 0;
-    s.cgroup_io_some[k] = 0.0;
-    s.cgroup_memory_some[k] = stalled ? 0.45 : 0.01;
-  }
+  const model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool stalled) {
+    j.steps[k] = stalled ? 1.0 : 10.0;
+    j.io_some[k] = 0.0;
+    j.cpu_some[k] = 0.0;
+    j.cgroup_io_some[k] = 0.0;
+    j.cgroup_memory_some[k] = stalled ? 0.45 : 0.01;
+  });
   const Analysis a = analyzeJob(s);
   ASSERT_EQ(a.incidents.size(), 1u);
   EXPECT_EQ(a.incidents[0].cls, model::StallClass::kNotStorage);
@@ -188,18 +192,15 @@ TEST(CgroupVerdict, MemoryPressureIsEvidenceOfItsOwn) {
   EXPECT_NEAR(memory->during, 0.45, 1e-9);
 }
 
+// A CPU quota that throttles the job's input pipeline: input-cpu, the quota named.
 TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
-  model::JobSeries s;
-  for (size_t i = 0; i < 80; ++i) {
-    const size_t k = model::appendInterval(s, 1'000'000 + static_cast<int64_t>(i) * 1000, 1.0);
-    const bool starved = i >= 40 && i < 60;
-    s.steps[k] = starved ? 2.0 : 10.0;
-    s.io_some[k] = 0.0;
-    s.cpu_some[k] = 0.0;
-    s.d_state_threads[k] = 0;
-    s.cgroup_cpu_throttled[k] = starved ? 0.6 : 0.0;
-    s.cgroup_limits[k] = starved ? "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job" : "";
-  }
+  const model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool starved) {
+    j.steps[k] = starved ? 2.0 : 10.0;
+    j.io_some[k] = 0.0;
+    j.cpu_some[k] = 0.0;
+    j.cgroup_cpu_throttled[k] = starved ? 0.6 : 0.0;
+    j.cgroup_limits[k] = starved ? "cpu.max 50000 100000 (0.50 CPU) in /sys/fs/cgroup/job" : "";
+  });
   const Analysis a = analyzeJob(s);
   ASSERT_EQ(a.incidents.size(), 1u);
   EXPECT_EQ(a.incidents[0].cls, model::StallClass::kInputCpu);
