@@ -8,8 +8,9 @@
 // discovery ticks (every 5th, which also walks /proc and the open files).
 // IDLE_EVERY: how often threads idle for ten ticks are looked at (1: every tick, as every thread
 // was before; 5: the default).
+// OPEN_FILES: descriptors looked at per discovery tick (0: none; what their share of it is).
 // Run: build/bench/jobs_collector_bench [RANKS=8] [WORKERS=8] [THREADS=100] [TICKS=60]
-// [IDLE_EVERY=5]
+// [IDLE_EVERY=5] [OPEN_FILES=512]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::atoi(argv[3]) : 100;
   const int ticks = argc > 4 ? std::atoi(argv[4]) : 60;
   const int idle_every = argc > 5 ? std::atoi(argv[5]) : 5;
+  const int open_files = argc > 6 ? std::atoi(argv[6]) : 512;
   char file[] = "/tmp/stallwatch-jobs-bench-XXXXXX";
   const int fd = ::mkstemp(file);
   if (fd < 0 || ::ftruncate(fd, 16 << 20) != 0) {
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
   options.follow_gpu_processes = false;
   options.listen_dataloader = false;
   options.idle_thread_check_every = static_cast<uint32_t>(idle_every);
+  options.open_files_per_discovery = static_cast<size_t>(open_files);
   std::vector<pid_t> children;
   for (int r = 0; r < ranks; ++r) {
     const pid_t pid = ::fork();

@@ -250,8 +250,11 @@ std::string readableSignal(const std::string& signal) {
       {"memory_some", "memory pressure: share of time some task waited (reclaim)"},
       {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
       {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
-      {"neighbour_bytes_per_s", "another cgroup's reads and writes on it (bytes/s)"},
+      {"neighbour_bytes_per_s", "another cgroup's or process's reads and writes on it (bytes/s)"},
       {"job_d_state_threads", "the job's threads in uninterruptible I/O wait"},
+      {"job_processes_idle",
+       "the job's processes idle (no CPU, reads or I/O wait): share of intervals its main "
+       "thread slept there"},
       {"workers_cpu", "dataloader workers' CPU (cores)"},
       {"gpu_util_percent", "GPU utilisation (%)"},
       {"data_wait_share", "share of the loop waiting for data"},

@@ -63,6 +63,12 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Close an incident after this long without a stall (shorter gaps keep it open)")
       ->capture_default_str()
       ->group("Live");
+  cmd.add_option("--idle-stall-open-after", args.idle_open_after,
+                 "Report a stall during which the job's processes sit idle (no CPU, no reads, "
+                 "no I/O wait) only once it has lasted this long: a job winding down idles so "
+                 "before it exits; past this it is a hang")
+      ->capture_default_str()
+      ->group("Live");
   cmd.add_option("--notify-repeat-window", args.repeat_window,
                  "A stall of the same job, class and device opening again within this long is "
                  "not notified again")
@@ -84,13 +90,16 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   };
   const auto open_after = duration(args.open_after, "--stall-open-after");
   const auto close_after = duration(args.close_after, "--stall-close-after");
+  const auto idle_open_after = duration(args.idle_open_after, "--idle-stall-open-after");
   const auto repeat = duration(args.repeat_window, "--notify-repeat-window");
   const auto hook_timeout = duration(args.hook_timeout, "--hook-timeout");
   const auto webhook_timeout = duration(args.webhook_timeout, "--webhook-timeout");
-  if (!open_after || !close_after || !repeat || !hook_timeout || !webhook_timeout)
+  if (!open_after || !close_after || !idle_open_after || !repeat || !hook_timeout ||
+      !webhook_timeout)
     return std::nullopt;
   o.correlator.open_after_s = std::chrono::duration<double>(*open_after).count();
   o.correlator.close_after_s = std::chrono::duration<double>(*close_after).count();
+  o.correlator.idle_open_after_s = std::chrono::duration<double>(*idle_open_after).count();
   o.repeat_window = std::chrono::duration_cast<std::chrono::milliseconds>(*repeat);
   if (!args.hook.empty()) {
     agent::HookConfig h;

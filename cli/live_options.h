@@ -23,6 +23,7 @@ struct LiveArgs {
   std::string listen;
   std::string open_after = "3s";
   std::string close_after = "10s";
+  std::string idle_open_after = "2m";
   std::string repeat_window = "10m";
   std::string node;  // "": the host name
 };

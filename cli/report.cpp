@@ -222,6 +222,16 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
                            e.baseline / 1e6);
       }
+      // A hang: what the idle processes waited on, in words.
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kIdle = "job_processes_idle";
+        if (!e.signal.starts_with(kIdle)) continue;
+        out += "      the job's processes sat idle (no CPU, no reads, no I/O wait)";
+        out += e.signal.size() > kIdle.size()
+                   ? fmt::format(": its main thread{} ({:.0f} % of the stall)\n",
+                                 e.signal.substr(kIdle.size()), e.during * 100)
+                   : "\n";
+      }
       if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
         out += "      " + ranks + "\n";
       for (const auto& e : inc.evidence) {

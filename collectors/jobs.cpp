@@ -17,7 +17,20 @@ namespace {
 constexpr int kMaxAncestorDepth = 64;
 // The cgroup tree walked for who else uses the jobs' devices: a bound on a node with thousands.
 constexpr size_t kMaxCgroupsWalked = 1024;
+// Other processes are looked at where a job's device moved this many bytes/s more than the job
+// and other cgroups account for; at most this many processes a walk, and this many descriptors
+// of each candidate for the device it uses.
+constexpr double kProcessNeighbourFloor = 10e6;
+constexpr size_t kMaxProcessesWalked = 8192;
+constexpr size_t kMaxNeighbourFiles = 64;
 constexpr size_t kMaxCmdlineBytes = 512;
+
+// The text counted most often in COUNTS, which is not empty.
+std::string mostCommon(const std::map<std::string, uint32_t>& counts) {
+  return std::max_element(counts.begin(), counts.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
 
 std::string joinCmdline(const std::vector<std::string>& args) {
   std::string out;
@@ -70,6 +83,7 @@ struct JobTracker::Totals {
   bool io_known = false;
   uint32_t processes = 0, workers = 0, d_state = 0;
   std::map<std::string, uint32_t> wchans;
+  std::map<std::string, uint32_t> sleep_wchans;  // the job's main processes' sleeping main threads
   DataloaderTotals reported;
   bool any_reported = false;
 };
@@ -100,6 +114,7 @@ JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
       gpu_(std::move(gpu)),
       clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
   if (options_.discovery_every_ticks == 0) options_.discovery_every_ticks = 1;
+  self_pid_ = static_cast<uint32_t>(::getpid());
   if (gpu_ && options_.follow_gpu_processes && gpu_->init().ok()) {
     if (auto devices = gpu_->devices(); devices.ok())
       gpu_list_ = selectGpus(devices.value, options_.only_gpus);
@@ -308,19 +323,86 @@ void JobTracker::scanOpenFiles() {
                            ? reader_.openFiles(pid, options_.max_open_files_per_process, &examined)
                            : std::vector<std::string>{};
     budget -= std::min(budget, std::max<size_t>(examined, 1));
-    for (const std::string& path : files) {
-      // The longest mount point that is a prefix of the path.
-      const MountInfo* best = nullptr;
-      for (const auto& mount : *at->second) {
-        if (pathIsUnder(path, mount.mount_point) &&
-            (!best || mount.mount_point.size() > best->mount_point.size())) {
-          best = &mount;
+    if (at->second) countFilesByDevice(files, *at->second, m.files_per_device);
+  }
+}
+
+void JobTracker::countFilesByDevice(const std::vector<std::string>& files,
+                                    const std::vector<MountInfo>& mounts,
+                                    std::map<std::string, uint32_t>& files_per_device) const {
+  for (const std::string& path : files) {
+    // The longest mount point that is a prefix of the path.
+    const MountInfo* best = nullptr;
+    for (const auto& mount : mounts) {
+      if (pathIsUnder(path, mount.mount_point) &&
+          (!best || mount.mount_point.size() > best->mount_point.size())) {
+        best = &mount;
+      }
+    }
+    if (!best) continue;
+    if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor))
+      ++files_per_device[d->name];
+  }
+}
+
+void JobTracker::addProcessNeighbours(const Job& job, const JobSample& sample,
+                                      const std::vector<DiskSample>& disks, int64_t monotonic_ns,
+                                      std::vector<DeviceUser>& users) {
+  if (!tree_) return;
+  // What no one accounts for on the busiest of the job's devices.
+  const double own =
+      sample.read_bytes_per_second.value_or(0) + sample.write_bytes_per_second.value_or(0);
+  double unexplained = 0;
+  for (const DiskSample& d : disks) {
+    if (!job.devices.count({d.major, d.minor})) continue;
+    double left = d.rates.read_bytes_per_second + d.rates.write_bytes_per_second - own;
+    for (const DeviceUser& u : users) left -= u.device == d.device ? u.bytes_per_second() : 0;
+    unexplained = std::max(unexplained, left);
+  }
+  if (unexplained < kProcessNeighbourFloor) return;
+  if (process_io_tick_ != ticks_) {  // one walk a tick, for every job that needs it
+    std::set<uint32_t> members;
+    for (const auto& [key, other] : jobs_) {
+      for (const auto& [pid, m] : other.members) members.insert(pid);
+    }
+    std::map<uint32_t, ProcessIoReading> walk;
+    size_t walked = 0;
+    for (uint32_t pid : reader_.allPids()) {
+      if (members.count(pid) || pid == self_pid_ || walked++ >= kMaxProcessesWalked) continue;
+      const auto io = reader_.io(pid);
+      if (!io || io->read_bytes + io->write_bytes == 0) continue;
+      walk[pid] = {reader_.comm(pid), io->read_bytes, io->write_bytes};
+    }
+    // Rates only against the walk one discovery period before (an older one is dropped).
+    const bool consecutive =
+        process_io_ns_ != 0 && ticks_ - process_io_tick_ <= options_.discovery_every_ticks;
+    busiest_commands_ =
+        consecutive ? busiestCommands(process_io_, walk,
+                                      static_cast<double>(monotonic_ns - process_io_ns_) / 1e9)
+                    : std::vector<CommandIo>{};
+    process_io_ = std::move(walk);
+    process_io_ns_ = monotonic_ns;
+    process_io_tick_ = ticks_;
+  }
+  // Named on a device of the job only if one of its processes holds a file there.
+  for (const CommandIo& c : busiest_commands_) {
+    std::string device;
+    for (size_t k = 0; k < c.pids.size() && k < 2 && device.empty(); ++k) {
+      const auto mounts = reader_.mounts(c.pids[k]);
+      if (!mounts) continue;
+      std::map<std::string, uint32_t> on;
+      countFilesByDevice(reader_.openFiles(c.pids[k], kMaxNeighbourFiles), *mounts, on);
+      for (const auto& [name, count] : on) {
+        const BlockDevice* d = tree_->find(name);
+        if (d && d->major && job.devices.count({*d->major, *d->minor})) {
+          device = name;
+          break;
         }
       }
-      if (!best) continue;
-      if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor))
-        ++m.files_per_device[d->name];
     }
+    if (device.empty()) continue;
+    users.push_back(
+        {device, processUserName(c.comm), c.read_bytes_per_second, c.write_bytes_per_second});
   }
 }
 
@@ -514,6 +596,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         }
         t->d_state += threads.d_state;
         for (const auto& w : threads.wchans) ++t->wchans[w];
+        if (main && t == &total && !threads.main_sleep_wchan.empty())
+          ++t->sleep_wchans[threads.main_sleep_wchan];
         ++t->processes;
         if (!main) ++t->workers;
       }
@@ -543,12 +627,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
               perSecond(net(t.write_bytes, taken_back.write_bytes), elapsed);
         }
       }
-      if (!t.wchans.empty()) {
-        sample.top_wchan =
-            std::max_element(t.wchans.begin(), t.wchans.end(), [](const auto& a, const auto& b) {
-              return a.second < b.second;
-            })->first;
-      }
+      if (!t.wchans.empty()) sample.top_wchan = mostCommon(t.wchans);
       if (t.any_reported) {
         sample.steps = t.reported.steps;
         sample.data_wait_seconds = t.reported.wait_seconds;
@@ -566,6 +645,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     sample.key = job.description.key;
     sample.gpus = job.description.gpus;
     fill(sample, total, all_reaped);
+    if (!total.sleep_wchans.empty()) sample.sleep_wchan = mostCommon(total.sleep_wchans);
     if (total.any_reported) sample.samples = total.reported.samples;
     if (have_interval && total.io_known) {
       sample.rchar_per_second = perSecond(net(total.rchar, all_reaped.rchar), elapsed);
@@ -576,14 +656,20 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     if (any_root) readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
     if (discovery && any_root) {
       describeDevices(job, out);
-      if (!leaf_io_.empty() && !job.devices.empty()) {
-        sample.neighbour_io =
-            encodeDeviceUsers(deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
-                                          cgroups_.base(), [&](uint32_t major, uint32_t minor) {
-                                            const BlockDevice* d =
-                                                tree_ ? tree_->findByDevnum(major, minor) : nullptr;
-                                            return d ? d->name : std::string();
-                                          }));
+      if (!job.devices.empty()) {
+        std::vector<DeviceUser> users;
+        if (!leaf_io_.empty()) {
+          users = deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
+                              cgroups_.base(), [&](uint32_t major, uint32_t minor) {
+                                const BlockDevice* d =
+                                    tree_ ? tree_->findByDevnum(major, minor) : nullptr;
+                                return d ? d->name : std::string();
+                              });
+        }
+        addProcessNeighbours(job, sample, out.disks, tick.monotonic_ns, users);
+        // Said ('' for none) where something was read: the cgroups, or the processes this tick.
+        if (!leaf_io_.empty() || process_io_tick_ == ticks_)
+          sample.neighbour_io = encodeDeviceUsers(users);
       }
     }
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;
@@ -616,6 +702,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   if (discovery && cgroups_.available()) {
     leaf_io_ = std::move(leaf_io);
     leaf_io_ns_ = tick.monotonic_ns;
+  }
+  if (discovery && process_io_tick_ != ticks_) {  // no job needed a walk: the next starts afresh
+    process_io_.clear();
+    process_io_ns_ = 0;
   }
   // A launcher's entry goes with the launcher, once its job has ended; looked at on discovery
   // ticks, not every tick.

@@ -24,6 +24,7 @@
 #include "collectors/gpu_driver.h"
 #include "collectors/job_cgroup.h"
 #include "collectors/kubernetes_pod.h"
+#include "collectors/process_neighbours.h"
 #include "collectors/process_reader.h"
 #include "collectors/process_watch.h"
 
@@ -130,6 +131,16 @@ class JobTracker final : public Collector {
   void followChildren(Job& job, bool all_threads, SampleBatch& out);
   // On discovery ticks, within open_files_per_discovery descriptors for all jobs.
   void scanOpenFiles();
+  // The devices (by name) that FILES, paths in a process's mount namespace MOUNTS, are on.
+  void countFilesByDevice(const std::vector<std::string>& files,
+                          const std::vector<MountInfo>& mounts,
+                          std::map<std::string, uint32_t>& files_per_device) const;
+  // Other processes' use of JOB's devices (process_neighbours.h), added to USERS (the cgroups
+  // found), where the job's devices moved bytes this tick that neither the job (SAMPLE) nor
+  // USERS account for. DISKS: this tick's device rates.
+  void addProcessNeighbours(const Job& job, const JobSample& sample,
+                            const std::vector<DiskSample>& disks, int64_t monotonic_ns,
+                            std::vector<DeviceUser>& users);
   void describeDevices(Job& job, SampleBatch& out);
   // Reads the job's cgroups: this interval's figures into SAMPLE, their limits into the job's
   // description (marked changed when they change).
@@ -149,6 +160,14 @@ class JobTracker final : public Collector {
   // devices is read every discovery period, not every tick (a walk of the cgroup tree).
   std::map<std::filesystem::path, std::vector<IoStat>> leaf_io_;
   int64_t leaf_io_ns_ = 0;
+  // The last walk of every process's io (those that moved bytes), for the rates of the next;
+  // dropped at a discovery tick that needs none, so that a walk is compared with the one a
+  // discovery period before it.
+  std::map<uint32_t, ProcessIoReading> process_io_;
+  int64_t process_io_ns_ = 0;
+  uint64_t process_io_tick_ = 0;             // ticks_ at that walk
+  std::vector<CommandIo> busiest_commands_;  // this tick's, from the walk
+  uint32_t self_pid_ = 0;                    // the agent: never a neighbour
   // Launcher -> the key of the job its senders make, kept while the launcher lives.
   std::map<ProcessId, std::string> launcher_jobs_;
   uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached

@@ -18,6 +18,17 @@ std::optional<ProcStat> ProcessReader::stat(uint32_t pid) const {
   return text ? parseProcStat(*text) : std::nullopt;
 }
 
+std::optional<ProcIo> ProcessReader::io(uint32_t pid) const {
+  auto text = readTextFile(dir(pid) / "io");
+  return text ? parseProcIo(*text) : std::nullopt;
+}
+
+std::string ProcessReader::comm(uint32_t pid) const {
+  std::string text = readTextFile(dir(pid) / "comm").value_or("");
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 std::vector<uint32_t> ProcessReader::allPids() const {
   std::vector<uint32_t> pids;
   std::error_code ec;

@@ -20,6 +20,8 @@ class ProcessReader {
   explicit ProcessReader(std::filesystem::path proc) : proc_(std::move(proc)) {}
 
   std::optional<ProcStat> stat(uint32_t pid) const;
+  std::optional<ProcIo> io(uint32_t pid) const;  // needs ptrace access: same user or root
+  std::string comm(uint32_t pid) const;          // "" if gone
   // Every pid in the proc root.
   std::vector<uint32_t> allPids() const;
   // Targets of /proc/PID/fd/* that are paths (not sockets, pipes, anon inodes or /dev), out of

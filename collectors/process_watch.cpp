@@ -47,7 +47,8 @@ ProcessWatch::ProcessWatch(std::filesystem::path dir, uint32_t idle_check_every)
       stat_(dir_ / "stat", ProcFile::Shape::kOneRecord),
       io_(dir_ / "io", ProcFile::Shape::kOneRecord),
       children_(dir_ / "task" / dir_.filename() / "children"),
-      idle_check_every_(std::max(1u, idle_check_every)) {
+      idle_check_every_(std::max(1u, idle_check_every)),
+      main_tid_(dir_.filename().string()) {
   task_fd_ = ::open((dir_ / "task").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct statfs fs {};
   procfs_ = task_fd_ >= 0 && ::fstatfs(task_fd_, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
@@ -126,6 +127,12 @@ bool ProcessWatch::readThreadFile(const std::string& tid, const char* name, int*
   return true;
 }
 
+std::string ProcessWatch::readWchan(const std::string& tid) {
+  if (!readThreadFile(tid, "wchan", nullptr, buffer_)) return {};  // no descriptor held for it
+  while (!buffer_.empty() && (buffer_.back() == '\n' || buffer_.back() == ' ')) buffer_.pop_back();
+  return buffer_ == "0" ? std::string() : buffer_;
+}
+
 void ProcessWatch::rescanThreads() {
   rescan_ = false;
   if (task_fd_ < 0) return;
@@ -160,7 +167,7 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
   ThreadStates out;
   for (auto& [tid, t] : threads_) {
     // A thread in D is looked at every tick, however long it waits: the end of a wait is news.
-    const bool idle = t.idle_checks >= kIdleAfterChecks && t.state != 'D';
+    const bool idle = t.idle_checks >= kIdleAfterChecks && t.state != 'D' && tid != main_tid_;
     if (idle && (ticks_ + t.stagger) % idle_check_every_ != 0) continue;
     // Whether it ran since the last read: its run time, wait time and timeslice count.
     // Without schedstat (a fixture, a kernel without schedstats: "0 0 0"), every tick reads
@@ -173,6 +180,13 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
       t.schedstat.clear();
     }
     t.idle_checks = ran ? 0 : t.idle_checks + 1;
+    if (ran) {
+      t.sleep_wchan.clear();
+    } else if (tid == main_tid_ && t.state == 'S' && t.idle_checks >= kSleepingAfterChecks &&
+               t.sleep_wchan.empty()) {
+      t.sleep_wchan = readWchan(tid);  // asleep since before the last tick: holds until it runs
+    }
+    if (tid == main_tid_) out.main_sleep_wchan = t.sleep_wchan;
     t.ran_since_children = t.ran_since_children || ran;
     if (ran) {
       if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
@@ -185,13 +199,8 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
       t.state = close_paren != std::string::npos && close_paren + 2 < buffer_.size()
                     ? buffer_[close_paren + 2]
                     : '?';
-      t.wchan.clear();
-      // A D thread's wchan is read once per sleep: no descriptor held for it.
-      if (t.state == 'D' && readThreadFile(tid, "wchan", nullptr, buffer_)) {
-        while (!buffer_.empty() && (buffer_.back() == '\n' || buffer_.back() == ' '))
-          buffer_.pop_back();
-        if (buffer_ != "0") t.wchan = buffer_;
-      }
+      // A D thread's wchan is read once per sleep.
+      t.wchan = t.state == 'D' ? readWchan(tid) : std::string();
     }
     if (t.state != 'D') continue;
     ++out.d_state;

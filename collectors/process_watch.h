@@ -11,7 +11,10 @@
 //     thread that has not run for kIdleAfterChecks checks is looked at only every
 //     IDLE_CHECK_EVERY ticks (staggered), so a long-idle thread that wakes into a D-state wait is
 //     seen up to that many ticks late. Threads that run (a DataLoader worker's, a rank's main
-//     one) and threads in D are looked at every tick.
+//     one), threads in D and the main thread are looked at every tick.
+//   - the main thread's wchan is read once it has slept (S) for kSleepingAfterChecks checks,
+//     once per sleep: where a process with nothing to do waits, so that a job hung with every
+//     thread asleep is said with what it waits on, not as a bare not-storage.
 // A tree that is not procfs (a test's fixture) is read afresh every time, every thread's stat
 // included. Held descriptors are bounded for the whole agent; past the bound, files are opened
 // per read as before.
@@ -32,6 +35,9 @@ namespace stallwatch::collectors {
 struct ThreadStates {
   uint32_t d_state = 0;             // threads in uninterruptible sleep
   std::vector<std::string> wchans;  // where each of them waits (kernel function), if readable
+  // Where the main thread sleeps (S), once it has not run for kSleepingAfterChecks checks:
+  // where an idle process waits (a lock, a poll, a pipe). "" while it runs or is unreadable.
+  std::string main_sleep_wchan;
 };
 
 class ProcessWatch {
@@ -62,6 +68,7 @@ class ProcessWatch {
 
  private:
   static constexpr uint32_t kIdleAfterChecks = 10;
+  static constexpr uint32_t kSleepingAfterChecks = 2;
   struct Thread {
     uint32_t idle_checks = 0;        // consecutive checks in which it had not run
     uint32_t stagger = 0;            // spreads the idle threads' checks over the ticks
@@ -70,9 +77,12 @@ class ProcessWatch {
     int stat_fd = -1;
     std::string schedstat;  // as last read; "" when never read or unreadable
     char state = '?';
-    std::string wchan;  // of a thread in D, as read when it last ran
+    std::string wchan;        // of a thread in D, as read when it last ran
+    std::string sleep_wchan;  // of the main thread asleep (S), read once per sleep
   };
   void rescanThreads();
+  // Where TID sleeps (a kernel function), "" if unreadable or not asleep.
+  std::string readWchan(const std::string& tid);
   void closeThread(Thread& t);
   // One read of TID/NAME into BUFFER: through *HELD if open, else opened, and kept in *HELD
   // within the budget (HELD null: never kept). False if the thread is gone or the file
@@ -87,6 +97,7 @@ class ProcessWatch {
   bool rescan_ = true;
   uint32_t idle_check_every_ = 1;
   uint64_t ticks_ = 0;
+  std::string main_tid_;  // the main thread's tid: the process's pid
   std::string text_, buffer_;
 };
 

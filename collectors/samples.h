@@ -131,6 +131,9 @@ struct JobSample {
   std::optional<double> workers_cpu_ratio;  // summed over the other processes
   uint32_t d_state_threads = 0;             // threads in uninterruptible sleep at the tick
   std::string top_wchan;                    // where most of those threads wait
+  // Where the main process's main thread sleeps (S), once asleep for two ticks: where an idle
+  // job waits (several ranks: the most common). "" while it runs.
+  std::string sleep_wchan;
   // From the dataloader socket, where the job reports.
   std::optional<uint64_t> steps;
   std::optional<uint64_t> samples;

@@ -38,6 +38,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   setProcessFigures(s, i, j);
   s.step_s[i] = j.step_seconds;
   s.d_state_wchan[i] = j.top_wchan;
+  s.sleep_wchan[i] = j.sleep_wchan;
   s.cgroup_io_some[i] = j.cgroup_io_some;
   s.cgroup_cpu_some[i] = j.cgroup_cpu_some;
   s.cgroup_memory_some[i] = j.cgroup_memory_some;
@@ -251,6 +252,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
           events.push_back(std::move(*e));
         }
       }
+    } else if (ongoing && heldAsIdle(s, *ongoing)) {
+      continue;  // held: the job may be winding down (its exit ends it unreported)
     } else if (ongoing) {
       Open open;
       open.live_id = next_id_++;
@@ -261,6 +264,12 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     }
   }
   return events;
+}
+
+bool LiveCorrelator::heldAsIdle(const JobSeries& s, const Incident& inc) const {
+  const double lasted_s = static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0;
+  return inc.cls == StallClass::kNotStorage && lasted_s < config_.idle_open_after_s &&
+         processesIdle(s, inc);
 }
 
 LiveCorrelator::JobState& LiveCorrelator::job(const std::string& key) {

@@ -26,6 +26,11 @@ struct LiveConfig {
   DetectorConfig detector;
   double open_after_s = 3;
   double close_after_s = 10;
+  // A not-storage stall during which the job's processes sit idle (processesIdle) is reported
+  // only once it has lasted this long: a job winding down lingers so before it exits (a
+  // DataLoader's worker shutdown: 40-60 s on an H100), which is no stall, and the live side
+  // cannot know the exit is coming. If it has not exited by then, it is a hang.
+  double idle_open_after_s = 120;
   // Intervals kept per job: the baseline plus the longest stall that can still be judged
   // against it. 3600 at one second is one hour, ~1 MB per job.
   size_t window_intervals = 3600;
@@ -89,6 +94,8 @@ class LiveCorrelator {
   };
   JobState& job(const std::string& key);
   void judgeNewest(JobState& job);
+  // An ongoing stall not reported yet because the job's processes are idle (idle_open_after_s).
+  bool heldAsIdle(const JobSeries& s, const Incident& inc) const;
 
   void append(JobState& job, const collectors::JobSample& sample,
               const collectors::SampleBatch& batch);

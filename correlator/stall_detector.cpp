@@ -20,6 +20,8 @@ using evidence::compare;
 using evidence::latencyAt;
 
 constexpr double kQueueFloor = 0.1;
+// The evidence that the job read at its cgroup's io.max limit: io-throttled, with the limit named.
+constexpr std::string_view kAtIoLimit = "job_cgroup_read_bytes_per_s at ";
 constexpr size_t kMinBaselineForAttribution = 5;
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
@@ -132,14 +134,16 @@ std::pair<const DeviceSeries*, const DeviceSeries*> checkpointTarget(
 // and twice what the same cgroup did before the stall.
 constexpr double kNeighbourFloor = 10e6;
 
-// Who else used the device the stall names (or the disk under it): the heaviest other cgroup
-// over the stall and the interval before it (the cgroups are read every few seconds), against
-// what that cgroup did in the baseline intervals where it was seen (0 where it was not).
-void addNeighbour(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
+// Who else used DEVICES (the one the stall names and the disk under it, or the one a limit the
+// job ran into is on): the heaviest other cgroup or process over the stall and the interval
+// before it (they are read every few seconds), against what it did in the baseline intervals
+// where it was seen (0 where it was not).
+void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
+                  const std::vector<std::string>& devices, Incident& inc) {
   if (s.neighbour_io.empty()) return;
   auto onTarget = [&](const collectors::DeviceUser& u) {
-    return u.device == inc.device ||
-           (!inc.physical_device.empty() && u.device == inc.physical_device);
+    return !u.device.empty() &&
+           std::find(devices.begin(), devices.end(), u.device) != devices.end();
   };
   std::map<std::pair<std::string, std::string>, double> during;  // (device, cgroup) -> max
   const size_t from = inc.first > 0 ? inc.first - 1 : 0;
@@ -167,6 +171,37 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base, Incident&
   inc.evidence.push_back(
       {"neighbour_bytes_per_s " + heaviest->first.first + " " + heaviest->first.second, baseline,
        now, now >= kNeighbourFloor && now >= 2 * baseline});
+}
+
+// A job whose processes sat idle through a stall (no CPU, no reads, no I/O wait): where its main
+// process slept is what it waited on (a lock, a poll on workers that send nothing, a child).
+// Evidence of a hang, named; the share of intervals it slept there, during and before.
+void addIdleWait(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
+  if (!processesIdle(s, inc)) return;
+  std::vector<std::string> waits;
+  for (size_t i = inc.first; i <= inc.last && i < s.sleep_wchan.size(); ++i)
+    waits.push_back(s.sleep_wchan[i]);
+  const std::string wait = mostCommonText(waits);
+  auto shareAsleep = [&](const std::vector<size_t>& idx) {
+    size_t n = 0, asleep = 0;
+    for (size_t i : idx) {
+      ++n;
+      asleep += i < s.sleep_wchan.size() && !wait.empty() && s.sleep_wchan[i] == wait ? 1 : 0;
+    }
+    return n ? static_cast<double>(asleep) / static_cast<double>(n) : 0.0;
+  };
+  std::vector<size_t> during;
+  for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
+  EvidenceItem e;
+  e.signal = "job_processes_idle";
+  if (!wait.empty()) {
+    const std::string subsystem = waitSubsystem(wait);
+    e.signal += " asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+  }
+  e.baseline = shareAsleep(base);
+  e.during = shareAsleep(during);
+  e.supports = true;
+  inc.evidence.push_back(e);
 }
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
@@ -299,7 +334,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   const std::string limits = mostCommonText(limits_during);  // the text most often in force
   if (known(s.cgroup_read_limit_bytes_per_s)) {
     Check c = compare(
-        "job_cgroup_read_bytes_per_s at " + limitText(limits, "io.max"), base, inc.first, inc.last,
+        std::string(kAtIoLimit) + limitText(limits, "io.max"), base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
     const auto limit = evidence::medianOver(
         during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
@@ -345,6 +380,11 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (at_io_limit && at_io_limit->item.supports) {
     inc.cls = StallClass::kIoThrottled;
     inc.confidence = confidence(1.0);
+    // A limit shared with someone else (a parent's cap, a cgroup a sidecar shares): who.
+    const std::string io_limits = limitText(limits, "io.max");
+    const size_t open = io_limits.find('('), close = io_limits.find(')', open);
+    if (open != std::string::npos && close != std::string::npos)
+      addNeighbour(s, base, {io_limits.substr(open + 1, close - open - 1)}, inc);
     return;
   }
   if (!slow.empty()) {
@@ -371,7 +411,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
       }
     }
     inc.confidence = confidence(best->share);
-    addNeighbour(s, base, inc);
+    addNeighbour(s, base, {inc.device, inc.physical_device}, inc);
     return;
   }
   if (io.item.supports || dstate.item.supports) {
@@ -387,6 +427,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     return;
   }
   inc.cls = StallClass::kNotStorage;
+  addIdleWait(s, base, inc);
   // As sure as the storage signals were there to look at.
   const bool looked = !s.devices.empty() && !s.io_some.empty();
   inc.confidence = looked ? 0.7 : 0.4;
@@ -493,6 +534,13 @@ bool ProgressBaseline::judge(std::optional<double> p, double min_drop) {
 
 namespace {
 
+// The median of X over INC's intervals, a missing value counting as 0 (nothing done).
+double idleMedian(const Series& x, const Incident& inc) {
+  std::vector<double> v;
+  for (size_t i = inc.first; i <= inc.last; ++i) v.push_back(at(x, i).value_or(0.0));
+  return evidence::median(v).value_or(0.0);
+}
+
 // The job's last incident, when it is the job winding down (IdleSpan): it runs to the job's
 // last sample, the job then exited, and its processes were idle throughout.
 void separateIdleAtExit(const JobSeries& s, Analysis& a) {
@@ -503,18 +551,9 @@ void separateIdleAtExit(const JobSeries& s, Analysis& a) {
   // The jobs collector notices the exit at its next discovery (every few ticks).
   const double interval_ms = s.interval_s.back() * 1000.0;
   if (static_cast<double>(*s.ended_ms - s.ts_ms.back()) > 10 * interval_ms) return;
-  std::vector<double> cpu, reads;
-  double d_state = 0;
-  for (size_t i = inc.first; i <= inc.last; ++i) {
-    cpu.push_back(at(s.workers_cpu, i).value_or(0.0));
-    reads.push_back(at(s.read_bytes_per_s, i).value_or(0.0));
-    d_state = std::max(d_state, at(s.d_state_threads, i).value_or(0.0));
-  }
-  const double cpu_p50 = evidence::median(cpu).value_or(0.0);
-  const double reads_p50 = evidence::median(reads).value_or(0.0);
-  constexpr double kIdleCores = 0.05, kIdleReadBytes = 1e6;
-  if (cpu_p50 > kIdleCores || reads_p50 > kIdleReadBytes || d_state > 0) return;
-  a.idle_at_exit = IdleSpan{inc.start_ms, inc.end_ms, cpu_p50, reads_p50};
+  if (!processesIdle(s, inc)) return;
+  a.idle_at_exit = IdleSpan{inc.start_ms, inc.end_ms, idleMedian(s.workers_cpu, inc),
+                            idleMedian(s.read_bytes_per_s, inc)};
   a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
   a.incidents.pop_back();
 }
@@ -542,9 +581,18 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
     const auto cpu_before = medianOf(s.workers_cpu, base), cpu = medianOf(s.workers_cpu, during);
     const auto reads_before = medianOf(s.read_bytes_per_s, base),
                reads = medianOf(s.read_bytes_per_s, during);
-    // Only where storage, a limit or the CPU does not explain the silence.
-    const bool working = silent && inc.cls == StallClass::kNotStorage && !base.empty() &&
-                         cpu_before && cpu && reads_before && reads && *cpu_before > kBusyCores &&
+    // Only where storage, a limit or the CPU does not explain the silence. An io-throttled
+    // verdict that rests on pressure or a thread in D alone (no io.max the job ran into) does
+    // not: an evaluation's loader starting up put one thread in D for 3 s (issue 16), and a job
+    // that keeps reading a quarter of its reads was not held back by I/O.
+    const bool explained =
+        inc.cls != StallClass::kNotStorage &&
+        (inc.cls != StallClass::kIoThrottled ||
+         std::any_of(inc.evidence.begin(), inc.evidence.end(), [](const EvidenceItem& e) {
+           return e.supports && e.signal.starts_with(kAtIoLimit);
+         }));
+    const bool working = silent && !explained && !base.empty() && cpu_before && cpu &&
+                         reads_before && reads && *cpu_before > kBusyCores &&
                          *cpu >= kCpuShare * *cpu_before && *reads >= kReadShare * *reads_before;
     if (!working) {
       kept.push_back(std::move(inc));
@@ -565,6 +613,15 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
 }
 
 }  // namespace
+
+bool processesIdle(const JobSeries& s, const Incident& inc) {
+  constexpr double kIdleCores = 0.05, kIdleReadBytes = 1e6;
+  double d_state = 0;
+  for (size_t i = inc.first; i <= inc.last && i < s.size(); ++i)
+    d_state = std::max(d_state, at(s.d_state_threads, i).value_or(0.0));
+  return idleMedian(s.workers_cpu, inc) <= kIdleCores &&
+         idleMedian(s.read_bytes_per_s, inc) <= kIdleReadBytes && d_state == 0;
+}
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   Analysis a;

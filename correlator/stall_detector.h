@@ -116,6 +116,13 @@ struct Analysis {
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 
+// Whether the job's processes sat idle over INC: its workers' CPU and its reads near nothing
+// (medians) and no thread waiting on I/O. A job winding down looks so; so does one hung with
+// every thread asleep (a lock, a queue that is never fed). The post-mortem tells the two apart
+// by the exit that follows; the live correlator, which cannot see the future, waits
+// LiveConfig::idle_open_after_s before it calls it a hang.
+bool processesIdle(const JobSeries& series, const Incident& inc);
+
 // Explains INC (its first and last intervals set) on SERIES: the cause, its evidence, and the
 // straggler of a job of several ranks, each signal against its baseline over the intervals
 // before INC that STALLED (analyzeJob's per-interval verdict) calls healthy. What analyzeJob

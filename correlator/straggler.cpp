@@ -92,6 +92,7 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   v.cgroup_read_limit_bytes_per_s = s.cgroup_read_limit_bytes_per_s;
   v.cgroup_limits = s.cgroup_limits;
   v.neighbour_io = s.neighbour_io;
+  v.sleep_wchan = s.sleep_wchan;
   v.devices = s.devices;
   v.write_bytes_per_s = r.write_bytes_per_s;
   v.read_bytes_per_s = r.read_bytes_per_s;

@@ -53,6 +53,29 @@ constexpr Family kFamilies[] = {
     {"wbt_wait", "block I/O"},
     {"blkdev_", "block I/O"},
     {"filemap_", "block I/O"},
+    // Interruptible sleeps (S), where an idle process's main thread waits: a job hung with
+    // every thread asleep says what it waits for. kernel/futex/, fs/select.c, fs/eventpoll.c,
+    // fs/pipe.c, net/unix/af_unix.c, net/core/sock.c, kernel/exit.c, kernel/time/hrtimer.c.
+    {"futex_", "lock or condition variable"},
+    {"do_sys_poll", "poll on files, pipes or sockets"},
+    {"do_select", "poll on files, pipes or sockets"},
+    {"core_sys_select", "poll on files, pipes or sockets"},
+    {"do_epoll_wait", "poll on files, pipes or sockets"},
+    {"ep_poll", "poll on files, pipes or sockets"},
+    {"pipe_read", "pipe"},
+    {"anon_pipe_read", "pipe"},
+    {"pipe_wait", "pipe"},
+    {"unix_stream_", "socket"},
+    {"unix_dgram_", "socket"},
+    {"sk_wait_data", "socket"},
+    {"inet_csk_accept", "socket"},
+    {"tcp_recvmsg", "socket"},
+    {"do_wait", "a child process to exit"},
+    {"kernel_wait4", "a child process to exit"},
+    {"hrtimer_nanosleep", "timer"},
+    {"do_nanosleep", "timer"},
+    {"do_sigtimedwait", "signal"},
+    {"sigsuspend", "signal"},
 };
 
 }  // namespace

@@ -26,6 +26,7 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   s.interval_s.push_back(interval_s);
   s.forEachSeries([](Series& x) { x.emplace_back(); });
   s.d_state_wchan.resize(s.ts_ms.size());
+  s.sleep_wchan.resize(s.ts_ms.size());
   s.cgroup_limits.resize(s.ts_ms.size());
   s.neighbour_io.resize(s.ts_ms.size());
   return s.ts_ms.size() - 1;
@@ -75,6 +76,7 @@ void dropFront(JobSeries& s, size_t n) {
   dropFrontOf(s.ts_ms, n);
   dropFrontOf(s.interval_s, n);
   dropFrontOf(s.d_state_wchan, n);
+  dropFrontOf(s.sleep_wchan, n);
   dropFrontOf(s.cgroup_limits, n);
   dropFrontOf(s.neighbour_io, n);
   s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
@@ -99,6 +101,7 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
   t.d_state_wchan = from(s.d_state_wchan);
+  t.sleep_wchan = from(s.sleep_wchan);
   t.cgroup_limits = from(s.cgroup_limits);
   t.neighbour_io = from(s.neighbour_io);
   // forEachSeries visits both in the same order.

@@ -76,6 +76,9 @@ struct JobSeries {
   // Where most of the job's D-state threads waited (a kernel function), "" when none did or
   // it is not known; may be shorter than the series (a run read across nodes has none).
   std::vector<std::string> d_state_wchan;
+  // Where the job's main process slept (S) while it did not run, "" elsewhere: where an idle
+  // job waits. May be shorter than the series.
+  std::vector<std::string> sleep_wchan;
   // Who else used the job's devices, as stored (collectors' encodeDeviceUsers), on the
   // intervals where it was read; "" elsewhere. May be shorter than the series.
   std::vector<std::string> neighbour_io;

@@ -347,6 +347,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
                              "cgroup_limited_read_bytes_per_second, NULL AS "
                              "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
             (version_ >= 9 ? ", neighbour_io" : ", NULL AS neighbour_io") +
+            (version_ >= 10 ? ", sleep_wchan" : ", NULL AS sleep_wchan") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
             "ORDER BY ts_ms");
     q.bind(":job_id", job.job_id);
@@ -363,7 +364,8 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
               cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
               cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
-              cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io");
+              cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io"),
+              sleep_c = c.index("sleep_wchan");
     // The limits are written when they change: those in force when the range starts come from
     // the last row before it that names them.
     std::string limits_in_force;
@@ -390,6 +392,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
       s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
       if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
+      if (!q.getColumn(sleep_c).isNull()) s.sleep_wchan[i] = q.getColumn(sleep_c).getString();
       s.cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
       s.cgroup_cpu_some[i] = optionalReal(q.getColumn(cg_cpu_c));
       s.cgroup_memory_some[i] = optionalReal(q.getColumn(cg_mem_c));

@@ -154,6 +154,7 @@ collectors::JobSample jobRow(Cursor& r) {
     j.cgroup_limited_read_bytes_per_second = r.optionalReal("cgroup_limited_read_bytes_per_second");
     j.cgroup_read_limit_bytes_per_second = r.optionalReal("cgroup_read_limit_bytes_per_second");
   }
+  if (r.has("sleep_wchan")) j.sleep_wchan = r.text("sleep_wchan");
   if (r.has("neighbour_io") && !r.column("neighbour_io").isNull())
     j.neighbour_io = r.text("neighbour_io");
   return j;

@@ -32,7 +32,7 @@ struct Migration {
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
     {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql}, {4, kSchemaV4Sql}, {5, kSchemaV5Sql},
-    {6, kSchemaV6Sql}, {7, kSchemaV7Sql}, {8, kSchemaV8Sql}, {9, kSchemaV9Sql},
+    {6, kSchemaV6Sql}, {7, kSchemaV7Sql}, {8, kSchemaV8Sql}, {9, kSchemaV9Sql}, {10, kSchemaV10Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -137,7 +137,7 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
                 "cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, cgroup_cpu_throttled_ratio, "
                 "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
-                "cgroup_limits, neighbour_io"));
+                "cgroup_limits, neighbour_io, sleep_wchan"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       insertSql(
@@ -562,6 +562,7 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, ":workers_cpu_ratio", j.workers_cpu_ratio);
     st.bind(":d_state_threads", static_cast<int64_t>(j.d_state_threads));
     bindTextOrNull(st, ":top_wchan", j.top_wchan);
+    bindTextOrNull(st, ":sleep_wchan", j.sleep_wchan);
     bindOptional(st, ":steps", j.steps);
     bindOptional(st, ":samples", j.samples);
     bindOptional(st, ":data_wait_seconds", j.data_wait_seconds);

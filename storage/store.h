@@ -23,7 +23,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 class StoreError : public std::runtime_error {
  public:

@@ -26,6 +26,7 @@ class ProcTree {
                        " 0 0 0 20 0 1 0 " + std::to_string(1000 + pid) +
                        " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
     testing::writeFile(dir / "stat", stat);
+    testing::writeFile(dir / "comm", comm + "\n");
     testing::writeFile(dir / "task" / std::to_string(pid) / "stat", stat);
     testing::writeFile(dir / "environ", environ);
     testing::writeFile(dir / "cmdline", std::string("python3\0train.py\0", 17));
@@ -315,6 +316,69 @@ TEST_F(JobTrackerTest, OpenFilesAreLookedAtWithinABudgetAndKept) {
   const std::vector<std::string> loop1_over_vda{"loop1", "vda"};
   EXPECT_EQ(devices_at(4), loop1_over_vda);  // 103's turn
   EXPECT_EQ(devices_at(5), loop1_over_vda);  // 200 looked at again; 103's files kept
+}
+
+// Issue 16: where cgroups cannot tell the users of a device apart (here there are none), the
+// processes reading the job's device are named, grouped by command, once the device moved more
+// than the job did; a busy process with no file on the job's devices is not named there.
+TEST_F(JobTrackerTest, ProcessesReadingTheJobsDeviceAreNamedWhereCgroupsCannotTell) {
+  const std::string mounts =
+      "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n"
+      "3 1 8:0 / /other rw - ext4 /dev/sda rw\n";
+  for (uint32_t pid : {400u, 401u, 500u}) {
+    tree_.process(pid, pid == 500 ? "backup" : "dd", 'R', 1, 10);
+    tree_.mountinfo(pid, mounts);
+  }
+  tree_.openFile(400, 3, "/data/neighbour.bin");
+  tree_.openFile(401, 3, "/data/neighbour.bin");
+  tree_.openFile(500, 3, "/other/archive.tar");
+  auto at = [&](int64_t second, double loop1_bytes_per_s) {
+    SampleBatch b;
+    DiskSample loop1;
+    loop1.device = "loop1";
+    loop1.major = 7;
+    loop1.minor = 1;
+    loop1.rates.read_bytes_per_second = loop1_bytes_per_s;
+    b.disks.push_back(loop1);
+    tracker_->collect({second * 1'000'000'000, second * 1000}, b);
+    const JobSample* s = sampleOf(b, "torchelastic:run7");
+    return s ? s->neighbour_io : std::optional<std::string>("no sample");
+  };
+  tree_.io(400, 1'000'000'000);
+  tree_.io(500, 5'000'000'000);
+  EXPECT_EQ(at(1, 150e6), "");   // the first walk: no rates yet
+  tree_.io(400, 1'100'000'000);  // 100 MB in the second
+  tree_.io(401, 50'000'000);     // started since: all its bytes count
+  tree_.io(500, 5'400'000'000);  // 400 MB/s, elsewhere
+  const auto named = parseDeviceUsers(at(2, 150e6).value_or(""));
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].device, "loop1");
+  EXPECT_EQ(named[0].cgroup, "process dd");
+  EXPECT_DOUBLE_EQ(named[0].read_bytes_per_second, 150e6);
+  // The job's device accounted for by the job itself: no walk, nothing said.
+  tree_.io(103, 150'000'000);
+  EXPECT_EQ(at(3, 1e6), std::nullopt);
+}
+
+TEST(ProcessNeighbours, BusiestCommandsBetweenTwoWalks) {
+  const std::map<uint32_t, ProcessIoReading> before{
+      {10, {"dd", 1000, 0}}, {11, {"dd", 0, 0}}, {12, {"python3", 5000, 0}}, {13, {"tar", 900, 0}}};
+  const std::map<uint32_t, ProcessIoReading> after{
+      {10, {"dd", 3000, 0}},         // +2000
+      {14, {"dd", 500, 0}},          // new since: all of it
+      {12, {"python3", 5100, 100}},  // +100 read, +100 written
+      {13, {"rsync", 100, 0}},       // pid reused by another command: nothing
+  };
+  const auto busiest = busiestCommands(before, after, 2.0, 3, 0);
+  ASSERT_EQ(busiest.size(), 2u);
+  EXPECT_EQ(busiest[0].comm, "dd");
+  EXPECT_DOUBLE_EQ(busiest[0].read_bytes_per_second, 1250);
+  EXPECT_EQ(busiest[0].pids, (std::vector<uint32_t>{10, 14}));
+  EXPECT_EQ(busiest[1].comm, "python3");
+  EXPECT_DOUBLE_EQ(busiest[1].bytes_per_second(), 100);
+  EXPECT_EQ(busiestCommands(before, after, 2.0, 1, 0).size(), 1u);
+  EXPECT_EQ(busiestCommands(before, after, 2.0, 3, 200).size(), 1u);
+  EXPECT_TRUE(busiestCommands(before, after, 0, 3, 0).empty());
 }
 
 // A process in a Kubernetes pod with no run id: the pod (from its cgroup and the kubelet's

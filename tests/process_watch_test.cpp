@@ -122,6 +122,39 @@ TEST(ProcessWatch, HoldsItsThreadsFilesAndClosesThoseOfThreadsThatExit) {
   EXPECT_EQ(ProcessWatch::heldDescriptors(), before);
 }
 
+// Issue 16: a job hung with every thread asleep (S) was a bare not-storage. A process whose
+// main thread sleeps in a read of an empty pipe says so once it has slept two checks, and says
+// nothing once it runs again.
+TEST(ProcessWatch, TheMainThreadsSleepIsNamedOnceItHasSleptTwoChecks) {
+  int to_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(to_child[1]);
+    char c;
+    while (::read(to_child[0], &c, 1) == 1) {
+    }
+    ::_exit(0);
+  }
+  ::close(to_child[0]);
+  ProcessWatch watch(fs::path("/proc") / std::to_string(child));
+  std::this_thread::sleep_for(milliseconds(100));
+  std::vector<std::string> seen;
+  for (int i = 0; i < 4; ++i) {
+    seen.push_back(watch.threadStates(1).main_sleep_wchan);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  // The first check reads its state; the sleep is named from the second check without a run.
+  EXPECT_EQ(seen[0], "");
+  EXPECT_NE(seen[3].find("pipe_read"), std::string::npos) << seen[3];  // anon_pipe_read on 6.x
+  ASSERT_EQ(::write(to_child[1], "x", 1), 1);                          // it runs, and reads again
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(watch.threadStates(1).main_sleep_wchan, "");
+  ::close(to_child[1]);
+  ::waitpid(child, nullptr, 0);
+}
+
 TEST(ProcessWatch, AnExitedProcessReadsAsGone) {
   const pid_t child = ::fork();
   if (child == 0) {

@@ -113,15 +113,63 @@ TEST(StallDetector, NoStepsWhileTheWorkersWorkIsAPhaseNotAStall) {
   EXPECT_LT(*a.outside_loop[0].gpu_share, 0.4);
   EXPECT_EQ(a.gpu_seconds_lost[static_cast<int>(StallClass::kNotStorage)], 0.0);
 
+  // The evaluation's loader starting puts a thread in D: still a phase, not io-throttled.
+  Scenario waits(42, true);
+  waits.s.d_state_wchan.resize(waits.s.size());
+  waits.during([&](size_t i) {
+    waits.s.steps[i] = std::nullopt;
+    waits.s.gpu_util_percent[i] = waits.noise(10, 20);
+    waits.s.read_bytes_per_s[i] = waits.noise(70e6, 90e6);
+    waits.s.d_state_threads[i] = 1;
+    waits.s.d_state_wchan[i] = "blk_mq_get_tag";
+  });
+  a = analyzeJob(waits.s);
+  EXPECT_TRUE(a.incidents.empty());
+  EXPECT_EQ(a.outside_loop.size(), 1u);
+  // Reading at the io.max limit of its cgroup, though, the limit explains the silence.
+  Scenario limited(42, true);
+  limited.s.cgroup_limited_read_bytes_per_s.resize(limited.s.size());
+  limited.s.cgroup_read_limit_bytes_per_s.resize(limited.s.size());
+  limited.during([&](size_t i) {
+    limited.s.steps[i] = std::nullopt;
+    limited.s.read_bytes_per_s[i] = 40e6;
+    limited.s.cgroup_limited_read_bytes_per_s[i] = 40e6;
+    limited.s.cgroup_read_limit_bytes_per_s[i] = 41.9e6;
+  });
+  for (size_t i = 0; i < limited.s.size(); ++i) {
+    if (!limited.s.cgroup_read_limit_bytes_per_s[i]) {
+      limited.s.cgroup_read_limit_bytes_per_s[i] = 41.9e6;
+      limited.s.cgroup_limited_read_bytes_per_s[i] = limited.s.read_bytes_per_s[i].value_or(0) / 3;
+    }
+  }
+  a = analyzeJob(limited.s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_STREQ(toString(a.incidents[0].cls), "io-throttled");
+  EXPECT_TRUE(a.outside_loop.empty());
+
   Scenario hang(42, true);
   hang.during([&](size_t i) {
     hang.s.steps[i] = std::nullopt;
     hang.s.workers_cpu[i] = 0.01;
     hang.s.read_bytes_per_s[i] = 0;
+    hang.s.d_state_threads[i] = 0;
   });
+  hang.s.sleep_wchan.resize(hang.s.size());
+  for (size_t i = kStallFirst; i <= kStallLast; ++i) hang.s.sleep_wchan[i] = "futex_do_wait";
   a = analyzeJob(hang.s);
-  EXPECT_EQ(a.incidents.size(), 1u);
+  ASSERT_EQ(a.incidents.size(), 1u);
   EXPECT_TRUE(a.outside_loop.empty());
+  // A hang says what its processes wait on.
+  const auto& ev = a.incidents[0].evidence;
+  const auto idle = std::find_if(ev.begin(), ev.end(), [](const model::EvidenceItem& e) {
+    return e.signal.rfind("job_processes_idle", 0) == 0;
+  });
+  ASSERT_NE(idle, ev.end());
+  EXPECT_EQ(idle->signal,
+            "job_processes_idle asleep in futex_do_wait (lock or condition variable)");
+  EXPECT_TRUE(idle->supports);
+  EXPECT_GT(idle->during, 0.9);
+  EXPECT_EQ(idle->baseline, 0.0);
 
   Scenario starved(42, true);
   starved.during([&](size_t i) {
@@ -229,7 +277,17 @@ TEST(WaitChannel, KernelFunctionsMapToTheirSubsystem) {
       {"__iomap_dio_rw", "block I/O"},
       {"blk_mq_get_tag", "block I/O"},
       {"shrink_folio_list", "memory reclaim"},
-      {"do_sys_poll", ""},
+      // Where an idle main thread sleeps (S): named from the kernels seen (5.15, 6.1, 6.8).
+      {"do_sys_poll", "poll on files, pipes or sockets"},
+      {"do_epoll_wait", "poll on files, pipes or sockets"},
+      {"futex_wait_queue", "lock or condition variable"},
+      {"futex_do_wait", "lock or condition variable"},
+      {"pipe_read", "pipe"},
+      {"anon_pipe_read", "pipe"},
+      {"unix_stream_read_generic", "socket"},
+      {"do_wait", "a child process to exit"},
+      {"hrtimer_nanosleep", "timer"},
+      {"worker_thread", ""},  // unknown: left unclassified, not guessed
       {"", ""},
   };
   for (const auto& [wchan, subsystem] : cases) {

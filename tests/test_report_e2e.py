@@ -224,7 +224,8 @@ class ReportE2E(unittest.TestCase):
         self.assertIn(f'data-at="{start + 10000}"', z)
         hover = re.search(r'<div class="hover">([^<]*)</div>', z).group(1)
         await_ms = float(re.search(r"await of loop1: ([0-9.]+) ms", hover).group(1))
-        self.assertGreater(await_ms, 20, hover)  # the stall's latency, where the pointer is
+        # The stall's latency, where the pointer is: synthetic_db draws it from 20-49 ms.
+        self.assertGreaterEqual(await_ms, 20, hover)
         # Redrawn over the 150 s shown: fewer points than the 600 s page, all in the plot.
         d = re.search(r'<path id="series-latency-0"[^>]* d="([^"]*)"', z).group(1)
         xs = [float(p.split(",")[0][1:]) for p in d.split()]

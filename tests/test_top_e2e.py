@@ -90,7 +90,11 @@ class TopE2E(unittest.TestCase):
             self.fail("tmux is not installed (scripts/install-deps.sh installs it)")
         db, sock = os.path.join(self.tmp, "sw.db"), os.path.join(self.tmp, "dl.sock")
         agent = subprocess.Popen([BIN, "record", "--db", db, "--interval", "1s", "--flush-interval", "1s",
-                                  "--no-collector.gpu", "--socket", sock],
+                                  "--no-collector.gpu", "--socket", sock,
+                                  # The job's stall is a sleep, its process idle: held this long
+                                  # (2 min by default) before it is an incident (a job winding
+                                  # down idles so).
+                                  "--idle-stall-open-after", "3s"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.procs.append(agent)
         for _ in range(100):

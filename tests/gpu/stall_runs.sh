@@ -18,8 +18,13 @@
 #   neighbour the job and a neighbour share the disk under a cap (io.max rbps=SHARED_BPS on
 #            the parent of their two cgroups, as a volume's provisioned throughput); from T_IN to
 #            T_OUT the neighbour reads the same disk hard (4 direct-I/O readers);
+#   neighbourproc the same readers, but started in the job's own cgroup (a sidecar sharing a
+#            container's cgroup): no other cgroup shows their bytes, so processes must;
 #   neighbourcpu from T_IN to T_OUT a neighbour cgroup burns all CPUs but 10 (the job's need):
 #            the job is unaffected, and there must be no incident;
+#   hang     at T_IN the job's training loop blocks on a lock nobody releases (every thread
+#            asleep) for T_OUT - T_IN s, then trains on; the agent holds an idle stall for
+#            --idle-stall-open-after IDLE_OPEN (30s here, 2m by default) before it reports it;
 #   eval     at T_IN the job evaluates for T_OUT - T_IN s (eval mode, its own loader, no steps
 #            reported), then trains on; the window is the evaluation as the job printed it.
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
@@ -71,14 +76,17 @@ for run in $runs; do
   [ "$case_name" = ckptslow ] &&
     linger_flag="--checkpoint-at $((T_IN - 15)) --checkpoint-gb ${CKPT_GB:-3} --checkpoint-dir $work/ckpt"
   [ "$case_name" = eval ] && linger_flag="--eval-at $((T_IN - 15)) --eval-seconds $((T_OUT - T_IN))"
+  [ "$case_name" = hang ] && linger_flag="--hang-at $((T_IN - 15)) --hang-seconds $((T_OUT - T_IN))"
+  idle_flag=; [ "$case_name" = hang ] && idle_flag="--idle-stall-open-after ${IDLE_OPEN:-30s}"
   echo "$disk_dev rbps=max wbps=max" > "$parent/io.max"
   echo "$ckpt_dev rbps=max wbps=max" > "$cg/io.max"
   case $case_name in
-    neighbour) echo "$disk_dev rbps=${SHARED_BPS:-314572800}" > "$parent/io.max"; echo "shared cap: $(cat "$parent/io.max")" ;;
+    neighbour|neighbourproc) echo "$disk_dev rbps=${SHARED_BPS:-314572800}" > "$parent/io.max"; echo "shared cap: $(cat "$parent/io.max")" ;;
     ckptslow) echo "$ckpt_dev wbps=${CKPT_BPS:-104857600}" > "$cg/io.max"; echo "checkpoint disk: $(cat "$cg/io.max")" ;;
   esac
   sync; echo 3 > /proc/sys/vm/drop_caches
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s \
+      $idle_flag \
       --on-incident "$here/tests/gpu/latency_hook.sh" "$out/$run.hook" 2> "$out/$run.agent.log" &
   agent=$!
   sleep 2
@@ -93,11 +101,12 @@ for run in $runs; do
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
     cpumax) echo "${CPU_QUOTA:-50000 100000}" > "$cg/cpu.max"; echo "cpu.max: $(cat "$cg/cpu.max")" ;;
-    neighbour) for k in 1 2 3 4; do
-                 ( echo $BASHPID > "$ncg/cgroup.procs"
+    neighbour|neighbourproc) into=$ncg; [ "$case_name" = neighbourproc ] && into=$cg
+               for k in 1 2 3 4; do
+                 ( echo $BASHPID > "$into/cgroup.procs"
                    exec bash -c "while :; do dd if='$work/neighbour.bin' of=/dev/null bs=1M iflag=direct status=none; done" ) &
                  burners+=($!)
-               done; echo "neighbour readers: ${burners[*]} in $ncg" ;;
+               done; echo "neighbour readers: ${burners[*]} in $into" ;;
     neighbourcpu) for k in $(seq $(( $(nproc) - 10 ))); do
                  ( echo $BASHPID > "$ncg/cgroup.procs"; exec python3 -c "while True: pass" ) &
                  burners+=($!)
@@ -109,7 +118,7 @@ for run in $runs; do
     disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
     cpumax) echo "max 100000" > "$cg/cpu.max" ;;
-    neighbour|neighbourcpu) for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
+    neighbour|neighbourproc|neighbourcpu) for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
                # The loops first, then the reads they started (once a loop is gone its dd
                # belongs to init: the first runs went on reading up to 14 s past T_OUT).
                pkill -f "dd if=$work/neighbour.bin" 2>/dev/null
@@ -125,6 +134,9 @@ for run in $runs; do
   if [ "$case_name" = checkpoint ] || [ "$case_name" = ckptslow ]; then  # the save, as the job timed it
     awk '/checkpoint .* from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"
     rm -f "$work/checkpoint.pt" "$work/ckpt/checkpoint.pt"
+  fi
+  if [ "$case_name" = hang ]; then  # the hang, as the job timed it
+    awk '/hang from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"
   fi
   if [ "$case_name" = eval ]; then  # the evaluation, as the job timed it
     awk '/eval from/ {printf "%d %d\n", $(NF-2) * 1000, $NF * 1000}' "$out/$run.job.log" > "$out/$run.window"

@@ -7,6 +7,7 @@ Usage: python3 train_job.py DATA_DIR [--seconds 30] [--workers 4] [--batch 64]""
 
 import argparse
 import os
+import threading
 import time
 
 import torch
@@ -61,7 +62,13 @@ def main():
                     help="this many seconds into training, evaluate for --eval-seconds (the model in "
                          "eval mode over the same files, no steps reported) and print its start and end")
     ap.add_argument("--eval-seconds", type=float, default=15)
+    ap.add_argument("--hang-at", type=float, default=0,
+                    help="this many seconds into training, block the training loop on a lock that "
+                         "nobody releases for --hang-seconds (a deadlock that times out), every "
+                         "thread asleep, and print its start and end")
+    ap.add_argument("--hang-seconds", type=float, default=40)
     args = ap.parse_args()
+    hang_done = args.hang_at <= 0
     checkpoint_done = args.checkpoint_at <= 0
     eval_done = args.eval_at <= 0
     loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
@@ -108,6 +115,13 @@ def main():
                                 break
                 model.train()
                 print(f"train_job: eval from {t0:.3f} to {time.time():.3f}", flush=True)
+            if not hang_done and time.time() - start >= args.hang_at:
+                hang_done = True
+                held = threading.Lock()
+                held.acquire()
+                t0 = time.time()
+                held.acquire(timeout=args.hang_seconds)  # asleep in a futex, as a deadlock is
+                print(f"train_job: hang from {t0:.3f} to {time.time():.3f}", flush=True)
             if time.time() - start >= args.seconds:
                 break
     end = time.time()
