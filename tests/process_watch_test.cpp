@@ -107,7 +107,10 @@ TEST(ProcessWatch, HoldsItsThreadsFilesAndClosesThoseOfThreadsThatExit) {
     ProcessWatch watch(self());
     const auto with_threads = watch.stat();
     ASSERT_TRUE(with_threads);
-    EXPECT_EQ(watch.threadStates(with_threads->num_threads).d_state, 0u);
+    // Not asserted: how many threads are in D. A thread just started can fault on its stack
+    // while another holds the address space's lock, and waits in D for a moment (seen under
+    // ASan in CI). What this test checks is the descriptors.
+    watch.threadStates(with_threads->num_threads);
     // A schedstat and a stat each, for every thread of this process.
     EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * with_threads->num_threads);
 
