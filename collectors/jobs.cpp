@@ -319,9 +319,12 @@ void JobTracker::scanOpenFiles() {
     m.files_scanned_tick = ticks_;
     m.files_per_device.clear();
     size_t examined = 0;
-    const auto files = at->second
-                           ? reader_.openFiles(pid, options_.max_open_files_per_process, &examined)
-                           : std::vector<std::string>{};
+    // What a worker inherited from a member it was forked from is counted on that member.
+    std::optional<uint32_t> parent;
+    if (job->members.count(m.stat.ppid)) parent = m.stat.ppid;
+    const auto files =
+        at->second ? reader_.openFiles(pid, options_.max_open_files_per_process, &examined, parent)
+                   : std::vector<std::string>{};
     budget -= std::min(budget, std::max<size_t>(examined, 1));
     if (at->second) countFilesByDevice(files, *at->second, m.files_per_device);
   }

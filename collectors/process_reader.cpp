@@ -2,8 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <system_error>
 
 #include "collectors/proc_file.h"
@@ -12,6 +16,25 @@
 namespace fs = std::filesystem;
 
 namespace stallwatch::collectors {
+
+ProcessReader::ProcessReader(fs::path proc) : proc_(std::move(proc)) {
+  // kcmp names processes by pid in this process's namespace: usable only where the proc root
+  // is the /proc of that namespace (not a fixture, not a host's /proc mounted in a container).
+  std::error_code ec;
+  const fs::path self = fs::read_symlink(proc_ / "self", ec);
+  kcmp_usable_ = !ec && proc_ == "/proc" && self.string() == std::to_string(::getpid());
+}
+
+bool ProcessReader::sameOpenFile(uint32_t pid, uint32_t other_pid, int fd) const {
+  if (!kcmp_usable_) return false;
+  const long r =
+      ::syscall(SYS_kcmp, static_cast<pid_t>(pid), static_cast<pid_t>(other_pid), KCMP_FILE,
+                static_cast<unsigned long>(fd), static_cast<unsigned long>(fd));
+  // Refused for every pair (no CONFIG_KCMP, a seccomp filter, no CAP_SYS_PTRACE): stop asking.
+  // EBADF (the other has no such descriptor) and ESRCH (it exited) are answers for this pair.
+  if (r < 0 && (errno == ENOSYS || errno == EPERM)) kcmp_usable_ = false;
+  return r == 0;
+}
 
 std::optional<ProcStat> ProcessReader::stat(uint32_t pid) const {
   auto text = readTextFile(dir(pid) / "stat");
@@ -40,8 +63,8 @@ std::vector<uint32_t> ProcessReader::allPids() const {
   return pids;
 }
 
-std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max,
-                                                  size_t* examined) const {
+std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max, size_t* examined,
+                                                  std::optional<uint32_t> shared_with) const {
   std::vector<std::string> files;
   if (examined) *examined = 0;
   const int fd_dir = ::open((dir(pid) / "fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -56,6 +79,14 @@ std::vector<std::string> ProcessReader::openFiles(uint32_t pid, size_t max,
   while (const dirent* e = ::readdir(entries)) {
     if (e->d_name[0] == '.') continue;
     if (seen++ >= max) break;
+    if (shared_with) {
+      int fd = -1;
+      const std::string_view name(e->d_name);
+      if (std::from_chars(name.data(), name.data() + name.size(), fd).ec == std::errc{} &&
+          sameOpenFile(pid, *shared_with, fd)) {
+        continue;
+      }
+    }
     // readlink only: the path comes from the kernel's dentry cache, nothing touches the disk.
     const ssize_t n = ::readlinkat(fd_dir, e->d_name, target, sizeof target - 1);
     if (n <= 0 || target[0] != '/') continue;  // socket:[..], pipe:[..], anon_inode:..

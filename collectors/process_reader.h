@@ -17,7 +17,7 @@ namespace stallwatch::collectors {
 
 class ProcessReader {
  public:
-  explicit ProcessReader(std::filesystem::path proc) : proc_(std::move(proc)) {}
+  explicit ProcessReader(std::filesystem::path proc);
 
   std::optional<ProcStat> stat(uint32_t pid) const;
   std::optional<ProcIo> io(uint32_t pid) const;  // needs ptrace access: same user or root
@@ -26,7 +26,14 @@ class ProcessReader {
   std::vector<uint32_t> allPids() const;
   // Targets of /proc/PID/fd/* that are paths (not sockets, pipes, anon inodes or /dev), out of
   // at most MAX descriptors; EXAMINED (if given): how many descriptors were looked at.
-  std::vector<std::string> openFiles(uint32_t pid, size_t max, size_t* examined = nullptr) const;
+  // With SHARED_WITH (the process it was forked from), a descriptor that is the same open file
+  // as that process's descriptor of the same number is left out: a forked DataLoader worker
+  // inherits its rank's hundreds, which are the rank's files, counted on the rank. Telling
+  // them apart (kcmp) costs about half a readlink; where kcmp cannot be used (a proc root
+  // other than this process's own /proc, a seccomp filter, no CONFIG_KCMP), every descriptor
+  // is read.
+  std::vector<std::string> openFiles(uint32_t pid, size_t max, size_t* examined = nullptr,
+                                     std::optional<uint32_t> shared_with = std::nullopt) const;
   std::map<std::string, std::string> environ(uint32_t pid) const;
   std::vector<std::string> cmdline(uint32_t pid) const;
   std::optional<std::vector<MountInfo>> mounts(uint32_t pid) const;
@@ -35,7 +42,12 @@ class ProcessReader {
   std::filesystem::path dir(uint32_t pid) const { return proc_ / std::to_string(pid); }
 
  private:
+  // Whether two descriptors can be compared with kcmp: the pids of proc_ are this process's
+  // own (its pid namespace's /proc), and the call has not been refused.
+  bool sameOpenFile(uint32_t pid, uint32_t other_pid, int fd) const;
+
   std::filesystem::path proc_;
+  mutable bool kcmp_usable_ = false;
 };
 
 }  // namespace stallwatch::collectors

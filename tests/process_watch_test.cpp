@@ -1,18 +1,24 @@
 #include "collectors/process_watch.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/kcmp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "collectors/process_reader.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -156,6 +162,64 @@ TEST(ProcessWatch, TheMainThreadsSleepIsNamedOnceItHasSleptTwoChecks) {
   EXPECT_EQ(watch.threadStates(1).main_sleep_wchan, "");
   ::close(to_child[1]);
   ::waitpid(child, nullptr, 0);
+}
+
+// Issue 18: a forked DataLoader worker inherits its rank's descriptors, and reading them all
+// again for every worker was most of a discovery tick. Those that are the parent's same open
+// file are left out (they are counted on the parent); what the worker opened itself is read.
+TEST(ProcessReader, AWorkersInheritedDescriptorsAreLeftToItsParent) {
+  testing::ScratchDir dir;
+  testing::writeFile(dir.path() / "inherited.bin", "x");
+  testing::writeFile(dir.path() / "own.bin", "x");
+  // Kept across the fork (no exec follows, so O_CLOEXEC does not matter).
+  const int inherited = ::open((dir.path() / "inherited.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(inherited, 0);
+  if (::syscall(SYS_kcmp, ::getpid(), ::getpid(), KCMP_FILE, inherited, inherited) != 0) {
+    ::close(inherited);
+    GTEST_SKIP() << "kcmp refused here (" << std::strerror(errno) << "): every descriptor is read";
+  }
+  int ready[2];
+  int release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(release[1]);  // so that it reads end-of-file, and exits, if the test gives up
+    const int own = ::open((dir.path() / "own.bin").c_str(), O_RDONLY);
+    char c = own >= 0 ? 'y' : 'n';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    [[maybe_unused]] const ssize_t n = ::read(release[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  auto has = [](const std::vector<std::string>& files, const std::string& name) {
+    return std::any_of(files.begin(), files.end(),
+                       [&](const std::string& f) { return fs::path(f).filename() == name; });
+  };
+  const ProcessReader reader("/proc");
+  size_t all_examined = 0;
+  const auto all = reader.openFiles(child, 4096, &all_examined);
+  EXPECT_TRUE(has(all, "inherited.bin"));
+  EXPECT_TRUE(has(all, "own.bin"));
+  size_t examined = 0;
+  const auto own = reader.openFiles(child, 4096, &examined, static_cast<uint32_t>(::getpid()));
+  EXPECT_FALSE(has(own, "inherited.bin"));
+  EXPECT_TRUE(has(own, "own.bin"));
+  EXPECT_EQ(examined, all_examined);  // each still counts against the budget
+  // Another proc root (its pids need not be this namespace's): every descriptor is read.
+  const ProcessReader elsewhere("/proc/../proc");
+  EXPECT_TRUE(has(elsewhere.openFiles(child, 4096, nullptr, static_cast<uint32_t>(::getpid())),
+                  "inherited.bin"));
+  ::close(inherited);
+  // The parent's descriptor closed: the child's is no longer anyone else's, and is read.
+  EXPECT_TRUE(has(reader.openFiles(child, 4096, nullptr, static_cast<uint32_t>(::getpid())),
+                  "inherited.bin"));
+  ASSERT_EQ(::write(release[1], "x", 1), 1);
+  ::waitpid(child, nullptr, 0);
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
 }
 
 TEST(ProcessWatch, AnExitedProcessReadsAsGone) {
