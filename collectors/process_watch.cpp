@@ -61,7 +61,9 @@ ProcessWatch::~ProcessWatch() {
 
 std::optional<ProcStat> ProcessWatch::stat() {
   std::string error;
-  return stat_.read(text_, error) ? parseProcStat(text_) : std::nullopt;
+  auto parsed = stat_.read(text_, error) ? parseProcStat(text_) : std::nullopt;
+  main_state_ = parsed ? parsed->state : '?';
+  return parsed;
 }
 
 std::optional<ProcIo> ProcessWatch::io() {
@@ -188,7 +190,11 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     }
     if (tid == main_tid_) out.main_sleep_wchan = t.sleep_wchan;
     t.ran_since_children = t.ran_since_children || ran;
-    if (ran) {
+    if (ran && tid == main_tid_ && main_state_ != '?') {
+      // The process's stat, read just before, carries the main thread's state: not read twice.
+      t.state = main_state_;
+      t.wchan = t.state == 'D' ? readWchan(tid) : std::string();
+    } else if (ran) {
       if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
         rescan_ = true;  // gone: the next tick lists the threads again
         t.state = '?';
@@ -206,6 +212,7 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     ++out.d_state;
     if (!t.wchan.empty()) out.wchans.push_back(t.wchan);
   }
+  main_state_ = '?';  // taken for this tick only
   return out;
 }
 

@@ -3,7 +3,8 @@
 // opened, read and closed; a job of 8 ranks x 8 workers, 13 ms):
 //   - its stat, io and children files and its threads' files stay open; each tick preads them
 //     from offset 0, which regenerates a procfs file without the path lookup and open;
-//   - a thread's state comes from its stat (2.8 us to generate), but only for threads that ran
+//   - a thread's state comes from its stat (2.8 us to generate; the main thread's from the
+//     process's stat, read just before, which shows it), but only for threads that ran
 //     since the last tick: its schedstat (0.6 us) says whether it did. A thread that did not run
 //     cannot have changed its own state, so its last state and wchan still hold. (A thread woken
 //     but not yet run keeps its sleep state for that tick: it slept the whole interval.)
@@ -98,6 +99,9 @@ class ProcessWatch {
   uint32_t idle_check_every_ = 1;
   uint64_t ticks_ = 0;
   std::string main_tid_;  // the main thread's tid: the process's pid
+  // The main thread's state from this tick's stat() (a process's stat shows its main thread's
+  // state), '?' when stat() was not called since the last threadStates().
+  char main_state_ = '?';
   std::string text_, buffer_;
 };
 

@@ -117,8 +117,9 @@ TEST(ProcessWatch, HoldsItsThreadsFilesAndClosesThoseOfThreadsThatExit) {
     // while another holds the address space's lock, and waits in D for a moment (seen under
     // ASan in CI). What this test checks is the descriptors.
     watch.threadStates(with_threads->num_threads);
-    // A schedstat and a stat each, for every thread of this process.
-    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * with_threads->num_threads);
+    // A schedstat and a stat each, for every thread of this process but the main one: its state
+    // comes with the process's stat.
+    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * with_threads->num_threads - 1);
 
     stop = true;
     for (auto& t : threads) t.join();
@@ -126,7 +127,7 @@ TEST(ProcessWatch, HoldsItsThreadsFilesAndClosesThoseOfThreadsThatExit) {
     ASSERT_TRUE(fewer);
     EXPECT_EQ(fewer->num_threads, with_threads->num_threads - 6);
     watch.threadStates(fewer->num_threads);
-    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * fewer->num_threads);
+    EXPECT_EQ(ProcessWatch::heldDescriptors(), before + 2 * fewer->num_threads - 1);
   }
   EXPECT_EQ(ProcessWatch::heldDescriptors(), before);
 }
@@ -220,6 +221,31 @@ TEST(ProcessReader, AWorkersInheritedDescriptorsAreLeftToItsParent) {
   ASSERT_EQ(::write(release[1], "x", 1), 1);
   ::waitpid(child, nullptr, 0);
   for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
+}
+
+// The main thread's state is taken from the process's stat, read just before: a process whose
+// main thread waits in D (here on a vfork child) is counted, with where it waits.
+TEST(ProcessWatch, AMainThreadInDIsSeenThroughTheProcessStat) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::vfork() == 0) {
+      const timespec ts{0, 800'000'000};
+      ::nanosleep(&ts, nullptr);
+      ::_exit(0);
+    }
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(milliseconds(200));
+  ProcessWatch watch(fs::path("/proc") / std::to_string(child));
+  const auto stat = watch.stat();
+  ASSERT_TRUE(stat);
+  EXPECT_EQ(stat->state, 'D');
+  const ThreadStates states = watch.threadStates(stat->num_threads);
+  EXPECT_EQ(states.d_state, 1u);
+  ASSERT_EQ(states.wchans.size(), 1u);
+  EXPECT_FALSE(states.wchans.front().empty());
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST(ProcessWatch, AnExitedProcessReadsAsGone) {
