@@ -42,11 +42,13 @@ class ProcessReader {
   std::filesystem::path dir(uint32_t pid) const { return proc_ / std::to_string(pid); }
 
  private:
-  // Whether two descriptors can be compared with kcmp: the pids of proc_ are this process's
-  // own (its pid namespace's /proc), and the call has not been refused.
+  // Whether descriptor FD of PID and of OTHER_PID are one open file (kcmp); false where that
+  // cannot be told.
   bool sameOpenFile(uint32_t pid, uint32_t other_pid, int fd) const;
 
   std::filesystem::path proc_;
+  // kcmp can be asked: the pids of proc_ are this process's own (its pid namespace's /proc),
+  // and the call has not been refused.
   mutable bool kcmp_usable_ = false;
 };
 

@@ -79,9 +79,8 @@ std::vector<uint32_t> ProcessWatch::children() {
 std::vector<uint32_t> ProcessWatch::childrenOfThreads() {
   if (threads_.empty()) rescanThreads();
   std::vector<uint32_t> out;
-  const std::string main_thread = dir_.filename().string();  // children() reads its list
   for (auto& [tid, t] : threads_) {
-    if (!t.ran_since_children || tid == main_thread) continue;
+    if (!t.ran_since_children || tid == main_tid_) continue;  // children() reads its list
     t.ran_since_children = false;
     // The whole list, however long (a launcher thread's): read to the end, no descriptor kept.
     const std::string path = tid + "/children";
@@ -190,21 +189,21 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     }
     if (tid == main_tid_) out.main_sleep_wchan = t.sleep_wchan;
     t.ran_since_children = t.ran_since_children || ran;
-    if (ran && tid == main_tid_ && main_state_ != '?') {
-      // The process's stat, read just before, carries the main thread's state: not read twice.
-      t.state = main_state_;
-      t.wchan = t.state == 'D' ? readWchan(tid) : std::string();
-    } else if (ran) {
-      if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
+    if (ran) {
+      if (tid == main_tid_ && main_state_ != '?') {
+        // The process's stat, read just before, carries the main thread's state: not read twice.
+        t.state = main_state_;
+      } else if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
         rescan_ = true;  // gone: the next tick lists the threads again
         t.state = '?';
         continue;
+      } else {
+        // comm may hold spaces and parentheses: the state is the first field after the last ')'.
+        const size_t close_paren = buffer_.rfind(')');
+        t.state = close_paren != std::string::npos && close_paren + 2 < buffer_.size()
+                      ? buffer_[close_paren + 2]
+                      : '?';
       }
-      // comm may hold spaces and parentheses: the state is the first field after the last ')'.
-      const size_t close_paren = buffer_.rfind(')');
-      t.state = close_paren != std::string::npos && close_paren + 2 < buffer_.size()
-                    ? buffer_[close_paren + 2]
-                    : '?';
       // A D thread's wchan is read once per sleep.
       t.wchan = t.state == 'D' ? readWchan(tid) : std::string();
     }
