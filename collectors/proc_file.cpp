@@ -66,21 +66,18 @@ bool ProcFile::read(std::string& out, std::string& error) {
     out.clear();
     off_t offset = 0;
     bool failed = false;
+    // Read into the stack and append what came: growing OUT by a chunk before each read would
+    // zero-fill 16 KiB for a 300-byte stat (5 % of the jobs collector's time, issue 18).
+    char chunk[kReadChunkBytes];
     while (true) {
-      const size_t old_size = out.size();
-      out.resize(old_size + kReadChunkBytes);
-      const ssize_t n = seekable_ ? ::pread(fd_, out.data() + old_size, kReadChunkBytes, offset)
-                                  : ::read(fd_, out.data() + old_size, kReadChunkBytes);
+      const ssize_t n = seekable_ ? ::pread(fd_, chunk, kReadChunkBytes, offset)
+                                  : ::read(fd_, chunk, kReadChunkBytes);
       if (n < 0) {
-        if (errno == EINTR) {
-          out.resize(old_size);
-          continue;
-        }
-        out.resize(old_size);
+        if (errno == EINTR) continue;
         failed = true;
         break;
       }
-      out.resize(old_size + static_cast<size_t>(n));
+      out.append(chunk, static_cast<size_t>(n));
       if (n == 0) break;
       if (shape_ == Shape::kOneRecord && keep_open_ && static_cast<size_t>(n) < kReadChunkBytes)
         break;

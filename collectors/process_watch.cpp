@@ -103,11 +103,11 @@ void ProcessWatch::closeThread(Thread& t) {
 
 bool ProcessWatch::readThreadFile(const std::string& tid, const char* name, int* held,
                                   std::string& buffer) {
-  buffer.resize(kThreadFileBytes);
+  char text[kThreadFileBytes];  // not BUFFER resized: that would zero-fill it at every read
   if (held && *held >= 0) {
-    const ssize_t n = ::pread(*held, buffer.data(), buffer.size() - 1, 0);
+    const ssize_t n = ::pread(*held, text, sizeof text - 1, 0);
     if (n > 0) {
-      buffer.resize(static_cast<size_t>(n));
+      buffer.assign(text, static_cast<size_t>(n));
       return true;
     }
     closeHeld(*held);  // the thread has exited (ESRCH)
@@ -116,7 +116,7 @@ bool ProcessWatch::readThreadFile(const std::string& tid, const char* name, int*
   const std::string path = tid + "/" + name;
   const int opened = ::openat(task_fd_, path.c_str(), O_RDONLY | O_CLOEXEC);
   if (opened < 0) return false;
-  const ssize_t n = ::pread(opened, buffer.data(), buffer.size() - 1, 0);
+  const ssize_t n = ::pread(opened, text, sizeof text - 1, 0);
   if (held && procfs_ && n > 0 && g_held.load(std::memory_order_relaxed) < descriptorBudget()) {
     *held = opened;
     g_held.fetch_add(1, std::memory_order_relaxed);
@@ -124,7 +124,7 @@ bool ProcessWatch::readThreadFile(const std::string& tid, const char* name, int*
     ::close(opened);
   }
   if (n <= 0) return false;
-  buffer.resize(static_cast<size_t>(n));
+  buffer.assign(text, static_cast<size_t>(n));
   return true;
 }
 
