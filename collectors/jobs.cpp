@@ -132,6 +132,7 @@ JobTracker::Job* JobTracker::jobOf(uint32_t pid) {
 }
 
 void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) {
+  if (root) job.cgroups_looked_up = false;  // its cgroup may be one the job was not in
   if (auto known = job.members.find(pid); known != job.members.end()) {
     known->second.root = known->second.root || root;  // no files opened again for it
     return;
@@ -312,11 +313,22 @@ void JobTracker::scanOpenFiles() {
   size_t budget = options_.open_files_per_discovery;
   for (const auto& [tick, job, pid] : order) {
     if (budget == 0) break;
+    Member& m = job->members.at(pid);
+    m.files_scanned_tick = ticks_;
+    // As many open as at the last read, and that read recent: what it found still holds (a
+    // file closed and another opened in its place waits for the next read, at most
+    // open_files_reread_ticks away).
+    const auto count = reader_.openFileCount(pid);
+    if (count && count == m.open_file_count && m.files_read_tick != 0 &&
+        ticks_ - m.files_read_tick < options_.open_files_reread_ticks) {
+      --budget;
+      continue;
+    }
+    m.open_file_count = count;
+    m.files_read_tick = ticks_;
     // Paths resolve in the job's mount namespace, the one of its first process.
     auto [at, inserted] = mounts_of.try_emplace(job);
     if (inserted) at->second = reader_.mounts(job->description.root_pid);
-    Member& m = job->members.at(pid);
-    m.files_scanned_tick = ticks_;
     m.files_per_device.clear();
     size_t examined = 0;
     // What a worker inherited from a member it was forked from is counted on that member.
@@ -437,7 +449,8 @@ void JobTracker::describeDevices(Job& job, SampleBatch& out) {
 
 void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample) {
   if (!cgroups_.available()) return;
-  if (discovery || job.cgroups.empty()) {
+  if (discovery || !job.cgroups_looked_up) {
+    job.cgroups_looked_up = true;
     job.cgroups.clear();
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;

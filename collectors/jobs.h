@@ -48,6 +48,10 @@ struct JobTrackerOptions {
   // 8 x 8 would hold ~15 000, 50 ms of readlink on an H200 host). The members looked at
   // longest ago (never first) go first; each keeps what its last look found.
   size_t open_files_per_discovery = 512;
+  // A member whose count of open descriptors is what it was when they were last read is not
+  // read again (a worker's two hundred inherited ones were compared with its rank's at every
+  // look: most of a discovery tick), unless that read is older than this many ticks.
+  uint64_t open_files_reread_ticks = 60;
   size_t max_processes_per_job = 1024;
   // Jobs tracked at once: senders past it (a flood of short-lived processes, each a job of
   // its own) are not tracked, and their datagrams are counted, not attributed.
@@ -84,6 +88,8 @@ class JobTracker final : public Collector {
     std::unique_ptr<ProcessWatch> files;               // its /proc files, read every tick
     std::map<std::string, uint32_t> files_per_device;  // at its last open-file scan
     uint64_t files_scanned_tick = 0;                   // 0: never
+    uint64_t files_read_tick = 0;           // when its descriptors were last read, not only counted
+    std::optional<size_t> open_file_count;  // at that read, where the kernel says
   };
   struct Job {
     JobDescription description;
@@ -95,6 +101,9 @@ class JobTracker final : public Collector {
     bool ranks_changed = true;  // members or their ranks changed: describe the ranks again
     // The cgroups of its root processes (refreshed on discovery ticks) and their last reading.
     std::set<std::filesystem::path> cgroups;
+    // Whether its roots' cgroups were looked up since a root joined: a job in the root cgroup
+    // (none of its own) is not looked up again every tick.
+    bool cgroups_looked_up = false;
     std::map<std::filesystem::path, CgroupReading> cgroup_readings;
     // The devices its files are on and those below them, from the last scan of its open files.
     std::set<Devnum> devices;

@@ -3,7 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +26,15 @@ ProcessReader::ProcessReader(fs::path proc) : proc_(std::move(proc)) {
   std::error_code ec;
   const fs::path self = fs::read_symlink(proc_ / "self", ec);
   kcmp_usable_ = !ec && proc_ == "/proc" && self.string() == std::to_string(::getpid());
+  struct statfs fs {};
+  procfs_ = ::statfs(proc_.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
+
+std::optional<size_t> ProcessReader::openFileCount(uint32_t pid) const {
+  if (!procfs_) return std::nullopt;
+  struct stat st {};
+  if (::stat((dir(pid) / "fd").c_str(), &st) != 0 || st.st_size <= 0) return std::nullopt;
+  return static_cast<size_t>(st.st_size);
 }
 
 bool ProcessReader::sameOpenFile(uint32_t pid, uint32_t other_pid, int fd) const {

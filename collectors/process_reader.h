@@ -34,6 +34,11 @@ class ProcessReader {
   // is read.
   std::vector<std::string> openFiles(uint32_t pid, size_t max, size_t* examined = nullptr,
                                      std::optional<uint32_t> shared_with = std::nullopt) const;
+  // How many descriptors PID holds open, as the kernel counts them for a stat of
+  // /proc/PID/fd (Linux 6.2 on; a directory walk of nothing, 1-2 us against ~2 us a descriptor
+  // for openFiles). nullopt where it cannot say: an older kernel (size 0), a proc root that is
+  // not procfs (a fixture's directory has a size of its own), the process gone.
+  std::optional<size_t> openFileCount(uint32_t pid) const;
   std::map<std::string, std::string> environ(uint32_t pid) const;
   std::vector<std::string> cmdline(uint32_t pid) const;
   std::optional<std::vector<MountInfo>> mounts(uint32_t pid) const;
@@ -50,6 +55,7 @@ class ProcessReader {
   // kcmp can be asked: the pids of proc_ are this process's own (its pid namespace's /proc),
   // and the call has not been refused.
   mutable bool kcmp_usable_ = false;
+  bool procfs_ = false;  // proc_ is a procfs mount
 };
 
 }  // namespace stallwatch::collectors

@@ -1,8 +1,13 @@
 #include "collectors/jobs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "collectors/kubernetes_pod.h"
+#include "collectors/proc_file.h"
 #include "fake_gpu_driver.h"
 #include "test_support.h"
 
@@ -467,6 +472,90 @@ TEST_F(JobTrackerTest, PidReuseIsNotTheSameProcess) {
   const JobSample* s = sampleOf(b, "torchelastic:run7");
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->workers, 0u);
+}
+
+// Issue 18: on the live /proc, a member whose count of open descriptors has not moved is not
+// read again (its files kept as last found) until open_files_reread_ticks have passed; a count
+// that moved is read at once. A real child: three files in a scratch directory, then one of
+// them turned into /dev/null in place (same count, one file fewer to count), then a fourth.
+TEST(JobTrackerLive, OpenFilesAreReadAgainWhenTheirCountMovesOrTheyAreOld) {
+  testing::ScratchDir dir;
+  const auto mounts = readMountinfo(SystemRoot{});
+  ASSERT_TRUE(mounts.has_value());
+  const MountInfo* holder = nullptr;
+  for (const auto& m : mounts->mounts) {
+    if (pathIsUnder(dir.path().string(), m.mount_point) &&
+        (!holder || m.mount_point.size() > holder->mount_point.size()))
+      holder = &m;
+  }
+  ASSERT_NE(holder, nullptr);
+  auto tree = std::make_shared<DeviceTree>();
+  BlockDevice disk;
+  disk.name = "scratchdisk";
+  disk.major = holder->major;
+  disk.minor = holder->minor;
+  tree->devices.push_back(disk);
+
+  int to_child[2];
+  int from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::vector<int> fds;
+    for (const char* name : {"a", "b", "c"}) {
+      fds.push_back(::open((dir.path() / name).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600));
+    }
+    char step = 0;
+    while (::write(from_child[1], "k", 1) == 1 && ::read(to_child[0], &step, 1) == 1) {
+      if (step == 'n') {  // a becomes /dev/null in place: as many descriptors as before
+        const int null = ::open("/dev/null", O_RDONLY);
+        ::dup2(null, fds[0]);
+        ::close(null);
+      }
+      if (step == 'd') fds.push_back(::open((dir.path() / "d").c_str(), O_CREAT | O_RDWR, 0600));
+    }
+    ::_exit(0);
+  }
+  char ack = 0;
+  auto tell = [&](char step) {
+    ASSERT_EQ(::write(to_child[1], &step, 1), 1);
+    ASSERT_EQ(::read(from_child[0], &ack, 1), 1);
+  };
+  ASSERT_EQ(::read(from_child[0], &ack, 1), 1);
+
+  JobTrackerOptions options;
+  options.pids = {static_cast<uint32_t>(child)};
+  options.follow_gpu_processes = false;
+  options.listen_dataloader = false;
+  options.discovery_every_ticks = 1;
+  options.open_files_reread_ticks = 3;
+  JobTracker tracker(SystemRoot{}, options, nullptr);
+  tracker.setDeviceTree(tree);
+  auto files_at = [&](int64_t second) -> int {
+    SampleBatch b;
+    tracker.collect({second * 1'000'000'000, second * 1000}, b);
+    for (const auto& d : b.job_devices) {
+      if (d.device == "scratchdisk") return static_cast<int>(d.open_files);
+    }
+    return -1;
+  };
+  const bool counted =
+      ProcessReader("/proc").openFileCount(static_cast<uint32_t>(child)).has_value();
+  EXPECT_EQ(files_at(1), 3);
+  tell('n');
+  if (!counted) {
+    EXPECT_EQ(files_at(2), 2);  // a kernel before 6.2: every member read at every look
+  } else {
+    EXPECT_EQ(files_at(2), 3);  // read at 1, same count since: kept
+    EXPECT_EQ(files_at(3), 3);
+    EXPECT_EQ(files_at(4), 2);  // 3 ticks since that read: read again
+    tell('d');
+    EXPECT_EQ(files_at(5), 3);  // the count moved: read at once
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace

@@ -165,6 +165,23 @@ TEST(ProcessWatch, TheMainThreadsSleepIsNamedOnceItHasSleptTwoChecks) {
   ::waitpid(child, nullptr, 0);
 }
 
+// Issue 18: the kernel's count of a process's open descriptors (Linux 6.2 on), which tells the
+// jobs collector whether a member's files need reading again; none on a fixture tree.
+TEST(ProcessReader, OpenFileCountIsTheKernelsCountOnProcfsOnly) {
+  const ProcessReader live("/proc");
+  const auto self = static_cast<uint32_t>(::getpid());
+  const auto before = live.openFileCount(self);
+  if (!before) GTEST_SKIP() << "this kernel does not count open descriptors in /proc/PID/fd";
+  const int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(live.openFileCount(self), *before + 1);
+  ::close(fd);
+  EXPECT_EQ(live.openFileCount(self), *before);
+  testing::ScratchDir dir;
+  testing::writeFile(dir.path() / "proc" / std::to_string(self) / "fd" / "3", "x");
+  EXPECT_EQ(ProcessReader(dir.path() / "proc").openFileCount(self), std::nullopt);
+}
+
 // Issue 18: a forked DataLoader worker inherits its rank's descriptors, and reading them all
 // again for every worker was most of a discovery tick. Those that are the parent's same open
 // file are left out (they are counted on the parent); what the worker opened itself is read.
