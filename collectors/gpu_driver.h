@@ -99,7 +99,14 @@ class GpuDriver {
   virtual DriverResult<std::vector<GpuComputeProcess>> computeProcesses(uint32_t index) = 0;
 };
 
+struct NvmlOptions {
+  // Give back the pages of NVML's tables that its init left holding only zeros (13.5 MB of
+  // anonymous RSS, most of the agent's: collectors/library_pages.h).
+  bool release_zero_pages = true;
+};
+
 // NVML through dlopen("libnvidia-ml.so.1"); PATH overrides the library name (tests, odd installs).
-std::unique_ptr<GpuDriver> makeNvmlDriver(std::string library = "libnvidia-ml.so.1");
+std::unique_ptr<GpuDriver> makeNvmlDriver(std::string library = "libnvidia-ml.so.1",
+                                          NvmlOptions options = {});
 
 }  // namespace stallwatch::collectors

@@ -18,14 +18,14 @@ const std::vector<CollectorEntry>& collectorTable() {
        [](const CollectorConfig& c) { return makePressureCollector(c.root); }},
       {"gpu", "NVIDIA GPU utilisation, memory, clocks, PCIe and per-process use (NVML)", true,
        [](const CollectorConfig& c) -> std::unique_ptr<Collector> {
-         return std::make_unique<GpuCollector>(makeNvmlDriver(c.nvml_library), c.gpu);
+         return std::make_unique<GpuCollector>(makeNvmlDriver(c.nvml_library, c.nvml), c.gpu);
        }},
       {"jobs",
        "training jobs (GPU processes, dataloader senders, --pid, --cgroup): their processes, "
        "I/O, CPU, D-state threads, devices read, and dataloader throughput",
        true,
        [](const CollectorConfig& c) -> std::unique_ptr<Collector> {
-         auto gpu = c.jobs.follow_gpu_processes ? makeNvmlDriver(c.nvml_library) : nullptr;
+         auto gpu = c.jobs.follow_gpu_processes ? makeNvmlDriver(c.nvml_library, c.nvml) : nullptr;
          return std::make_unique<JobTracker>(c.root, c.jobs, std::move(gpu));
        }},
   };

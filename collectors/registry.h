@@ -19,6 +19,7 @@ struct CollectorConfig {
   GpuCollectorOptions gpu;
   JobTrackerOptions jobs;
   std::string nvml_library = "libnvidia-ml.so.1";
+  NvmlOptions nvml;
 };
 
 struct CollectorEntry {
