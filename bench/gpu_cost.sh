@@ -71,6 +71,8 @@ cat "$out/floor.log"
 per dmon "$d0" "$d1"
 echo "== RSS at the end of the window (kB): before, after, floor"
 cat "$out/rss.txt"
+echo "== NVML's zero-filled tables (the agents' logs)"
+grep -h "NVML" "$out/before.log" "$out/after.log" | sed 's/^/  /'
 echo "== collectors' cost per collection"
 for a in before after; do echo "$a:"; grep -E "collector (gpu|jobs|diskstats|pressure):" "$out/$a.log" | sed 's/.*collector/  collector/'; done
 python3 - "$out/before.db" "$out/after.db" "$t0" "$t1" <<'PY'
@@ -92,6 +94,32 @@ for name, path in (("before", sys.argv[1]), ("after", sys.argv[2])):
     series[name] = {(g, t // 1000): u for g, t, u in db.execute(
         "SELECT gpu_id, ts_ms, utilization_percent FROM gpu_samples WHERE ts_ms BETWEEN ? AND ? "
         "AND utilization_percent IS NOT NULL", (t0, t1))}
+# Every GPU reading of the two agents over the window, side by side: the after agent's NVML
+# (its zero-filled tables given back) must read what the before agent's does.
+columns = ("utilization_percent", "memory_used_bytes", "sm_clock_mhz", "power_watts",
+           "sm_active_percent", "sm_occupancy_percent", "tensor_active_percent",
+           "dram_active_percent")
+readings = {}
+for name, path in (("before", sys.argv[1]), ("after", sys.argv[2])):
+    db = sqlite3.connect(path)
+    have = {r[1] for r in db.execute("PRAGMA table_info(gpu_samples)")}
+    readings[name] = {}
+    for c in columns:
+        if c not in have:
+            continue
+        readings[name][c] = {(g, t // 1000): v for g, t, v in db.execute(
+            f"SELECT gpu_id, ts_ms, {c} FROM gpu_samples WHERE ts_ms BETWEEN ? AND ? "
+            f"AND {c} IS NOT NULL", (t0, t1))}
+for c in columns:
+    b, a = readings["before"].get(c, {}), readings["after"].get(c, {})
+    both = sorted(set(b) & set(a))
+    if not b and not a:
+        continue
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    diffs = sorted(abs(b[k] - a[k]) for k in both)
+    print(f"{c:24s} before {len(b):3d} readings median {med(list(b.values())):12.1f}; "
+          f"after {len(a):3d} median {med(list(a.values())):12.1f}; "
+          f"|difference| median {med(diffs):10.1f} over {len(both)} shared seconds")
 common = sorted(set(series["before"]) & set(series["after"]))
 if common:
     b = [series["before"][k] for k in common]

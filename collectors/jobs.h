@@ -50,8 +50,10 @@ struct JobTrackerOptions {
   size_t open_files_per_discovery = 512;
   // A member whose count of open descriptors is what it was when they were last read is not
   // read again (a worker's two hundred inherited ones were compared with its rank's at every
-  // look: most of a discovery tick), unless that read is older than this many ticks.
-  uint64_t open_files_reread_ticks = 60;
+  // look: most of a discovery tick), unless that read is older than this many ticks. Longer
+  // than one round of an 8 x 8 job's reads within the budget (~140 ticks), which is how stale
+  // a member's files could already be: shorter, and the rereads alone would fill the budget.
+  uint64_t open_files_reread_ticks = 300;
   size_t max_processes_per_job = 1024;
   // Jobs tracked at once: senders past it (a flood of short-lived processes, each a job of
   // its own) are not tracked, and their datagrams are counted, not attributed.
