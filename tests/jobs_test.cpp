@@ -543,16 +543,18 @@ TEST(JobTrackerLive, OpenFilesAreReadAgainWhenTheirCountMovesOrTheyAreOld) {
   };
   const bool counted =
       ProcessReader("/proc").openFileCount(static_cast<uint32_t>(child)).has_value();
-  EXPECT_EQ(files_at(1), 3);
+  // The child's three files, and whatever it inherited on that device (under ctest, one more).
+  const int first = files_at(1);
+  EXPECT_GE(first, 3);
   tell('n');
   if (!counted) {
-    EXPECT_EQ(files_at(2), 2);  // a kernel before 6.2: every member read at every look
+    EXPECT_EQ(files_at(2), first - 1);  // a kernel before 6.2: every member read at every look
   } else {
-    EXPECT_EQ(files_at(2), 3);  // read at 1, same count since: kept
-    EXPECT_EQ(files_at(3), 3);
-    EXPECT_EQ(files_at(4), 2);  // 3 ticks since that read: read again
+    EXPECT_EQ(files_at(2), first);  // read at 1, same count since: kept
+    EXPECT_EQ(files_at(3), first);
+    EXPECT_EQ(files_at(4), first - 1);  // 3 ticks since that read: read again
     tell('d');
-    EXPECT_EQ(files_at(5), 3);  // the count moved: read at once
+    EXPECT_EQ(files_at(5), first);  // the count moved: read at once
   }
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
