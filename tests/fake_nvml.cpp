@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "collectors/nvml_api.h"  // the driver's own declarations: called through exactly these
+
 namespace {
 
 constexpr size_t kTableBytes = 8u << 20;
@@ -35,8 +37,8 @@ unsigned char sentinel(size_t i) { return static_cast<unsigned char>(0x5a + i); 
 
 extern "C" {
 
-int nvmlInit_v2() {
-  if (g_holders++ > 0) return 0;
+stallwatch::nvml::Return nvmlInit_v2() {
+  if (g_holders++ > 0) return stallwatch::nvml::kSuccess;
   std::memset(g_table, 0, kTableBytes);
   for (size_t i = 0; i * kSentinelStride < kTableBytes; ++i) {
     g_table[i * kSentinelStride + 123] = sentinel(i);
@@ -58,26 +60,29 @@ int nvmlInit_v2() {
     }
   });
   g_inits.fetch_add(1);
-  return 0;
+  return stallwatch::nvml::kSuccess;
 }
 
-int nvmlShutdown() {
-  if (g_holders == 0 || --g_holders > 0) return 0;
+stallwatch::nvml::Return nvmlShutdown() {
+  if (g_holders == 0 || --g_holders > 0) return stallwatch::nvml::kSuccess;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_stop = true;
   }
   g_stop_cv.notify_all();
   if (g_thread.joinable()) g_thread.join();
-  return 0;
+  return stallwatch::nvml::kSuccess;
 }
 
-int nvmlDeviceGetCount_v2(unsigned* count) {
+stallwatch::nvml::Return nvmlDeviceGetCount_v2(unsigned int* count) {
   *count = 0;
-  return 0;
+  return stallwatch::nvml::kSuccess;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned /*index*/, void** /*device*/) { return 2; }
+stallwatch::nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned int /*index*/,
+                                                       stallwatch::nvml::Device* /*device*/) {
+  return static_cast<stallwatch::nvml::Return>(2);  // NVML_ERROR_INVALID_ARGUMENT: no GPUs
+}
 
 int test_inits() { return g_inits.load(); }
 
