@@ -13,16 +13,19 @@
 # were against the first tick's one-second grid), their collectors' cost per collection, and
 # how the two agents' utilisation readings of the same GPUs compare.
 # Also: the floor's RSS (what NVML alone costs a process), and the after agent's smaps.
-# Usage (root, on the GPU host): [BEFORE_BIN=OLD] bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
+# NPROC: the job's ranks (default one per GPU; more share the GPUs, through gloo: what a job of
+# many ranks costs the jobs collector on a host with few GPUs).
+# Usage (root, on the GPU host): [BEFORE_BIN=OLD] [NPROC=N] bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
 set -uo pipefail
 carry=${1:?}; out=${2:?}; window=${3:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$carry/sw
 ngpu=$(nvidia-smi -L | wc -l)
+nproc=${NPROC:-$ngpu}
 mkdir -p "$out"
 work=$(mktemp -d /var/tmp/stallwatch-cost-XXXXXX)
 loop=$("$here/tests/gpu/make_dataset.sh" "$work/data.img" "$work/mnt" 16000) || { echo "dataset setup failed"; exit 1; }
-echo "$ngpu GPUs: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); kernel $(uname -r)"
+echo "$ngpu GPUs, a job of $nproc ranks x 8 workers: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); kernel $(uname -r)"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
@@ -37,7 +40,7 @@ before=$!
 "$bin" record --db "$out/after.db" --interval 1s --socket "$work/after/dl.sock" 2> "$out/after.log" &
 after=$!
 PYTHONPATH="$here/python" OMP_NUM_THREADS=2 python3 -m torch.distributed.run --standalone \
-  --nproc-per-node "$ngpu" "$here/tests/gpu/train_ddp.py" "$work/mnt/train" --seconds $((window + 50)) \
+  --nproc-per-node "$nproc" "$here/tests/gpu/train_ddp.py" "$work/mnt/train" --seconds $((window + 50)) \
   --workers 8 --decode-us 2000 > "$out/job.log" 2>&1 &
 job=$!
 sleep 30  # the job's start: NCCL, CUDA contexts, the first batches

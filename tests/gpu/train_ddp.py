@@ -8,6 +8,10 @@ so that a test can throttle one rank's reads, and writes its pid to SW_PID_DIR/r
 Rank 0 logs the end time of every step (epoch seconds) to --step-log: the job's own account
 of its progress, to hold stallwatch's lost time against.
 
+With more ranks on a node than it has GPUs, ranks share GPUs (rank i on GPU i mod count) and talk
+through gloo, which NCCL refuses: a job of many ranks on a host with few GPUs, for what the
+agent's cost per rank is.
+
 Usage: torchrun --standalone --nproc-per-node 2 train_ddp.py DATA_DIR [--seconds 60]
            [--workers 4] [--batch 64] [--decode-us 600] [--hook] [--step-log FILE]"""
 
@@ -49,14 +53,19 @@ def main():
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ["LOCAL_RANK"])
     place_self(rank)
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    gpus = torch.cuda.device_count()
+    device = local_rank % gpus
+    torch.cuda.set_device(device)
+    if int(os.environ["LOCAL_WORLD_SIZE"]) <= gpus:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", device))
+    else:
+        dist.init_process_group("gloo")
     dataset = FileDataset(args.data, args.decode_us)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, drop_last=True)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                                          persistent_workers=True, drop_last=True, prefetch_factor=2)
     model = torchvision.models.resnet50(num_classes=1000).cuda()
-    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     if args.hook:
@@ -82,7 +91,7 @@ def main():
             steps += 1
             if step_log:
                 step_log.write(f"{time.time():.3f}\n")
-            # Every rank stops at the same step: decided by rank 0's clock, agreed through NCCL.
+            # Every rank stops at the same step: decided by rank 0's clock, agreed through the process group.
             stop = torch.tensor([1 if time.time() - start >= args.seconds else 0], device="cuda")
             dist.broadcast(stop, 0)
             if stop.item():
