@@ -170,17 +170,29 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     // A thread in D is looked at every tick, however long it waits: the end of a wait is news.
     const bool idle = t.idle_checks >= kIdleAfterChecks && t.state != 'D' && tid != main_tid_;
     if (idle && (ticks_ + t.stagger) % idle_check_every_ != 0) continue;
+    // A thread that keeps running is taken to have run: its stat is read without asking its
+    // schedstat first, which is asked only on its verification ticks. (Not the main thread:
+    // its state comes with the process's stat, and its sleep is told by its schedstat.)
+    const bool hot = t.runs >= kHotAfterRuns && tid != main_tid_ &&
+                     (ticks_ + t.stagger) % kHotVerifyEvery != 0;
     // Whether it ran since the last read: its run time, wait time and timeslice count.
     // Without schedstat (a fixture, a kernel without schedstats: "0 0 0"), every tick reads
     // the stat.
+    // A hot thread's schedstat kept is from its last verification: the next one compares with
+    // it, so a thread that has stopped since is found on the one after.
     bool ran = true;
-    if (readThreadFile(tid, "schedstat", &t.schedstat_fd, buffer_) && buffer_.rfind("0 0 0", 0)) {
-      ran = buffer_ != t.schedstat;
-      if (ran) t.schedstat = buffer_;
-    } else {
-      t.schedstat.clear();
+    if (!hot) {
+      ++reads_.schedstat;
+      if (readThreadFile(tid, "schedstat", &t.schedstat_fd, buffer_) &&
+          buffer_.rfind("0 0 0", 0)) {
+        ran = buffer_ != t.schedstat;
+        if (ran) t.schedstat = buffer_;
+      } else {
+        t.schedstat.clear();
+      }
     }
     t.idle_checks = ran ? 0 : t.idle_checks + 1;
+    t.runs = ran ? t.runs + 1 : 0;
     if (ran) {
       t.sleep_wchan.clear();
     } else if (tid == main_tid_ && t.state == 'S' && t.idle_checks >= kSleepingAfterChecks &&
@@ -193,19 +205,22 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
       if (tid == main_tid_ && main_state_ != '?') {
         // The process's stat, read just before, carries the main thread's state: not read twice.
         t.state = main_state_;
-      } else if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
-        rescan_ = true;  // gone: the next tick lists the threads again
-        t.state = '?';
-        continue;
       } else {
+        ++reads_.stat;
+        if (!readThreadFile(tid, "stat", &t.stat_fd, buffer_)) {
+          rescan_ = true;  // gone: the next tick lists the threads again
+          t.state = '?';
+          continue;
+        }
         // comm may hold spaces and parentheses: the state is the first field after the last ')'.
         const size_t close_paren = buffer_.rfind(')');
         t.state = close_paren != std::string::npos && close_paren + 2 < buffer_.size()
                       ? buffer_[close_paren + 2]
                       : '?';
       }
-      // A D thread's wchan is read once per sleep.
+      // A D thread's wchan is read once per sleep; its schedstat decides the ticks after.
       t.wchan = t.state == 'D' ? readWchan(tid) : std::string();
+      if (t.state == 'D') t.runs = 0;
     }
     if (t.state != 'D') continue;
     ++out.d_state;

@@ -13,6 +13,11 @@
 //     IDLE_CHECK_EVERY ticks (staggered), so a long-idle thread that wakes into a D-state wait is
 //     seen up to that many ticks late. Threads that run (a DataLoader worker's, a rank's main
 //     one), threads in D and the main thread are looked at every tick.
+//   - a thread that ran at each of its last kHotAfterRuns looks (a DataLoader worker's, most of
+//     a rank's: 16 of a real rank's 18 threads run every second) is read by its stat alone, its
+//     schedstat only every kHotVerifyEvery ticks (staggered) to notice it has stopped: its state
+//     is read every tick as before, one read fewer. A hot thread found in D goes back to the
+//     schedstat first rule, so its wait is read once, not every tick.
 //   - the main thread's wchan is read once it has slept (S) for kSleepingAfterChecks checks,
 //     once per sleep: where a process with nothing to do waits, so that a job hung with every
 //     thread asleep is said with what it waits on, not as a bare not-storage.
@@ -32,6 +37,12 @@
 #include "collectors/proc_pid.h"
 
 namespace stallwatch::collectors {
+
+// Thread files this watch has read, for tests and benches.
+struct ThreadReads {
+  uint64_t schedstat = 0;
+  uint64_t stat = 0;
+};
 
 struct ThreadStates {
   uint32_t d_state = 0;             // threads in uninterruptible sleep
@@ -63,6 +74,8 @@ class ProcessWatch {
   // NUM_THREADS, from this tick's stat(): a change, or a thread gone, rescans the task list.
   ThreadStates threadStates(uint32_t num_threads);
 
+  const ThreadReads& reads() const { return reads_; }
+
   // Descriptors held open by every watch of this agent, and the bound on them.
   static size_t heldDescriptors();
   static size_t descriptorBudget();
@@ -70,8 +83,11 @@ class ProcessWatch {
  private:
   static constexpr uint32_t kIdleAfterChecks = 10;
   static constexpr uint32_t kSleepingAfterChecks = 2;
+  static constexpr uint32_t kHotAfterRuns = 3;
+  static constexpr uint32_t kHotVerifyEvery = 4;
   struct Thread {
     uint32_t idle_checks = 0;        // consecutive checks in which it had not run
+    uint32_t runs = 0;               // consecutive checks in which it had run (or was hot)
     uint32_t stagger = 0;            // spreads the idle threads' checks over the ticks
     bool ran_since_children = true;  // since the last childrenOfThreads()
     int schedstat_fd = -1;
@@ -103,6 +119,7 @@ class ProcessWatch {
   // state), '?' when stat() was not called since the last threadStates().
   char main_state_ = '?';
   std::string text_, buffer_;
+  ThreadReads reads_;
 };
 
 }  // namespace stallwatch::collectors

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -323,6 +325,107 @@ TEST_F(FixtureThread, WithoutSchedstatEveryReadLooksAtTheState) {
   EXPECT_EQ(watch.threadStates(1).d_state, 1u);
   stat("R");
   EXPECT_EQ(watch.threadStates(1).d_state, 0u);
+}
+
+// Issue 18: a thread that runs every tick is read by its stat alone, its schedstat asked only
+// on its verification ticks (every 4th, staggered by its tid: 41 verifies at ticks 3, 7, 11).
+TEST_F(FixtureThread, AThreadThatKeepsRunningIsReadByItsStatAlone) {
+  stat("R");
+  ProcessWatch watch(dir_);
+  int run = 0;
+  auto runs = [&] {
+    ++run;
+    schedstat(std::to_string(1000 * run) + " 20 " + std::to_string(run) + "\n");
+  };
+  for (int tick = 1; tick <= 3; ++tick) {  // three runs seen through its schedstat
+    runs();
+    watch.threadStates(1);
+  }
+  EXPECT_EQ(watch.reads().schedstat, 3u);
+  EXPECT_EQ(watch.reads().stat, 3u);
+  for (int tick = 4; tick <= 7; ++tick) {  // hot: 4, 5, 6 without schedstat; 7 verifies
+    runs();
+    watch.threadStates(1);
+  }
+  EXPECT_EQ(watch.reads().schedstat, 4u);
+  EXPECT_EQ(watch.reads().stat, 7u);  // its state is still read every tick
+
+  // Found in D on a hot tick (its state is read, so it is counted at once): it goes back to
+  // the schedstat rule, and a D thread that has not run is not read again.
+  stat("D");
+  EXPECT_EQ(watch.threadStates(1).d_state, 1u);  // tick 8, hot
+  EXPECT_EQ(watch.reads().schedstat, 4u);
+  const ThreadStates waiting = watch.threadStates(1);  // tick 9: schedstat unchanged
+  EXPECT_EQ(waiting.d_state, 1u);
+  EXPECT_EQ(waiting.wchans, std::vector<std::string>{"io_schedule"});
+  EXPECT_EQ(watch.reads().schedstat, 5u);
+  EXPECT_EQ(watch.reads().stat, 8u);
+
+  // It stops for good after running again: hot once more, then found stopped at the second
+  // verification after (the first still sees the runs since the one before).
+  stat("S");
+  for (int tick = 10; tick <= 12; ++tick) {
+    runs();
+    watch.threadStates(1);
+  }
+  for (int tick = 13; tick <= 19; ++tick) watch.threadStates(1);  // no runs: verified at 15, 19
+  const uint64_t schedstat_reads = watch.reads().schedstat;
+  const uint64_t stat_reads = watch.reads().stat;
+  EXPECT_EQ(watch.threadStates(1).d_state, 0u);  // tick 20: not hot, schedstat says idle
+  EXPECT_EQ(watch.reads().schedstat, schedstat_reads + 1);
+  EXPECT_EQ(watch.reads().stat, stat_reads);
+}
+
+// The same on a real thread: one that spins is read by its stat alone, and when it blocks in D
+// it is counted on the tick that follows.
+TEST(ProcessWatch, AThreadThatKeepsRunningIsStillSeenInD) {
+  std::atomic<bool> block{false}, stop{false};
+  std::atomic<pid_t> tid{0};
+  std::vector<char> stack(64 * 1024);
+  std::thread spinner([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    while (!block && !stop) {
+      volatile uint64_t x = 0;
+      for (int i = 0; i < 100000; ++i) x = x + 1;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    if (stop) return;
+    // A vfork-like child that sleeps: this thread waits for it in D.
+    const pid_t child = ::clone(
+        [](void*) -> int {
+          const timespec ts{0, 600 * 1000000L};
+          ::nanosleep(&ts, nullptr);
+          ::_exit(0);
+        },
+        stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, nullptr);
+    if (child > 0) ::waitpid(child, nullptr, 0);
+  });
+  while (tid == 0) std::this_thread::sleep_for(milliseconds(1));
+  ProcessWatch watch(self());
+  constexpr int kTicks = 12;
+  for (int i = 0; i < kTicks; ++i) {
+    watch.threadStates(threadCount());
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  // Every thread's schedstat every tick would be kTicks per thread; the spinner's was skipped on
+  // most of its ticks once it was hot.
+  const uint32_t threads = threadCount();
+  EXPECT_LT(watch.reads().schedstat, static_cast<uint64_t>(threads) * kTicks);
+
+  block = true;
+  const std::string stat_path = "/proc/self/task/" + std::to_string(tid.load()) + "/stat";
+  bool in_d = false;
+  for (int i = 0; i < 200 && !in_d; ++i) {
+    std::this_thread::sleep_for(milliseconds(2));
+    std::ifstream file(stat_path);
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    in_d = paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'D';
+  }
+  ASSERT_TRUE(in_d);
+  EXPECT_GE(watch.threadStates(threadCount()).d_state, 1u);
+  spinner.join();
+  EXPECT_EQ(watch.threadStates(threadCount()).d_state, 0u);
 }
 
 TEST(ProcFile, OneRecordShapeReadsTheWholeFile) {
