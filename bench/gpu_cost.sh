@@ -13,13 +13,14 @@
 # were against the first tick's one-second grid), their collectors' cost per collection, and
 # how the two agents' utilisation readings of the same GPUs compare.
 # Also: the floor's RSS (what NVML alone costs a process), and the after agent's smaps.
+# AFTER_BIN: the after agent (default CARRY_DIR/sw; swapped with BEFORE_BIN, an order check).
 # NPROC: the job's ranks (default one per GPU; more share the GPUs, through gloo: what a job of
 # many ranks costs the jobs collector on a host with few GPUs).
 # Usage (root, on the GPU host): [BEFORE_BIN=OLD] [NPROC=N] bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
 set -uo pipefail
 carry=${1:?}; out=${2:?}; window=${3:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin=$carry/sw
+bin=${AFTER_BIN:-$carry/sw}
 ngpu=$(nvidia-smi -L | wc -l)
 nproc=${NPROC:-$ngpu}
 mkdir -p "$out"
