@@ -173,8 +173,8 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     // A thread that keeps running is taken to have run: its stat is read without asking its
     // schedstat first, which is asked only on its verification ticks. (Not the main thread:
     // its state comes with the process's stat, and its sleep is told by its schedstat.)
-    const bool hot = t.runs >= kHotAfterRuns && tid != main_tid_ &&
-                     (ticks_ + t.stagger) % kHotVerifyEvery != 0;
+    const bool hot =
+        t.runs >= kHotAfterRuns && tid != main_tid_ && (ticks_ + t.stagger) % kHotVerifyEvery != 0;
     // Whether it ran since the last read: its run time, wait time and timeslice count.
     // Without schedstat (a fixture, a kernel without schedstats: "0 0 0"), every tick reads
     // the stat.
@@ -183,8 +183,7 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
     bool ran = true;
     if (!hot) {
       ++reads_.schedstat;
-      if (readThreadFile(tid, "schedstat", &t.schedstat_fd, buffer_) &&
-          buffer_.rfind("0 0 0", 0)) {
+      if (readThreadFile(tid, "schedstat", &t.schedstat_fd, buffer_) && buffer_.rfind("0 0 0", 0)) {
         ran = buffer_ != t.schedstat;
         if (ran) t.schedstat = buffer_;
       } else {

@@ -418,7 +418,8 @@ TEST(ProcessWatch, AThreadThatKeepsRunningIsStillSeenInD) {
   for (int i = 0; i < 200 && !in_d; ++i) {
     std::this_thread::sleep_for(milliseconds(2));
     std::ifstream file(stat_path);
-    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
     const size_t paren = text.rfind(')');
     in_d = paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'D';
   }
