@@ -177,9 +177,8 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
         t.runs >= kHotAfterRuns && tid != main_tid_ && (ticks_ + t.stagger) % kHotVerifyEvery != 0;
     // Whether it ran since the last read: its run time, wait time and timeslice count.
     // Without schedstat (a fixture, a kernel without schedstats: "0 0 0"), every tick reads
-    // the stat.
-    // A hot thread's schedstat kept is from its last verification: the next one compares with
-    // it, so a thread that has stopped since is found on the one after.
+    // the stat. A hot thread's schedstat kept is from its last verification, so one that has
+    // stopped since is found at the verification after next.
     bool ran = true;
     if (!hot) {
       ++reads_.schedstat;

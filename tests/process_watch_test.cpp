@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectors/proc_pid.h"
 #include "collectors/process_reader.h"
 #include "test_support.h"
 
@@ -379,17 +380,16 @@ TEST_F(FixtureThread, AThreadThatKeepsRunningIsReadByItsStatAlone) {
 // The same on a real thread: one that spins is read by its stat alone, and when it blocks in D
 // it is counted on the tick that follows.
 TEST(ProcessWatch, AThreadThatKeepsRunningIsStillSeenInD) {
-  std::atomic<bool> block{false}, stop{false};
+  std::atomic<bool> block{false};
   std::atomic<pid_t> tid{0};
   std::vector<char> stack(64 * 1024);
   std::thread spinner([&] {
     tid = static_cast<pid_t>(::syscall(SYS_gettid));
-    while (!block && !stop) {
+    while (!block) {
       volatile uint64_t x = 0;
       for (int i = 0; i < 100000; ++i) x = x + 1;
       std::this_thread::sleep_for(milliseconds(1));
     }
-    if (stop) return;
     // A vfork-like child that sleeps: this thread waits for it in D.
     const pid_t child = ::clone(
         [](void*) -> int {
@@ -420,8 +420,8 @@ TEST(ProcessWatch, AThreadThatKeepsRunningIsStillSeenInD) {
     std::ifstream file(stat_path);
     const std::string text((std::istreambuf_iterator<char>(file)),
                            std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    in_d = paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'D';
+    const auto parsed = parseProcStat(text);
+    in_d = parsed && parsed->state == 'D';
   }
   ASSERT_TRUE(in_d);
   EXPECT_GE(watch.threadStates(threadCount()).d_state, 1u);
