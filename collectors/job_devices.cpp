@@ -1,0 +1,208 @@
+// The jobs collector's view of what a job reads: its open files mapped to devices, who else
+// uses those devices (other cgroups, other processes), and the cgroups the job runs in with the
+// limits set on them.
+#include <algorithm>
+#include <tuple>
+
+#include "collectors/jobs.h"
+
+namespace stallwatch::collectors {
+namespace {
+
+// Other processes are looked at where a job's device moved this many bytes/s more than the job
+// and other cgroups account for; at most this many processes a walk, and this many descriptors
+// of each candidate for the device it uses.
+constexpr double kProcessNeighbourFloor = 10e6;
+constexpr size_t kMaxProcessesWalked = 8192;
+constexpr size_t kMaxNeighbourFiles = 64;
+
+}  // namespace
+
+// The members of every job whose open files were looked at longest ago (never first), within
+// the per-tick budget; each keeps what it was found to hold.
+void JobTracker::scanOpenFiles() {
+  if (!tree_) return;
+  std::vector<std::tuple<uint64_t, Job*, uint32_t>> order;
+  for (auto& [key, job] : jobs_) {
+    for (const auto& [pid, m] : job.members) order.emplace_back(m.files_scanned_tick, &job, pid);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::map<const Job*, std::optional<std::vector<MountInfo>>> mounts_of;
+  size_t budget = options_.open_files_per_discovery;
+  for (const auto& [tick, job, pid] : order) {
+    if (budget == 0) break;
+    Member& m = job->members.at(pid);
+    m.files_scanned_tick = ticks_;
+    // As many open as at the last read, and that read recent: what it found still holds (a
+    // file closed and another opened in its place waits for the next read, at most
+    // open_files_reread_ticks away).
+    const auto count = reader_.openFileCount(pid);
+    if (count && count == m.open_file_count && m.files_read_tick != 0 &&
+        ticks_ - m.files_read_tick < options_.open_files_reread_ticks) {
+      --budget;
+      continue;
+    }
+    m.open_file_count = count;
+    m.files_read_tick = ticks_;
+    // Paths resolve in the job's mount namespace, the one of its first process.
+    auto [at, inserted] = mounts_of.try_emplace(job);
+    if (inserted) at->second = reader_.mounts(job->description.root_pid);
+    m.files_per_device.clear();
+    size_t examined = 0;
+    // What a worker inherited from a member it was forked from is counted on that member.
+    std::optional<uint32_t> parent;
+    if (job->members.count(m.stat.ppid)) parent = m.stat.ppid;
+    const auto files =
+        at->second ? reader_.openFiles(pid, options_.max_open_files_per_process, &examined, parent)
+                   : std::vector<std::string>{};
+    budget -= std::min(budget, std::max<size_t>(examined, 1));
+    if (at->second) countFilesByDevice(files, *at->second, m.files_per_device);
+  }
+}
+
+void JobTracker::countFilesByDevice(const std::vector<std::string>& files,
+                                    const std::vector<MountInfo>& mounts,
+                                    std::map<std::string, uint32_t>& files_per_device) const {
+  for (const std::string& path : files) {
+    // The longest mount point that is a prefix of the path.
+    const MountInfo* best = nullptr;
+    for (const auto& mount : mounts) {
+      if (pathIsUnder(path, mount.mount_point) &&
+          (!best || mount.mount_point.size() > best->mount_point.size())) {
+        best = &mount;
+      }
+    }
+    if (!best) continue;
+    if (const BlockDevice* d = tree_->findByDevnum(best->major, best->minor))
+      ++files_per_device[d->name];
+  }
+}
+
+void JobTracker::addProcessNeighbours(const Job& job, const JobSample& sample,
+                                      const std::vector<DiskSample>& disks, int64_t monotonic_ns,
+                                      std::vector<DeviceUser>& users) {
+  if (!tree_) return;
+  // What no one accounts for on the busiest of the job's devices.
+  const double own =
+      sample.read_bytes_per_second.value_or(0) + sample.write_bytes_per_second.value_or(0);
+  double unexplained = 0;
+  for (const DiskSample& d : disks) {
+    if (!job.devices.count({d.major, d.minor})) continue;
+    double left = d.rates.read_bytes_per_second + d.rates.write_bytes_per_second - own;
+    for (const DeviceUser& u : users) left -= u.device == d.device ? u.bytes_per_second() : 0;
+    unexplained = std::max(unexplained, left);
+  }
+  if (unexplained < kProcessNeighbourFloor) return;
+  if (process_io_tick_ != ticks_) {  // one walk a tick, for every job that needs it
+    std::set<uint32_t> members;
+    for (const auto& [key, other] : jobs_) {
+      for (const auto& [pid, m] : other.members) members.insert(pid);
+    }
+    std::map<uint32_t, ProcessIoReading> walk;
+    size_t walked = 0;
+    for (uint32_t pid : reader_.allPids()) {
+      if (members.count(pid) || pid == self_pid_ || walked++ >= kMaxProcessesWalked) continue;
+      const auto io = reader_.io(pid);
+      if (!io || io->read_bytes + io->write_bytes == 0) continue;
+      walk[pid] = {reader_.comm(pid), io->read_bytes, io->write_bytes};
+    }
+    // Rates only against the walk one discovery period before (an older one is dropped).
+    const bool consecutive =
+        process_io_ns_ != 0 && ticks_ - process_io_tick_ <= options_.discovery_every_ticks;
+    busiest_commands_ =
+        consecutive ? busiestCommands(process_io_, walk,
+                                      static_cast<double>(monotonic_ns - process_io_ns_) / 1e9)
+                    : std::vector<CommandIo>{};
+    process_io_ = std::move(walk);
+    process_io_ns_ = monotonic_ns;
+    process_io_tick_ = ticks_;
+  }
+  // Named on a device of the job only if one of its processes holds a file there.
+  for (const CommandIo& c : busiest_commands_) {
+    std::string device;
+    for (size_t k = 0; k < c.pids.size() && k < 2 && device.empty(); ++k) {
+      const auto mounts = reader_.mounts(c.pids[k]);
+      if (!mounts) continue;
+      std::map<std::string, uint32_t> on;
+      countFilesByDevice(reader_.openFiles(c.pids[k], kMaxNeighbourFiles), *mounts, on);
+      for (const auto& [name, count] : on) {
+        const BlockDevice* d = tree_->find(name);
+        if (d && d->major && job.devices.count({*d->major, *d->minor})) {
+          device = name;
+          break;
+        }
+      }
+    }
+    if (device.empty()) continue;
+    users.push_back(
+        {device, processUserName(c.comm), c.read_bytes_per_second, c.write_bytes_per_second});
+  }
+}
+
+// The job's devices: what its members held at their last scans.
+void JobTracker::describeDevices(Job& job, SampleBatch& out) {
+  if (!tree_) return;
+  std::map<std::string, uint32_t> files_per_device;
+  for (const auto& [pid, m] : job.members) {
+    for (const auto& [name, count] : m.files_per_device) files_per_device[name] += count;
+  }
+  job.devices.clear();
+  for (const auto& [name, count] : files_per_device) {
+    const BlockDevice* d = tree_->find(name);
+    if (!d || !d->major) continue;  // gone from the tree since that member's scan
+    out.job_devices.push_back({job.description.key, name, *d->major, *d->minor, {}, count});
+    job.devices.insert({*d->major, *d->minor});
+    // Under a block device, the physical devices at the bottom of its stack; under an overlay
+    // (a container's files), every layer down, so that the loop device it sits on is named too.
+    const auto below_list =
+        d->kind == BlockKind::kOverlay ? tree_->devicesBelow(name) : tree_->physicalDevices(name);
+    for (const std::string& below : below_list) {
+      const BlockDevice* p = tree_->find(below);
+      if (below == name || !p || !p->major) continue;
+      out.job_devices.push_back({job.description.key, below, *p->major, *p->minor, name, count});
+      job.devices.insert({*p->major, *p->minor});
+    }
+  }
+}
+
+void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample) {
+  if (!cgroups_.available()) return;
+  if (discovery || !job.cgroups_looked_up) {
+    job.cgroups_looked_up = true;
+    job.cgroups.clear();
+    for (const auto& [pid, m] : job.members) {
+      if (!m.root) continue;
+      if (auto dir = cgroups_.cgroupOf(pid)) job.cgroups.insert(*dir);
+    }
+  }
+  std::map<std::filesystem::path, CgroupReading> now;
+  std::string limits;
+  auto name_of = [this](uint32_t major, uint32_t minor) -> std::string {
+    const BlockDevice* d = tree_ ? tree_->findByDevnum(major, minor) : nullptr;
+    return d ? d->name : "";
+  };
+  for (const auto& dir : job.cgroups) {
+    CgroupReading r = cgroups_.read(dir);
+    for (const std::string& text : {describeIoLimits(r.io_max, dir.string(), name_of),
+                                    describeCpuLimit(r.cpu_max, dir.string())}) {
+      if (!text.empty()) limits += (limits.empty() ? "" : "; ") + text;
+    }
+    now.emplace(dir, std::move(r));
+  }
+  const CgroupFigures f = cgroupFigures(job.cgroup_readings, now, elapsed);
+  sample.cgroup_io_some = f.io_some;
+  sample.cgroup_cpu_some = f.cpu_some;
+  sample.cgroup_memory_some = f.memory_some;
+  sample.cgroup_cpu_throttled_ratio = f.cpu_throttled_ratio;
+  sample.cgroup_limited_read_bytes_per_second = f.limited_read_bytes_per_second;
+  sample.cgroup_read_limit_bytes_per_second = f.read_limit_bytes_per_second;
+  sample.cgroup_limits = limits;
+  job.cgroup_readings = std::move(now);
+  if (limits != job.description.cgroup_limits) {
+    job.description.cgroup_limits = limits;
+    job.changed = true;
+  }
+}
+
+}  // namespace stallwatch::collectors
