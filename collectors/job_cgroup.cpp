@@ -81,6 +81,36 @@ std::optional<CpuMax> parseCpuMax(std::string_view text) {
   return c;
 }
 
+std::optional<uint64_t> parseMemoryLimit(std::string_view text) {
+  const size_t newline = text.find('\n');
+  if (newline != std::string_view::npos) text = text.substr(0, newline);
+  return text == "max" ? std::nullopt : parseUnsigned(text);
+}
+
+std::optional<uint32_t> countCpuList(std::string_view text) {
+  const size_t newline = text.find('\n');
+  if (newline != std::string_view::npos) text = text.substr(0, newline);
+  uint32_t count = 0;
+  while (!text.empty()) {
+    const size_t comma = std::min(text.find(','), text.size());
+    const std::string_view range = text.substr(0, comma);
+    const size_t dash = range.find('-');
+    const auto first = parseUnsigned(range.substr(0, dash));
+    const auto last =
+        dash == std::string_view::npos ? first : parseUnsigned(range.substr(dash + 1));
+    if (!first || !last || *last < *first || *last - *first > 65535) return std::nullopt;
+    count += static_cast<uint32_t>(*last - *first + 1);
+    text.remove_prefix(std::min(comma + 1, text.size()));
+  }
+  if (count == 0) return std::nullopt;
+  return count;
+}
+
+bool CgroupReading::anyLimit() const {
+  return std::any_of(io_max.begin(), io_max.end(), [](const IoLimit& l) { return l.any(); }) ||
+         (cpu_max && cpu_max->quota_us) || memory_max || memory_high;
+}
+
 std::optional<CpuStat> parseCpuStat(std::string_view text) {
   CpuStat c;
   bool usage = false;
@@ -136,6 +166,26 @@ std::string describeCpuLimit(const std::optional<CpuMax>& cpu, const std::string
          cores + " CPU) in " + where;
 }
 
+std::string describeMemoryLimits(const CgroupReading& r, const std::string& where) {
+  auto gib = [](uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+    return std::string(text);
+  };
+  std::string out;
+  if (r.memory_max) out = "memory.max " + gib(*r.memory_max) + " in " + where;
+  if (r.memory_high)
+    out += (out.empty() ? "" : "; ") + ("memory.high " + gib(*r.memory_high) + " in " + where);
+  return out;
+}
+
+std::string cgroupWhere(const fs::path& dir, int levels_up) {
+  if (levels_up <= 0) return dir.string();
+  return dir.string() +
+         (levels_up == 1 ? " (parent of the job's cgroup)"
+                         : " (" + std::to_string(levels_up) + " levels above the job's cgroup)");
+}
+
 CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
   auto mounts = readMountinfo(root);
   if (!mounts) return;
@@ -177,7 +227,45 @@ CgroupReading CgroupReader::read(const fs::path& dir) const {
   if (auto t = readTextFile(dir / "io.stat")) r.io_stat = parseIoStat(*t);
   if (auto t = readTextFile(dir / "cpu.max")) r.cpu_max = parseCpuMax(*t);
   if (auto t = readTextFile(dir / "cpu.stat")) r.cpu_stat = parseCpuStat(*t);
+  if (auto t = readTextFile(dir / "memory.max")) r.memory_max = parseMemoryLimit(*t);
+  if (auto t = readTextFile(dir / "memory.high")) r.memory_high = parseMemoryLimit(*t);
   return r;
+}
+
+CgroupReading CgroupReader::readLimits(const fs::path& dir) const {
+  CgroupReading r;
+  r.ancestor = true;
+  if (auto t = readTextFile(dir / "io.max")) r.io_max = parseIoMax(*t);
+  if (auto t = readTextFile(dir / "cpu.max")) r.cpu_max = parseCpuMax(*t);
+  if (auto t = readTextFile(dir / "memory.max")) r.memory_max = parseMemoryLimit(*t);
+  if (auto t = readTextFile(dir / "memory.high")) r.memory_high = parseMemoryLimit(*t);
+  return r;
+}
+
+std::vector<fs::path> CgroupReader::ancestorsOf(const fs::path& dir) const {
+  std::vector<fs::path> out;
+  if (base_.empty()) return out;
+  const fs::path relative = dir.lexically_relative(base_);
+  if (relative.empty() || *relative.begin() == "..") return out;  // not under the mount
+  for (fs::path p = dir.parent_path(); p != base_ && p.string().size() > base_.string().size();
+       p = p.parent_path()) {
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::optional<uint32_t> CgroupReader::cpusAllowed(uint32_t pid) const {
+  const auto text = readTextFile(proc_ / std::to_string(pid) / "status");
+  if (!text) return std::nullopt;
+  constexpr std::string_view kKey = "Cpus_allowed_list:";
+  std::optional<uint32_t> count;
+  forEachLine(*text, [&](std::string_view line, size_t) {
+    if (line.substr(0, kKey.size()) != kKey) return;
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    count = countCpuList(line);
+  });
+  return count;
 }
 
 std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgroups) const {
@@ -298,9 +386,11 @@ CgroupFigures cgroupFigures(const std::map<fs::path, CgroupReading>& previous,
     auto before = previous.find(dir);
     if (before == previous.end()) continue;
     const CgroupReading& was = before->second;
-    higher(f.io_some, some(was.io, now.io));
-    higher(f.cpu_some, some(was.cpu, now.cpu));
-    higher(f.memory_some, some(was.memory, now.memory));
+    if (!now.ancestor) {  // a cgroup above the job's is every tenant's: not the job's pressure
+      higher(f.io_some, some(was.io, now.io));
+      higher(f.cpu_some, some(was.cpu, now.cpu));
+      higher(f.memory_some, some(was.memory, now.memory));
+    }
     if (was.cpu_stat && now.cpu_stat && now.cpu_stat->throttled_us >= was.cpu_stat->throttled_us) {
       higher(f.cpu_throttled_ratio, std::min(1.0, static_cast<double>(now.cpu_stat->throttled_us -
                                                                       was.cpu_stat->throttled_us) /
@@ -324,7 +414,10 @@ CgroupFigures cgroupFigures(const std::map<fs::path, CgroupReading>& previous,
       if (share > nearest_limit) {
         nearest_limit = share;
         f.limited_read_bytes_per_second = bytes;
+        f.read_limit_bytes_per_second.reset();
         if (limit.rbps) f.read_limit_bytes_per_second = static_cast<double>(*limit.rbps);
+        f.read_limit_cgroup = dir;
+        f.read_limit = limit;
       }
     }
   }

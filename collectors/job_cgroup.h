@@ -5,7 +5,10 @@
 //   io.stat     "254:0 rbytes=N wbytes=N rios=N wios=N dbytes=N dios=N", cumulative
 //   cpu.max     "QUOTA PERIOD" in µs, QUOTA "max" for none
 //   cpu.stat    "usage_usec N", "nr_throttled N", "throttled_usec N", ...
+//   memory.max, memory.high  bytes, or "max" for none
 //   io.pressure, cpu.pressure, memory.pressure: PSI lines, as /proc/pressure/* (pressure.h)
+// A limit set on a cgroup above the job's (a Kubernetes pod's, a systemd slice's, a tenant's)
+// binds the job as much as its own: the cgroups on the path up to the root are read too.
 // The cgroup of a process is the "0::PATH" line of /proc/PID/cgroup, under the cgroup2 mount.
 #pragma once
 
@@ -51,6 +54,11 @@ std::optional<CpuStat> parseCpuStat(std::string_view text);
 // The v2 path ("/job/rank1") from /proc/PID/cgroup, or none on a v1-only host.
 std::optional<std::string> cgroupV2Path(std::string_view proc_pid_cgroup);
 
+// memory.max or memory.high: bytes, none for "max" (or unreadable).
+std::optional<uint64_t> parseMemoryLimit(std::string_view text);
+// "0-3,8,10-11" (Cpus_allowed_list, cpuset.cpus): how many CPUs; none if malformed.
+std::optional<uint32_t> countCpuList(std::string_view text);
+
 // One reading of a cgroup's files.
 struct CgroupReading {
   std::optional<PressureStats> io, cpu, memory;
@@ -58,6 +66,11 @@ struct CgroupReading {
   std::vector<IoStat> io_stat;
   std::optional<CpuMax> cpu_max;
   std::optional<CpuStat> cpu_stat;
+  std::optional<uint64_t> memory_max, memory_high;
+  // A cgroup above the job's: its limits bind the job, its pressure is every tenant's and is
+  // not taken for the job's own.
+  bool ancestor = false;
+  bool anyLimit() const;
 };
 
 // What a job's cgroups say over an interval: their own pressure (the highest of them), the
@@ -68,6 +81,10 @@ struct CgroupFigures {
   std::optional<double> cpu_throttled_ratio;
   std::optional<double> limited_read_bytes_per_second;  // on the device io.max limits
   std::optional<double> read_limit_bytes_per_second;    // that limit (rbps)
+  // The cgroup whose io.max was nearest its use, and that limit's line (the job's own cgroup,
+  // or one above it whose io.stat sums every cgroup below).
+  std::optional<std::filesystem::path> read_limit_cgroup;
+  std::optional<IoLimit> read_limit;
 };
 
 // The limits as people read them: "io.max 254:0 rbps=4194304 in /sys/fs/cgroup/job",
@@ -76,6 +93,11 @@ struct CgroupFigures {
 std::string describeIoLimits(const std::vector<IoLimit>& limits, const std::string& where,
                              const std::function<std::string(uint32_t, uint32_t)>& name_of);
 std::string describeCpuLimit(const std::optional<CpuMax>& cpu, const std::string& where);
+// "memory.max 8.0 GiB in ...", "memory.high ..." joined by "; "; "" when neither is set.
+std::string describeMemoryLimits(const CgroupReading& r, const std::string& where);
+// Where a cgroup sits for people: DIR, and with LEVELS_UP > 0 "(parent of the job's cgroup)" or
+// "(N levels above the job's cgroup)".
+std::string cgroupWhere(const std::filesystem::path& dir, int levels_up);
 
 // Who else used a device over an interval: one cgroup's reads and writes on it (issue 16's
 // noisy neighbours), from the io.stat of the cgroups where processes live.
@@ -117,6 +139,13 @@ class CgroupReader {
   // cgroup, which is the node's).
   std::optional<std::filesystem::path> cgroupOf(uint32_t pid) const;
   CgroupReading read(const std::filesystem::path& dir) const;
+  // Only the limits of DIR (io.max, cpu.max, memory.max, memory.high): the cgroups above a
+  // job's, looked at once a discovery period; those that set one are read whole every tick.
+  CgroupReading readLimits(const std::filesystem::path& dir) const;
+  // The cgroups above DIR, nearest first, up to (not including) the cgroup2 mount's root.
+  std::vector<std::filesystem::path> ancestorsOf(const std::filesystem::path& dir) const;
+  // How many CPUs PID may run on (Cpus_allowed_list of ROOT/proc/PID/status); none if unknown.
+  std::optional<uint32_t> cpusAllowed(uint32_t pid) const;
   // The io.stat of every leaf cgroup (one without child cgroups: where processes are), by
   // directory, walking at most MAX_CGROUPS cgroups; only those with I/O on some device. Its
   // files live in memory: no disk is touched.

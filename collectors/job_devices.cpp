@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "collectors/jobs.h"
+#include "collectors/proc_file.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -168,12 +169,36 @@ void JobTracker::describeDevices(Job& job, SampleBatch& out) {
 
 void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample) {
   if (!cgroups_.available()) return;
-  if (discovery || !job.cgroups_looked_up) {
+  const bool look_up = discovery || !job.cgroups_looked_up;
+  if (look_up) {
     job.cgroups_looked_up = true;
     job.cgroups.clear();
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
       if (auto dir = cgroups_.cgroupOf(pid)) job.cgroups.insert(*dir);
+    }
+    // The cgroups above them: a limit there binds the job as much as one on its own.
+    job.ancestors.clear();
+    for (const auto& dir : job.cgroups) {
+      int level = 0;
+      for (const auto& up : cgroups_.ancestorsOf(dir)) {
+        ++level;
+        if (job.cgroups.count(up)) break;  // one of the job's own (a rank's parent cgroup)
+        auto [it, inserted] = job.ancestors.emplace(up, level);
+        if (!inserted) it->second = std::min(it->second, level);
+      }
+    }
+    job.ancestor_limits.clear();
+    for (const auto& [dir, level] : job.ancestors) {
+      CgroupReading limits = cgroups_.readLimits(dir);
+      if (limits.anyLimit()) job.ancestor_limits.emplace(dir, std::move(limits));
+    }
+    job.cpus_affinity.reset();
+    for (const auto& [pid, m] : job.members) {
+      if (!m.root) continue;
+      if (const auto n = cgroups_.cpusAllowed(pid);
+          n && (!job.cpus_affinity || *n < *job.cpus_affinity))
+        job.cpus_affinity = n;
     }
   }
   std::map<std::filesystem::path, CgroupReading> now;
@@ -182,12 +207,33 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     const BlockDevice* d = tree_ ? tree_->findByDevnum(major, minor) : nullptr;
     return d ? d->name : "";
   };
-  for (const auto& dir : job.cgroups) {
-    CgroupReading r = cgroups_.read(dir);
-    for (const std::string& text : {describeIoLimits(r.io_max, dir.string(), name_of),
-                                    describeCpuLimit(r.cpu_max, dir.string())}) {
+  auto describe = [&](const CgroupReading& r, const std::string& where) {
+    for (const std::string& text :
+         {describeIoLimits(r.io_max, where, name_of), describeCpuLimit(r.cpu_max, where),
+          describeMemoryLimits(r, where)}) {
       if (!text.empty()) limits += (limits.empty() ? "" : "; ") + text;
     }
+  };
+  std::optional<double> quota_cpus;  // the tightest CPU quota over the job
+  auto quota = [&](const CgroupReading& r) {
+    if (!r.cpu_max || !r.cpu_max->quota_us) return;
+    const double cpus =
+        static_cast<double>(*r.cpu_max->quota_us) / static_cast<double>(r.cpu_max->period_us);
+    if (!quota_cpus || cpus < *quota_cpus) quota_cpus = cpus;
+  };
+  for (const auto& dir : job.cgroups) {
+    CgroupReading r = cgroups_.read(dir);
+    describe(r, dir.string());
+    quota(r);
+    now.emplace(dir, std::move(r));
+  }
+  for (const auto& [dir, known] : job.ancestor_limits) {
+    CgroupReading r = known;  // limits as the last discovery tick found them
+    // Only what the limits need every tick: the reads against io.max, the throttling of cpu.max.
+    if (auto t = readTextFile(dir / "io.stat")) r.io_stat = parseIoStat(*t);
+    if (auto t = readTextFile(dir / "cpu.stat")) r.cpu_stat = parseCpuStat(*t);
+    describe(r, cgroupWhere(dir, job.ancestors.count(dir) ? job.ancestors.at(dir) : 1));
+    quota(r);
     now.emplace(dir, std::move(r));
   }
   const CgroupFigures f = cgroupFigures(job.cgroup_readings, now, elapsed);
@@ -197,7 +243,19 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
   sample.cgroup_cpu_throttled_ratio = f.cpu_throttled_ratio;
   sample.cgroup_limited_read_bytes_per_second = f.limited_read_bytes_per_second;
   sample.cgroup_read_limit_bytes_per_second = f.read_limit_bytes_per_second;
+  if (f.read_limit && f.read_limit_cgroup) {
+    auto level = job.ancestors.find(*f.read_limit_cgroup);
+    sample.cgroup_read_limit = describeIoLimits(
+        {*f.read_limit},
+        cgroupWhere(*f.read_limit_cgroup, level == job.ancestors.end() ? 0 : level->second),
+        name_of);
+  }
   sample.cgroup_limits = limits;
+  if (job.cpus_affinity || quota_cpus) {
+    sample.cpus_allowed =
+        std::min(job.cpus_affinity ? static_cast<double>(*job.cpus_affinity) : 1e9,
+                 quota_cpus.value_or(1e9));
+  }
   job.cgroup_readings = std::move(now);
   if (limits != job.description.cgroup_limits) {
     job.description.cgroup_limits = limits;

@@ -29,6 +29,11 @@ struct JobTracker::Totals {
   uint32_t processes = 0, workers = 0, d_state = 0;
   std::map<std::string, uint32_t> wchans;
   std::map<std::string, uint32_t> sleep_wchans;  // the job's main processes' sleeping main threads
+  std::map<std::string, uint32_t> workers_sleep_wchans;  // its other processes', likewise
+  // The least busy main thread of the main processes (the one a synchronous job waits for)
+  // and its share of the interval runnable but waiting for a CPU.
+  std::optional<double> main_thread_cpu, main_thread_runqueue;
+  uint32_t stopped = 0;  // processes stopped (T, t)
   DataloaderTotals reported;
   bool any_reported = false;
 };
@@ -163,6 +168,21 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
           static_cast<double>(clock_ticks_per_second_);
       auto io = member.files->io();
       const ThreadStates threads = member.files->threadStates(stat->num_threads);
+      // Its main thread's CPU and run-queue wait over the interval, from its schedstat.
+      std::optional<double> thread_cpu, thread_runqueue;
+      if (have_interval && threads.main_run_ns && member.main_run_ns) {
+        thread_cpu = std::min(
+            1.0, static_cast<double>(forwardDelta(*member.main_run_ns, *threads.main_run_ns)) /
+                     (elapsed * 1e9));
+        if (threads.main_wait_ns && member.main_wait_ns) {
+          thread_runqueue = std::min(
+              1.0, static_cast<double>(forwardDelta(*member.main_wait_ns, *threads.main_wait_ns)) /
+                       (elapsed * 1e9));
+        }
+      }
+      member.main_run_ns = threads.main_run_ns;
+      member.main_wait_ns = threads.main_wait_ns;
+      const bool stopped = stat->state == 'T' || stat->state == 't';
       Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
       for (Totals* t : into) {
         if (!t) continue;
@@ -180,6 +200,13 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         for (const auto& w : threads.wchans) ++t->wchans[w];
         if (main && t == &total && !threads.main_sleep_wchan.empty())
           ++t->sleep_wchans[threads.main_sleep_wchan];
+        if (!main && !threads.main_sleep_wchan.empty())
+          ++t->workers_sleep_wchans[threads.main_sleep_wchan];
+        if (main && thread_cpu && (!t->main_thread_cpu || *thread_cpu < *t->main_thread_cpu)) {
+          t->main_thread_cpu = thread_cpu;
+          t->main_thread_runqueue = thread_runqueue;
+        }
+        t->stopped += stopped ? 1 : 0;
         ++t->processes;
         if (!main) ++t->workers;
       }
@@ -199,6 +226,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       sample.processes = t.processes;
       sample.workers = t.workers;
       sample.d_state_threads = t.d_state;
+      sample.stopped_processes = t.stopped;
+      sample.main_thread_cpu_ratio = t.main_thread_cpu;
+      sample.main_thread_runqueue_ratio = t.main_thread_runqueue;
       if (have_interval) {
         sample.main_cpu_ratio = perSecond(t.main_cpu, elapsed);
         sample.workers_cpu_ratio = perSecond(t.workers_cpu, elapsed);
@@ -228,6 +258,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     sample.gpus = job.description.gpus;
     fill(sample, total, all_reaped);
     if (!total.sleep_wchans.empty()) sample.sleep_wchan = mostCommon(total.sleep_wchans);
+    if (!total.workers_sleep_wchans.empty())
+      sample.workers_sleep_wchan = mostCommon(total.workers_sleep_wchans);
     if (total.any_reported) sample.samples = total.reported.samples;
     if (have_interval && total.io_known) {
       sample.rchar_per_second = perSecond(net(total.rchar, all_reaped.rchar), elapsed);

@@ -92,6 +92,8 @@ class JobTracker final : public Collector {
     uint64_t files_scanned_tick = 0;                   // 0: never
     uint64_t files_read_tick = 0;           // when its descriptors were last read, not only counted
     std::optional<size_t> open_file_count;  // at that read, where the kernel says
+    // Its main thread's schedstat at the last tick (ns on a CPU, ns runnable and waiting).
+    std::optional<uint64_t> main_run_ns, main_wait_ns;
   };
   struct Job {
     JobDescription description;
@@ -107,6 +109,12 @@ class JobTracker final : public Collector {
     // (none of its own) is not looked up again every tick.
     bool cgroups_looked_up = false;
     std::map<std::filesystem::path, CgroupReading> cgroup_readings;
+    // The cgroups above those (how many levels above the nearest of the job's), their limits
+    // as last looked at (discovery ticks); those that set one are read whole every tick.
+    std::map<std::filesystem::path, int> ancestors;
+    std::map<std::filesystem::path, CgroupReading> ancestor_limits;
+    // The CPUs its main process may run on (affinity), looked at on discovery ticks.
+    std::optional<uint32_t> cpus_affinity;
     // The devices its files are on and those below them, from the last scan of its open files.
     std::set<Devnum> devices;
   };

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectors/text_scan.h"
+
 namespace stallwatch::collectors {
 namespace {
 
@@ -25,6 +27,15 @@ void closeHeld(int& fd) {
   ::close(fd);
   fd = -1;
   g_held.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// "RUN_NS WAIT_NS TIMESLICES" (Documentation/scheduler/sched-stats.rst, /proc/PID/schedstat).
+std::optional<std::pair<uint64_t, uint64_t>> parseSchedstat(std::string_view text) {
+  std::string_view f[4];
+  if (splitFields(text.substr(0, text.find('\n')), f) != 3) return std::nullopt;
+  const auto run = parseUnsigned(f[0]), wait = parseUnsigned(f[1]);
+  if (!run || !wait) return std::nullopt;
+  return std::make_pair(*run, *wait);
 }
 
 }  // namespace
@@ -197,7 +208,13 @@ ThreadStates ProcessWatch::threadStates(uint32_t num_threads) {
                t.sleep_wchan.empty()) {
       t.sleep_wchan = readWchan(tid);  // asleep since before the last tick: holds until it runs
     }
-    if (tid == main_tid_) out.main_sleep_wchan = t.sleep_wchan;
+    if (tid == main_tid_) {
+      out.main_sleep_wchan = t.sleep_wchan;
+      if (const auto times = parseSchedstat(t.schedstat)) {
+        out.main_run_ns = times->first;
+        out.main_wait_ns = times->second;
+      }
+    }
     t.ran_since_children = t.ran_since_children || ran;
     if (ran) {
       if (tid == main_tid_ && main_state_ != '?') {

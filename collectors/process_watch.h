@@ -50,6 +50,9 @@ struct ThreadStates {
   // Where the main thread sleeps (S), once it has not run for kSleepingAfterChecks checks:
   // where an idle process waits (a lock, a poll, a pipe). "" while it runs or is unreadable.
   std::string main_sleep_wchan;
+  // The main thread's cumulative schedstat: time on a CPU and time runnable waiting for one
+  // (ns). Read every tick anyway (its sleep is told by it); none without schedstats.
+  std::optional<uint64_t> main_run_ns, main_wait_ns;
 };
 
 class ProcessWatch {

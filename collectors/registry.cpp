@@ -1,5 +1,6 @@
 #include "collectors/registry.h"
 
+#include "collectors/cpu_stat.h"
 #include "collectors/diskstats.h"
 #include "collectors/mount_targets.h"
 #include "collectors/pressure.h"
@@ -16,6 +17,8 @@ const std::vector<CollectorEntry>& collectorTable() {
        true, [](const CollectorConfig& c) { return makeMountTargetsCollector(c.root); }},
       {"pressure", "I/O, CPU and memory pressure stall shares (PSI)", true,
        [](const CollectorConfig& c) { return makePressureCollector(c.root); }},
+      {"cpu", "the host's busy and I/O-wait cores, and how many are online (/proc/stat)", true,
+       [](const CollectorConfig& c) { return makeCpuStatCollector(c.root); }},
       {"gpu", "NVIDIA GPU utilisation, memory, clocks, PCIe and per-process use (NVML)", true,
        [](const CollectorConfig& c) -> std::unique_ptr<Collector> {
          return std::make_unique<GpuCollector>(makeNvmlDriver(c.nvml_library, c.nvml), c.gpu);

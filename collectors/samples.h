@@ -59,6 +59,14 @@ struct DiskSample {
   std::optional<NfsRates> nfs;       // NFS mounts only
 };
 
+// The host's CPUs over an interval (/proc/stat): how many cores' worth of time was busy, and
+// how many CPUs are online. What a job's input pipeline could still use is the difference.
+struct CpuSample {
+  double busy_cores = 0;    // user, nice, system, irq, softirq and steal time, in cores
+  double iowait_cores = 0;  // idle with I/O outstanding, in cores
+  uint32_t online_cpus = 0;
+};
+
 struct PressureSample {
   std::string resource;              // "io", "cpu", "memory"
   std::optional<double> some_ratio;  // share of the interval in which some task stalled
@@ -134,6 +142,19 @@ struct JobSample {
   // Where the main process's main thread sleeps (S), once asleep for two ticks: where an idle
   // job waits (several ranks: the most common). "" while it runs.
   std::string sleep_wchan;
+  // The main thread of the job's main process (several: the least busy of them, the one a
+  // synchronous job waits for): its CPU (1.0 = one core) and the share of the interval it sat
+  // runnable waiting for a CPU, from its schedstat. A training loop that waits for batches
+  // sleeps here; one that is CPU-bound itself (or spins on the GPU) runs.
+  std::optional<double> main_thread_cpu_ratio;
+  std::optional<double> main_thread_runqueue_ratio;
+  uint32_t stopped_processes = 0;  // the job's processes stopped (T, t) at the tick
+  // Where the job's workers sleep (S) once asleep for two ticks: the most common among them
+  // ("" while they run): what a worker that waits on something other than I/O waits on.
+  std::string workers_sleep_wchan;
+  // How many CPUs the job may use: its main process's affinity, within the CPU quota of its
+  // cgroup and those above it; none where it cannot be read.
+  std::optional<double> cpus_allowed;
   // From the dataloader socket, where the job reports.
   std::optional<uint64_t> steps;
   std::optional<uint64_t> samples;
@@ -150,6 +171,9 @@ struct JobSample {
   std::optional<double> cgroup_limited_read_bytes_per_second;
   std::optional<double> cgroup_read_limit_bytes_per_second;
   std::string cgroup_limits;  // the limits in force at this tick (JobDescription's wording)
+  // The io.max limit nearest its use this tick, said as cgroup_limits says it, with the cgroup
+  // that sets it: the job's own, or one above it ("" when no read limit applies).
+  std::string cgroup_read_limit;
   // Who else read or wrote the job's devices (other leaf cgroups, heaviest first), as
   // encodeDeviceUsers writes it ("" for none); read on discovery ticks only, none on others.
   std::optional<std::string> neighbour_io;
@@ -178,6 +202,9 @@ struct RankSample {
   std::optional<double> workers_cpu_ratio;
   uint32_t d_state_threads = 0;
   std::string top_wchan;
+  std::optional<double> main_thread_cpu_ratio;  // the rank's main process's main thread
+  std::optional<double> main_thread_runqueue_ratio;
+  uint32_t stopped_processes = 0;
   std::optional<uint64_t> steps;
   std::optional<double> data_wait_seconds;
   std::optional<double> step_seconds;
@@ -212,6 +239,7 @@ struct SampleBatch {
   // Interval figures.
   std::vector<DiskSample> disks;
   std::vector<PressureSample> pressure;
+  std::optional<CpuSample> cpu;
   std::vector<GpuSample> gpus;
   std::vector<GpuProcessSample> gpu_processes;
   std::vector<JobSample> jobs;
@@ -228,6 +256,7 @@ struct SampleBatch {
   void dropIntervalFigures() {
     disks.clear();
     pressure.clear();
+    cpu.reset();
     gpus.clear();
     gpu_processes.clear();
     jobs.clear();

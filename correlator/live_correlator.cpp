@@ -22,6 +22,10 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
   s.write_bytes_per_s[i] = x.write_bytes_per_second;
   s.workers_cpu[i] = x.workers_cpu_ratio;
   s.d_state_threads[i] = static_cast<double>(x.d_state_threads);
+  s.main_thread_cpu[i] = x.main_thread_cpu_ratio;
+  s.main_thread_runqueue[i] = x.main_thread_runqueue_ratio;
+  s.workers[i] = static_cast<double>(x.workers);
+  s.stopped_processes[i] = static_cast<double>(x.stopped_processes);
 }
 
 }  // namespace
@@ -47,9 +51,18 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;
   s.cgroup_limits[i] = j.cgroup_limits;
   s.neighbour_io[i] = j.neighbour_io.value_or("");
+  s.workers_sleep_wchan[i] = j.workers_sleep_wchan;
+  s.cgroup_read_limit[i] = j.cgroup_read_limit;
+  s.cpus_allowed[i] = j.cpus_allowed;
+  s.rchar_per_s[i] = j.rchar_per_second;
   for (const auto& p : b.pressure) {
     if (p.resource == "io") s.io_some[i] = p.some_ratio;
     if (p.resource == "cpu") s.cpu_some[i] = p.some_ratio;
+    if (p.resource == "memory") s.memory_some[i] = p.some_ratio;
+  }
+  if (b.cpu) {
+    s.host_busy_cores[i] = b.cpu->busy_cores;
+    s.host_online_cpus[i] = static_cast<double>(b.cpu->online_cpus);
   }
   for (auto& d : s.devices) {
     for (const auto& disk : b.disks) {
@@ -58,6 +71,8 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
       d.w_await_ms[i] = disk.rates.w_await_ms;
       d.aqu_sz[i] = disk.rates.aqu_sz;
       d.write_bytes_per_s[i] = disk.rates.write_bytes_per_second;
+      d.read_bytes_per_s[i] = disk.rates.read_bytes_per_second;
+      d.util_percent[i] = disk.rates.util_percent;
       break;
     }
   }

@@ -25,10 +25,7 @@ size_t appendInterval(JobSeries& s, int64_t ts_ms, double interval_s) {
   s.ts_ms.push_back(ts_ms);
   s.interval_s.push_back(interval_s);
   s.forEachSeries([](Series& x) { x.emplace_back(); });
-  s.d_state_wchan.resize(s.ts_ms.size());
-  s.sleep_wchan.resize(s.ts_ms.size());
-  s.cgroup_limits.resize(s.ts_ms.size());
-  s.neighbour_io.resize(s.ts_ms.size());
+  s.forEachText([&](std::vector<std::string>& x) { x.resize(s.ts_ms.size()); });
   return s.ts_ms.size() - 1;
 }
 
@@ -51,8 +48,7 @@ DeviceSeries& addDevice(JobSeries& s, const std::string& name, const std::string
     d.name = name;
     d.via = via;
     d.job_reads = job_reads;
-    for (Series* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz, &d.write_bytes_per_s})
-      x->assign(s.size(), std::nullopt);
+    d.forEachSeries([&](Series& x) { x.assign(s.size(), std::nullopt); });
     s.devices.push_back(std::move(d));
   }
   std::stable_sort(
@@ -75,10 +71,7 @@ RankSeries& addRank(JobSeries& s, int32_t rank) {
 void dropFront(JobSeries& s, size_t n) {
   dropFrontOf(s.ts_ms, n);
   dropFrontOf(s.interval_s, n);
-  dropFrontOf(s.d_state_wchan, n);
-  dropFrontOf(s.sleep_wchan, n);
-  dropFrontOf(s.cgroup_limits, n);
-  dropFrontOf(s.neighbour_io, n);
+  s.forEachText([&](std::vector<std::string>& x) { dropFrontOf(x, n); });
   s.forEachSeries([&](Series& x) { dropFrontOf(x, n); });
 }
 
@@ -86,8 +79,14 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   // Copies only the tail: the live correlator cuts one from an hour's window while a stall is on.
   JobSeries t;
   t.gpu_count = s.gpu_count;
-  for (const auto& d : s.devices)
-    t.devices.push_back({d.name, d.via, d.job_reads, {}, {}, {}, {}, d.also_direct});
+  for (const auto& d : s.devices) {
+    DeviceSeries e;
+    e.name = d.name;
+    e.via = d.via;
+    e.job_reads = d.job_reads;
+    e.also_direct = d.also_direct;
+    t.devices.push_back(std::move(e));
+  }
   for (const auto& r : s.ranks) {
     RankSeries e;
     e.rank = r.rank;
@@ -100,10 +99,10 @@ JobSeries tailOf(const JobSeries& s, size_t first) {
   };
   t.ts_ms = from(s.ts_ms);
   t.interval_s = from(s.interval_s);
-  t.d_state_wchan = from(s.d_state_wchan);
-  t.sleep_wchan = from(s.sleep_wchan);
-  t.cgroup_limits = from(s.cgroup_limits);
-  t.neighbour_io = from(s.neighbour_io);
+  std::vector<const std::vector<std::string>*> texts;
+  s.forEachText([&](const std::vector<std::string>& x) { texts.push_back(&x); });
+  size_t text = 0;
+  t.forEachText([&](std::vector<std::string>& x) { x = from(*texts[text++]); });
   // forEachSeries visits both in the same order.
   std::vector<const Series*> source;
   s.forEachSeries([&](const Series& x) { source.push_back(&x); });

@@ -20,9 +20,25 @@ struct DeviceSeries {
   bool job_reads = false;  // false: on the host, but the job was never seen using it
   Series r_await_ms, w_await_ms, aqu_sz;
   Series write_bytes_per_s;  // what the device wrote (all writers), to tell where a burst went
+  Series read_bytes_per_s;   // what it read (all readers)
+  Series util_percent;       // iostat's %util: busy time, meaningful for one-queue devices only
   bool also_direct = false;  // with VIA set: files were also seen on this device itself
 
   bool direct() const { return via.empty() || also_direct; }
+
+  // Every per-interval series of the device: the one list of them.
+  template <typename Fn>
+  void forEachSeries(Fn fn) {
+    for (auto* x :
+         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent})
+      fn(*x);
+  }
+  template <typename Fn>
+  void forEachSeries(Fn fn) const {
+    for (auto* x :
+         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent})
+      fn(*x);
+  }
 };
 
 // One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
@@ -34,6 +50,9 @@ struct RankSeries {
   Series gpu_util_percent, gpu_work_percent;
   Series steps, data_wait_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
+  // Its main process's main thread: CPU (cores) and share of the interval runnable but waiting
+  // for a CPU; its worker processes and those stopped (T).
+  Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
 
   // Every per-interval series of the rank: the one list of them.
   template <typename Fn>
@@ -50,7 +69,8 @@ struct RankSeries {
   static void each(Self& s, Fn fn) {
     for (auto* x :
          {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.read_bytes_per_s,
-          &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads}) {
+          &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.main_thread_cpu,
+          &s.main_thread_runqueue, &s.workers, &s.stopped_processes}) {
       fn(*x);
     }
   }
@@ -65,6 +85,14 @@ struct JobSeries {
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;  // host pressure shares, 0..1
+  Series memory_some;        // the host's memory pressure (reclaim), evidence only
+  // The host's CPUs: cores' worth busy, and online; the CPUs the job may use (affinity within
+  // its cgroups' quota).
+  Series host_busy_cores, host_online_cpus, cpus_allowed;
+  // The job's main process's main thread (the least busy of several ranks'): its CPU and its
+  // share of the interval runnable but waiting for a CPU. Its workers and those stopped (T).
+  Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
+  Series rchar_per_s;  // bytes read through read calls, page-cache hits included
   // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
   // its CPU quota throttled it, its reads on the device io.max limits and that limit.
   Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
@@ -82,12 +110,31 @@ struct JobSeries {
   // Who else used the job's devices, as stored (collectors' encodeDeviceUsers), on the
   // intervals where it was read; "" elsewhere. May be shorter than the series.
   std::vector<std::string> neighbour_io;
+  // Where its workers slept (S) for two ticks or more, the most common; "" elsewhere.
+  std::vector<std::string> workers_sleep_wchan;
+  // The io.max limit nearest its use, with the cgroup that sets it (the job's own or one above
+  // it), "" where none applied; may be shorter than the series.
+  std::vector<std::string> cgroup_read_limit;
   std::vector<DeviceSeries> devices;
   std::vector<RankSeries> ranks;  // two or more, or none
   // When the job's processes had all exited, where the recording says (a post-mortem); none
   // while it runs. Lets the analysis tell a job winding down from one that hangs.
   std::optional<int64_t> ended_ms;
   size_t size() const { return ts_ms.size(); }
+
+  // Every per-interval text (wait channels, limits, neighbours): the one list of them.
+  template <typename Fn>
+  void forEachText(Fn fn) {
+    for (auto* x : {&d_state_wchan, &sleep_wchan, &cgroup_limits, &neighbour_io,
+                    &workers_sleep_wchan, &cgroup_read_limit})
+      fn(*x);
+  }
+  template <typename Fn>
+  void forEachText(Fn fn) const {
+    for (auto* x : {&d_state_wchan, &sleep_wchan, &cgroup_limits, &neighbour_io,
+                    &workers_sleep_wchan, &cgroup_read_limit})
+      fn(*x);
+  }
 
   // Every per-interval series (the job's, its devices', its ranks'), for code that cuts or
   // trims them all alike; ts_ms and interval_s are not Series and are left to the caller.
@@ -104,16 +151,35 @@ struct JobSeries {
   // The one list, for a series to change (JobSeries&) or to read (const JobSeries&).
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.step_s,
-                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
-                    &s.io_some, &s.cpu_some, &s.cgroup_io_some, &s.cgroup_cpu_some,
-                    &s.cgroup_cpu_throttled, &s.cgroup_memory_some,
-                    &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s}) {
+    for (auto* x : {&s.gpu_util_percent,
+                    &s.gpu_work_percent,
+                    &s.steps,
+                    &s.data_wait_s,
+                    &s.step_s,
+                    &s.read_bytes_per_s,
+                    &s.write_bytes_per_s,
+                    &s.workers_cpu,
+                    &s.d_state_threads,
+                    &s.io_some,
+                    &s.cpu_some,
+                    &s.cgroup_io_some,
+                    &s.cgroup_cpu_some,
+                    &s.cgroup_cpu_throttled,
+                    &s.cgroup_memory_some,
+                    &s.cgroup_limited_read_bytes_per_s,
+                    &s.cgroup_read_limit_bytes_per_s,
+                    &s.memory_some,
+                    &s.host_busy_cores,
+                    &s.host_online_cpus,
+                    &s.cpus_allowed,
+                    &s.main_thread_cpu,
+                    &s.main_thread_runqueue,
+                    &s.workers,
+                    &s.stopped_processes,
+                    &s.rchar_per_s}) {
       fn(*x);
     }
-    for (auto& d : s.devices) {
-      for (auto* x : {&d.r_await_ms, &d.w_await_ms, &d.aqu_sz, &d.write_bytes_per_s}) fn(*x);
-    }
+    for (auto& d : s.devices) d.forEachSeries(fn);
     for (auto& r : s.ranks) r.forEachSeries(fn);
   }
 };

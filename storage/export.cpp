@@ -94,6 +94,7 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
         {"disk_samples", in_span},
         {"nfs_samples", in_span},
         {"pressure_samples", in_span},
+        {"cpu_samples", in_span},
         // The job's GPUs only: another job's GPUs on the same node are not this job's story.
         {"gpu_samples",
          in_span + " AND t.gpu_id IN (SELECT g.gpu_id FROM src.gpus g JOIN src.jobs j ON instr("

@@ -98,6 +98,14 @@ collectors::PressureSample pressureRow(Cursor& r) {
   return {r.text("resource"), r.optionalReal("some_ratio"), r.optionalReal("full_ratio"), {}, {}};
 }
 
+collectors::CpuSample cpuRow(Cursor& r) {
+  collectors::CpuSample c;
+  c.busy_cores = r.real("busy_cores");
+  c.iowait_cores = r.real("iowait_cores");
+  c.online_cpus = static_cast<uint32_t>(r.int64("online_cpus"));
+  return c;
+}
+
 collectors::GpuSample gpuRow(Cursor& r) {
   collectors::GpuSample g;
   g.gpu_index = static_cast<uint32_t>(r.int64("gpu_index"));
@@ -133,6 +141,11 @@ void processFigures(Cursor& r, Sample& s) {
   s.step_seconds = r.optionalReal("step_seconds");
   s.gpu_util_percent = r.optionalReal("gpu_util_percent");
   s.gpu_work_percent = r.optionalReal("gpu_work_percent");
+  if (r.has("main_thread_cpu_ratio")) {  // schema 11
+    s.main_thread_cpu_ratio = r.optionalReal("main_thread_cpu_ratio");
+    s.main_thread_runqueue_ratio = r.optionalReal("main_thread_runqueue_ratio");
+    s.stopped_processes = r.optionalInt<uint32_t>("stopped_processes").value_or(0);
+  }
 }
 
 collectors::JobSample jobRow(Cursor& r) {
@@ -155,6 +168,11 @@ collectors::JobSample jobRow(Cursor& r) {
     j.cgroup_read_limit_bytes_per_second = r.optionalReal("cgroup_read_limit_bytes_per_second");
   }
   if (r.has("sleep_wchan")) j.sleep_wchan = r.text("sleep_wchan");
+  if (r.has("workers_sleep_wchan")) {  // schema 11
+    j.workers_sleep_wchan = r.text("workers_sleep_wchan");
+    j.cpus_allowed = r.optionalReal("cpus_allowed");
+    j.cgroup_read_limit = r.text("cgroup_read_limit");
+  }
   if (r.has("neighbour_io") && !r.column("neighbour_io").isNull())
     j.neighbour_io = r.text("neighbour_io");
   return j;
@@ -254,6 +272,9 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
                "USING (device_id) "
                "ORDER BY s.ts_ms");
   Cursor pressure(db_, "SELECT * FROM pressure_samples ORDER BY ts_ms");
+  std::unique_ptr<Cursor> cpu;
+  if (version_ >= 11)
+    cpu = std::make_unique<Cursor>(db_, "SELECT * FROM cpu_samples ORDER BY ts_ms");
   Cursor gpus(
       db_,
       std::string("SELECT s.ts_ms, s.interval_ms, g.gpu_index, g.uuid, s.utilization_percent, "
@@ -287,7 +308,7 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
   size_t next_fact = 0;
   while (true) {
     std::optional<int64_t> ts;
-    for (Cursor* c : {&disks, &pressure, &gpus, jobs.get(), ranks.get()}) {
+    for (Cursor* c : {&disks, &pressure, cpu.get(), &gpus, jobs.get(), ranks.get()}) {
       if (!c) continue;
       if (auto t = c->next(); t && (!ts || *t < *ts)) ts = t;
     }
@@ -306,6 +327,9 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
     };
     take(&disks, diskRow, b.disks);
     take(&pressure, pressureRow, b.pressure);
+    std::vector<collectors::CpuSample> cpus;
+    take(cpu.get(), cpuRow, cpus);
+    if (!cpus.empty()) b.cpu = cpus.back();
     take(&gpus, gpuRow, b.gpus);
     take(jobs.get(), jobRow, b.jobs);
     take(ranks.get(), rankRow, b.ranks);

@@ -31,8 +31,9 @@ struct Migration {
 
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
-    {1, kSchemaV1Sql}, {2, kSchemaV2Sql}, {3, kSchemaV3Sql}, {4, kSchemaV4Sql}, {5, kSchemaV5Sql},
-    {6, kSchemaV6Sql}, {7, kSchemaV7Sql}, {8, kSchemaV8Sql}, {9, kSchemaV9Sql}, {10, kSchemaV10Sql},
+    {1, kSchemaV1Sql}, {2, kSchemaV2Sql},   {3, kSchemaV3Sql},   {4, kSchemaV4Sql},
+    {5, kSchemaV5Sql}, {6, kSchemaV6Sql},   {7, kSchemaV7Sql},   {8, kSchemaV8Sql},
+    {9, kSchemaV9Sql}, {10, kSchemaV10Sql}, {11, kSchemaV11Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -118,6 +119,8 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                     "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
   store->insert_pressure_ = std::make_unique<SQLite::Statement>(
       db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
+  store->insert_cpu_ = std::make_unique<SQLite::Statement>(
+      db, insertSql("cpu_samples", "ts_ms, interval_ms, busy_cores, iowait_cores, online_cpus"));
   store->insert_gpu_ = std::make_unique<SQLite::Statement>(
       db, insertSql(
               "gpu_samples",
@@ -137,14 +140,17 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
                 "cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, cgroup_cpu_throttled_ratio, "
                 "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
-                "cgroup_limits, neighbour_io, sleep_wchan"));
+                "cgroup_limits, neighbour_io, sleep_wchan, main_thread_cpu_ratio, "
+                "main_thread_runqueue_ratio, stopped_processes, workers_sleep_wchan, cpus_allowed, "
+                "cgroup_read_limit"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       insertSql(
           "rank_samples",
           "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "
           "write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, "
-          "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent"));
+          "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
+          "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes"));
   return store;
 }
 
@@ -391,8 +397,8 @@ void Store::writeBatches(const std::vector<collectors::SampleBatch>& batches) {
     // ("SQL statements in progress"); ids cached from the rolled-back transaction do not
     // exist. Found by tests/test_faults_e2e.py: after a locked DB, nothing was written again.
     for (auto* st : {insert_disk_.get(), insert_nfs_.get(), insert_pressure_.get(),
-                     insert_gpu_.get(), insert_gpu_process_.get(), touch_device_.get(),
-                     insert_job_sample_.get(), insert_rank_sample_.get()}) {
+                     insert_cpu_.get(), insert_gpu_.get(), insert_gpu_process_.get(),
+                     touch_device_.get(), insert_job_sample_.get(), insert_rank_sample_.get()}) {
       if (st) st->tryReset();
     }
     device_ids_.clear();
@@ -442,6 +448,16 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       st.exec();
       st.reset();
     }
+    if (b.cpu) {
+      auto& st = *insert_cpu_;
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":interval_ms", interval_ms);
+      st.bind(":busy_cores", b.cpu->busy_cores);
+      st.bind(":iowait_cores", b.cpu->iowait_cores);
+      st.bind(":online_cpus", static_cast<int64_t>(b.cpu->online_cpus));
+      st.exec();
+      st.reset();
+    }
     for (const auto& g : b.gpus) {
       auto& st = *insert_gpu_;
       st.bind(":ts_ms", b.wall_time_ms);
@@ -477,270 +493,14 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
   tx.commit();
 }
 
-int64_t Store::jobId(const std::string& key) {
-  if (auto it = job_ids_.find(key); it != job_ids_.end()) return it->second;
-  SQLite::Statement st(db_, "SELECT job_id FROM jobs WHERE job_key = ?");
-  st.bind(1, key);
-  if (!st.executeStep()) return 0;  // described in the same batch before use; see writeJobFacts
-  const int64_t id = st.getColumn(0).getInt64();
-  job_ids_.emplace(key, id);
-  return id;
-}
-
-// Job descriptions first, so that the samples and facts of the same batch find their job.
-void Store::writeJobFacts(const collectors::SampleBatch& b) {
-  for (const auto& j : b.job_updates) {
-    SQLite::Statement st(
-        db_,
-        "INSERT INTO jobs (job_key, label, root_pid, cmdline, labels, gpus, started_ms, ended_ms, "
-        "last_seen_ms, cgroup_limits) VALUES (:job_key, :label, :root_pid, :cmdline, :labels, "
-        ":gpus, :started_ms, :ended_ms, :last_seen_ms, :cgroup_limits) ON CONFLICT (job_key) DO "
-        "UPDATE SET label=excluded.label, root_pid=excluded.root_pid, cmdline=excluded.cmdline, "
-        "labels=excluded.labels, gpus=excluded.gpus, ended_ms=excluded.ended_ms, "
-        "last_seen_ms=excluded.last_seen_ms, cgroup_limits=excluded.cgroup_limits "
-        "RETURNING job_id");
-    st.bind(":job_key", j.key);
-    bindTextOrNull(st, ":label", j.label);
-    st.bind(":root_pid", static_cast<int64_t>(j.root_pid));
-    bindTextOrNull(st, ":cmdline", j.cmdline);
-    bindTextOrNull(st, ":labels", j.labels);
-    bindTextOrNull(st, ":gpus", joinList(j.gpus));  // comma-separated in the DB
-    st.bind(":started_ms", j.started_ms);
-    bindOptional(st, ":ended_ms", j.ended_ms);
-    st.bind(":last_seen_ms", b.wall_time_ms);
-    bindTextOrNull(st, ":cgroup_limits", j.cgroup_limits);
-    st.executeStep();
-    job_ids_[j.key] = st.getColumn(0).getInt64();
-  }
-  for (const auto& p : b.job_processes) {
-    const int64_t job = jobId(p.key);
-    if (!job) continue;
-    SQLite::Statement st(
-        db_,
-        "INSERT OR IGNORE INTO job_processes (job_id, pid, role, comm, first_seen_ms) "
-        "VALUES (:job_id, :pid, :role, :comm, :first_seen_ms)");
-    st.bind(":job_id", job);
-    st.bind(":pid", static_cast<int64_t>(p.pid));
-    st.bind(":role", p.role);
-    bindTextOrNull(st, ":comm", p.comm);
-    st.bind(":first_seen_ms", b.wall_time_ms);
-    st.exec();
-  }
-  for (const auto& d : b.job_devices) {
-    const int64_t job = jobId(d.key);
-    if (!job) continue;
-    SQLite::Statement st(
-        db_,
-        "INSERT INTO job_devices (job_id, device_id, via, open_files_seen, first_seen_ms, "
-        "last_seen_ms) VALUES (:job_id, :device_id, :via, :open_files_seen, :first_seen_ms, "
-        ":last_seen_ms) ON CONFLICT (job_id, device_id, via) DO UPDATE SET "
-        "open_files_seen = open_files_seen + excluded.open_files_seen, "
-        "last_seen_ms = excluded.last_seen_ms");
-    st.bind(":job_id", job);
-    st.bind(":device_id", deviceId(d.device, d.major, d.minor, b.wall_time_ms));
-    st.bind(":via", d.via);
-    st.bind(":open_files_seen", static_cast<int64_t>(d.open_files));
-    st.bind(":first_seen_ms", b.wall_time_ms);
-    st.bind(":last_seen_ms", b.wall_time_ms);
-    st.exec();
-  }
-  const int64_t interval_ms = static_cast<int64_t>(std::llround(b.interval_seconds * 1000.0));
-  for (const auto& j : b.jobs) {
-    const int64_t job = jobId(j.key);
-    if (!job) continue;
-    auto& st = *insert_job_sample_;
-    st.bind(":ts_ms", b.wall_time_ms);
-    st.bind(":job_id", job);
-    st.bind(":interval_ms", interval_ms);
-    st.bind(":processes", static_cast<int64_t>(j.processes));
-    st.bind(":workers", static_cast<int64_t>(j.workers));
-    bindOptional(st, ":read_bytes_per_second", j.read_bytes_per_second);
-    bindOptional(st, ":write_bytes_per_second", j.write_bytes_per_second);
-    bindOptional(st, ":rchar_per_second", j.rchar_per_second);
-    bindOptional(st, ":read_syscalls_per_second", j.read_syscalls_per_second);
-    bindOptional(st, ":main_cpu_ratio", j.main_cpu_ratio);
-    bindOptional(st, ":workers_cpu_ratio", j.workers_cpu_ratio);
-    st.bind(":d_state_threads", static_cast<int64_t>(j.d_state_threads));
-    bindTextOrNull(st, ":top_wchan", j.top_wchan);
-    bindTextOrNull(st, ":sleep_wchan", j.sleep_wchan);
-    bindOptional(st, ":steps", j.steps);
-    bindOptional(st, ":samples", j.samples);
-    bindOptional(st, ":data_wait_seconds", j.data_wait_seconds);
-    bindOptional(st, ":step_seconds", j.step_seconds);
-    bindOptional(st, ":gpu_util_percent", j.gpu_util_percent);
-    bindOptional(st, ":gpu_work_percent", j.gpu_work_percent);
-    bindOptional(st, ":cgroup_io_some", j.cgroup_io_some);
-    bindOptional(st, ":cgroup_cpu_some", j.cgroup_cpu_some);
-    bindOptional(st, ":cgroup_memory_some", j.cgroup_memory_some);
-    bindOptional(st, ":cgroup_cpu_throttled_ratio", j.cgroup_cpu_throttled_ratio);
-    bindOptional(st, ":cgroup_limited_read_bytes_per_second",
-                 j.cgroup_limited_read_bytes_per_second);
-    bindOptional(st, ":cgroup_read_limit_bytes_per_second", j.cgroup_read_limit_bytes_per_second);
-    // Written when they change: NULL means "as the row before".
-    auto last = cgroup_limits_written_.find(job);
-    if ((last == cgroup_limits_written_.end() && !j.cgroup_limits.empty()) ||
-        (last != cgroup_limits_written_.end() && last->second != j.cgroup_limits)) {
-      st.bind(":cgroup_limits", j.cgroup_limits);
-      cgroup_limits_written_[job] = j.cgroup_limits;
-    } else {
-      st.bind(":cgroup_limits");
-    }
-    if (j.neighbour_io) {
-      st.bind(":neighbour_io", *j.neighbour_io);
-    } else {
-      st.bind(":neighbour_io");
-    }
-    st.exec();
-    st.reset();
-  }
-  for (const auto& r : b.rank_updates) {
-    const int64_t job = jobId(r.key);
-    if (!job) continue;
-    SQLite::Statement st(
-        db_,
-        "INSERT INTO job_ranks (job_id, rank, pid, gpu_uuid, first_seen_ms, last_seen_ms) "
-        "VALUES (:job_id, :rank, :pid, :gpu_uuid, :first_seen_ms, :last_seen_ms) ON CONFLICT "
-        "(job_id, rank) DO UPDATE SET pid = excluded.pid, "
-        "gpu_uuid = coalesce(excluded.gpu_uuid, gpu_uuid), last_seen_ms = excluded.last_seen_ms");
-    st.bind(":job_id", job);
-    st.bind(":rank", r.rank);
-    st.bind(":pid", static_cast<int64_t>(r.pid));
-    bindTextOrNull(st, ":gpu_uuid", r.gpu);
-    st.bind(":first_seen_ms", b.wall_time_ms);
-    st.bind(":last_seen_ms", b.wall_time_ms);
-    st.exec();
-  }
-  for (const auto& r : b.ranks) {
-    const int64_t job = jobId(r.key);
-    if (!job) continue;
-    auto& st = *insert_rank_sample_;
-    st.bind(":ts_ms", b.wall_time_ms);
-    st.bind(":job_id", job);
-    st.bind(":rank", r.rank);
-    st.bind(":interval_ms", interval_ms);
-    st.bind(":processes", static_cast<int64_t>(r.processes));
-    st.bind(":workers", static_cast<int64_t>(r.workers));
-    bindOptional(st, ":read_bytes_per_second", r.read_bytes_per_second);
-    bindOptional(st, ":write_bytes_per_second", r.write_bytes_per_second);
-    bindOptional(st, ":main_cpu_ratio", r.main_cpu_ratio);
-    bindOptional(st, ":workers_cpu_ratio", r.workers_cpu_ratio);
-    st.bind(":d_state_threads", static_cast<int64_t>(r.d_state_threads));
-    bindTextOrNull(st, ":top_wchan", r.top_wchan);
-    bindOptional(st, ":steps", r.steps);
-    bindOptional(st, ":data_wait_seconds", r.data_wait_seconds);
-    bindOptional(st, ":step_seconds", r.step_seconds);
-    bindOptional(st, ":gpu_util_percent", r.gpu_util_percent);
-    bindOptional(st, ":gpu_work_percent", r.gpu_work_percent);
-    st.exec();
-    st.reset();
-  }
-}
-
-void Store::writeEvent(int64_t run_id, const AgentEvent& event) {
-  SQLite::Statement st(db_,
-                       "INSERT INTO agent_events (ts_ms, run_id, source, level, message) "
-                       "VALUES (?,?,?,?,?)");
-  st.bind(1, event.ts_ms);
-  if (run_id > 0) {
-    st.bind(2, run_id);
-  } else {
-    st.bind(2);
-  }
-  st.bind(3, event.source);
-  st.bind(4, event.level);
-  st.bind(5, event.message);
-  st.exec();
-}
-
-void Store::writeIncidentEvent(int64_t run_id, const LiveIncidentEvent& live) {
-  const auto& e = live.event;
-  const auto& i = e.incident;
-  const int64_t job = jobId(e.job_key);
-  if (!job) return;  // a job the DB has not seen described: nothing to hang it on
-  SQLite::Transaction tx(db_);
-  int64_t incident_id = 0;
-  if (auto it = live_incident_ids_.find(e.live_id); it != live_incident_ids_.end()) {
-    incident_id = it->second;
-    SQLite::Statement st(db_, updateIncidentSql());
-    bindIncident(st, i);
-    st.bind(":incident_id", incident_id);
-    st.exec();
-  } else {
-    SQLite::Statement st(db_, insertIncidentSql() + " RETURNING incident_id");
-    st.bind(":job_id", job);
-    st.bind(":source", "live");
-    bindIncident(st, i);
-    st.bind(":detected_ms", e.ts_ms);
-    st.executeStep();
-    incident_id = st.getColumn(0).getInt64();
-    live_incident_ids_[e.live_id] = incident_id;
-  }
-  if (e.kind == model::IncidentEventKind::kClose) live_incident_ids_.erase(e.live_id);
-  SQLite::Statement ev(
-      db_,
-      "INSERT INTO incident_events (ts_ms, incident_id, run_id, event, class, device, notified) "
-      "VALUES (?,?,?,?,?,?,?)");
-  ev.bind(1, e.ts_ms);
-  ev.bind(2, incident_id);
-  if (run_id > 0) {
-    ev.bind(3, run_id);
-  } else {
-    ev.bind(3);
-  }
-  ev.bind(4, model::toString(e.kind));
-  ev.bind(5, model::toString(i.cls));
-  bindTextOrNull(ev, 6, i.device);
-  ev.bind(7, live.notified ? 1 : 0);
-  ev.exec();
-  tx.commit();
-}
-
-void Store::writeHealth(int64_t run_id, const HealthRecord& h) {
-  const auto& r = h.reading;
-  SQLite::Statement st(db_,
-                       "INSERT INTO drive_health (ts_ms, run_id, device, kind, source, verdict, "
-                       "model, serial, passed, "
-                       "temperature_c, power_on_hours, reading, evidence, note) VALUES "
-                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  st.bind(1, h.ts_ms);
-  if (run_id > 0) {
-    st.bind(2, run_id);
-  } else {
-    st.bind(2);
-  }
-  st.bind(3, r.device);
-  st.bind(4, health::toString(r.kind));
-  st.bind(5, r.source);
-  st.bind(6, health::toString(h.verdict.verdict));
-  bindTextOrNull(st, 7, r.model);
-  bindTextOrNull(st, 8, r.serial);
-  if (r.passed) {
-    st.bind(9, *r.passed ? 1 : 0);
-  } else {
-    st.bind(9);
-  }
-  bindOptional(st, 10, r.temperature_c);
-  bindOptional(st, 11, r.power_on_hours);
-  st.bind(12, health::toJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  st.bind(13, health::toJson(h.verdict)["evidence"].dump(-1, ' ', false,
-                                                         nlohmann::json::error_handler_t::replace));
-  bindTextOrNull(st, 14, r.note);
-  st.exec();
-}
-
-void Store::replaceIncidents(int64_t job_id, const std::string& source,
-                             const std::vector<model::Incident>& incidents, int64_t detected_ms) {
-  storage::replaceIncidents(db_, job_id, source, incidents, detected_ms);
-}
-
 uint64_t Store::pruneBefore(int64_t cutoff_ms) {
   // Rows are appended in time order, so the oldest are the lowest rowids: each chunk reads
   // from the front of the table instead of scanning it for old timestamps.
   static const char* kTables[][2] = {
-      {"disk_samples", "ts_ms"},        {"pressure_samples", "ts_ms"}, {"gpu_samples", "ts_ms"},
-      {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},      {"rank_samples", "ts_ms"},
-      {"agent_events", "ts_ms"},        {"incident_events", "ts_ms"},  {"drive_health", "ts_ms"},
-      {"incidents", "end_ms"},
+      {"disk_samples", "ts_ms"}, {"pressure_samples", "ts_ms"},    {"cpu_samples", "ts_ms"},
+      {"gpu_samples", "ts_ms"},  {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},
+      {"rank_samples", "ts_ms"}, {"agent_events", "ts_ms"},        {"incident_events", "ts_ms"},
+      {"drive_health", "ts_ms"}, {"incidents", "end_ms"},
   };
   constexpr int kChunk = 20000;
   uint64_t deleted = 0;

@@ -23,7 +23,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 class StoreError : public std::runtime_error {
  public:
@@ -115,6 +115,7 @@ class Store {
   std::map<int64_t, std::string> cgroup_limits_written_;  // by job_id: the last written
   std::unique_ptr<SQLite::Statement> insert_nfs_;
   std::unique_ptr<SQLite::Statement> insert_pressure_;
+  std::unique_ptr<SQLite::Statement> insert_cpu_;
   std::unique_ptr<SQLite::Statement> insert_gpu_;
   std::unique_ptr<SQLite::Statement> insert_gpu_process_;
   std::unique_ptr<SQLite::Statement> touch_device_;

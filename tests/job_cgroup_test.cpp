@@ -28,6 +28,18 @@ TEST(Cgroup, ParsesIoMaxAndIoStat) {
   EXPECT_EQ(stats[1].rbytes, 0u);  // a value it cannot read is 0, the line kept
 }
 
+TEST(Cgroup, ParsesMemoryLimitsAndCpuLists) {
+  EXPECT_EQ(parseMemoryLimit("8589934592\n"), 8589934592u);
+  EXPECT_FALSE(parseMemoryLimit("max\n"));
+  EXPECT_FALSE(parseMemoryLimit("lots\n"));
+  EXPECT_EQ(countCpuList("0-15\n"), 16u);
+  EXPECT_EQ(countCpuList("0,2-5,8"), 6u);
+  EXPECT_EQ(countCpuList("3"), 1u);
+  EXPECT_FALSE(countCpuList(""));
+  EXPECT_FALSE(countCpuList("5-2"));
+  EXPECT_FALSE(countCpuList("0-x"));
+}
+
 // Who else used a device: the leaf cgroups' io.stat, twice, a second apart. The job's own
 // cgroup and the devices it does not use are left out; the heaviest comes first; a cgroup with
 // children is not named (its children are).

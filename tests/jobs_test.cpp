@@ -59,6 +59,11 @@ class ProcTree {
     testing::writeFile(proc_ / std::to_string(pid) / "mountinfo", text);
   }
   void remove(uint32_t pid) { fs::remove_all(proc_ / std::to_string(pid)); }
+  // The main thread's schedstat: ns on a CPU, ns runnable and waiting, timeslices.
+  void schedstat(uint32_t pid, uint64_t run_ns, uint64_t wait_ns) {
+    testing::writeFile(proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "schedstat",
+                       std::to_string(run_ns) + " " + std::to_string(wait_ns) + " 7\n");
+  }
 
  private:
   fs::path proc_;
@@ -209,6 +214,71 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
   ASSERT_FALSE(first.job_updates.empty());
   EXPECT_EQ(first.job_updates.back().cgroup_limits,  // the job as described at the end of the tick
             "io.max 254:0 (vda) rbps=4.0 MiB/s in " + rank1.string());
+}
+
+// A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds
+// the job as much as its own: it is read, named with its level, and the job's reads are judged
+// against it through the tenant's io.stat, which sums every cgroup below it.
+TEST_F(JobTrackerTest, ALimitAboveTheJobsCgroupIsNamedWithItsLevel) {
+  const fs::path root = dir_.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  testing::writeFile(root / "proc/101/cgroup", "0::/tenant/job\n");
+  testing::writeFile(root / "proc/102/cgroup", "0::/tenant/job\n");
+  testing::writeFile(root / "proc/101/status", "Name:\tpython3\nCpus_allowed_list:\t0-7\n");
+  const fs::path tenant = root / "sys/fs/cgroup/tenant";
+  testing::writeFile(tenant / "io.max", "254:0 rbps=15728640 wbps=max riops=max wiops=max\n");
+  testing::writeFile(tenant / "cpu.max", "400000 100000\n");
+  testing::writeFile(tenant / "memory.high", "8589934592\n");
+  testing::writeFile(tenant / "job/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  auto io_stat = [&](uint64_t mib) {
+    testing::writeFile(tenant / "io.stat", "254:0 rbytes=" + std::to_string(mib << 20) +
+                                               " wbytes=0 rios=10 wios=0 dbytes=0 dios=0\n");
+  };
+  io_stat(0);
+  makeTracker();
+  const SampleBatch first = tick(1);
+  io_stat(15);
+  const SampleBatch second = tick(2);
+  const JobSample* s = sampleOf(second, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_DOUBLE_EQ(s->cgroup_limited_read_bytes_per_second.value_or(-1), 15 << 20);
+  EXPECT_DOUBLE_EQ(s->cgroup_read_limit_bytes_per_second.value_or(-1), 15728640);
+  EXPECT_EQ(s->cgroup_read_limit, "io.max 254:0 (vda) rbps=15.0 MiB/s in " + tenant.string() +
+                                      " (parent of the job's cgroup)");
+  // Its affinity (8 CPUs) within the tenant's quota (4 CPUs).
+  EXPECT_DOUBLE_EQ(s->cpus_allowed.value_or(-1), 4.0);
+  ASSERT_FALSE(first.job_updates.empty());
+  const std::string limits = first.job_updates.back().cgroup_limits;
+  EXPECT_NE(limits.find("cpu.max 400000 100000 (4.00 CPU) in " + tenant.string() +
+                        " (parent of the job's cgroup)"),
+            std::string::npos)
+      << limits;
+  EXPECT_NE(limits.find("memory.high 8.0 GiB in " + tenant.string()), std::string::npos) << limits;
+}
+
+// The main thread's CPU and its wait for a CPU come from its schedstat, per interval; a job of
+// several ranks gives the least busy of its main threads (the one a synchronous job waits for).
+// Stopped processes (T) are counted per job and per rank.
+TEST_F(JobTrackerTest, MainThreadCpuAndStoppedProcesses) {
+  tree_.schedstat(101, 1'000'000'000, 0);
+  tree_.schedstat(102, 1'000'000'000, 0);
+  tick(1);
+  tree_.schedstat(101, 1'900'000'000, 50'000'000);  // ran 0.9 s of the second
+  tree_.schedstat(102, 1'300'000'000, 0);           // ran 0.3 s: asleep, waiting for a batch
+  tree_.process(103, "pt_data_worker", 'T', 101, 50);
+  const SampleBatch second = tick(2);
+  const JobSample* s = sampleOf(second, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_NEAR(s->main_thread_cpu_ratio.value_or(-1), 0.3, 1e-9);
+  EXPECT_NEAR(s->main_thread_runqueue_ratio.value_or(-1), 0.0, 1e-9);
+  EXPECT_EQ(s->stopped_processes, 1u);
+  ASSERT_EQ(second.ranks.size(), 2u);
+  for (const RankSample& r : second.ranks) {
+    EXPECT_NEAR(r.main_thread_cpu_ratio.value_or(-1), r.rank == 0 ? 0.9 : 0.3, 1e-9);
+    EXPECT_EQ(r.stopped_processes, r.rank == 0 ? 1u : 0u);
+  }
 }
 
 TEST_F(JobTrackerTest, GroupsRanksByRunIdAndFollowsWorkers) {

@@ -25,9 +25,16 @@ struct Scenario {
   // its progress signal.
   explicit Scenario(unsigned seed = 42, bool reports_steps = false) : rng(seed) {
     s.gpu_count = 1;
-    DeviceSeries loop1{"loop1", "", true, {}, {}, {}, {}};
-    DeviceSeries vda{"vda", "loop1", true, {}, {}, {}, {}};
-    DeviceSeries sdb{"sdb", "", false, {}, {}, {}, {}};
+    auto named = [](const char* name, const char* via, bool job_reads) {
+      DeviceSeries d;
+      d.name = name;
+      d.via = via;
+      d.job_reads = job_reads;
+      return d;
+    };
+    DeviceSeries loop1 = named("loop1", "", true);
+    DeviceSeries vda = named("vda", "loop1", true);
+    DeviceSeries sdb = named("sdb", "", false);
     for (size_t i = 0; i < kIntervals; ++i) {
       s.ts_ms.push_back(1'000'000 + static_cast<int64_t>(i) * 1000);
       s.interval_s.push_back(1.0);

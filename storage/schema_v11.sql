@@ -1,0 +1,39 @@
+-- stallwatch database, schema version 11: what limits a job when it runs as it always does
+-- (the bottleneck verdict), and what its processes did while it hung (see schema_v1.sql for
+-- conventions).
+
+-- The host's CPUs per interval (/proc/stat): cores' worth of busy time (user, nice, system, irq,
+-- softirq, steal) and of I/O wait, and how many CPUs were online. A job's input pipeline could
+-- use more workers only where cores were free.
+CREATE TABLE cpu_samples (
+  ts_ms        INTEGER NOT NULL,
+  interval_ms  INTEGER NOT NULL,
+  busy_cores   REAL    NOT NULL,
+  iowait_cores REAL    NOT NULL,
+  online_cpus  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX cpu_samples_by_time ON cpu_samples (ts_ms);
+
+-- The main thread of the job's main process (several ranks: the least busy one, the one a
+-- synchronous job waits for), from its schedstat: its CPU (1.0 = one core) and the share of the
+-- interval it sat runnable waiting for a CPU. A loop waiting for batches sleeps; one that is
+-- CPU-bound itself, or spins on the GPU, runs.
+ALTER TABLE job_samples ADD COLUMN main_thread_cpu_ratio REAL;
+ALTER TABLE job_samples ADD COLUMN main_thread_runqueue_ratio REAL;
+-- The job's processes stopped (state T or t) at the tick: a hang's workers, stopped.
+ALTER TABLE job_samples ADD COLUMN stopped_processes INTEGER;
+-- Where its workers sleep (S) once asleep for two ticks, the most common ('' while they run,
+-- NULL before this version): what a worker waits on that is not I/O (a lock, a queue).
+ALTER TABLE job_samples ADD COLUMN workers_sleep_wchan TEXT;
+-- How many CPUs the job may use: its main process's affinity within the CPU quota of its
+-- cgroup and of those above it.
+ALTER TABLE job_samples ADD COLUMN cpus_allowed REAL;
+-- The io.max limit nearest its use this interval, in cgroup_limits' words with the cgroup that
+-- sets it, which may be above the job's own ("... in /sys/fs/cgroup/tenant (parent of the job's
+-- cgroup)"); NULL when no read limit applies. From this version cgroup_limits also lists the
+-- limits of the cgroups above the job's, and memory.max and memory.high.
+ALTER TABLE job_samples ADD COLUMN cgroup_read_limit TEXT;
+
+ALTER TABLE rank_samples ADD COLUMN main_thread_cpu_ratio REAL;
+ALTER TABLE rank_samples ADD COLUMN main_thread_runqueue_ratio REAL;
+ALTER TABLE rank_samples ADD COLUMN stopped_processes INTEGER;
