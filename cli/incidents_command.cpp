@@ -45,7 +45,7 @@ int runIncidents(const IncidentsArgs& args) {
     if (args.json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& s : incidents) {
-        nlohmann::json j = incidentJson(s.incident);
+        nlohmann::json j = render::incidentJson(s.incident);
         j["incident_id"] = s.incident_id;
         j["job_id"] = s.job_id;
         j["job"] = s.job_label;
@@ -59,7 +59,7 @@ int runIncidents(const IncidentsArgs& args) {
     if (incidents.empty()) std::cout << "no incidents in " << path << "\n";
     for (const auto& s : incidents) {
       std::cout << "#" << s.incident_id << "  job " << s.job_id << " " << s.job_label << "\n    "
-                << describeIncident(s.incident) << "  [" << s.source << "]\n";
+                << render::describeIncident(s.incident) << "  [" << s.source << "]\n";
       if (const std::string ranks = correlator::rankSummary(s.incident); !ranks.empty()) {
         std::cout << "    " << ranks << "\n";
       }

@@ -105,9 +105,9 @@ int runJobs(const JobsArgs& args) {
   }
   for (const auto& [job, j, gpus] : jobs) {
     std::cout << fmt::format("job {}  {}  ({})\n", job.job_id, job.label, job.key);
-    std::cout << fmt::format(
-        "  span        {} .. {}\n", timeText(job.started_ms),
-        job.ended_ms ? timeText(*job.ended_ms) : std::string("running (or agent stopped first)"));
+    std::cout << fmt::format("  span        {} .. {}\n", render::timeText(job.started_ms),
+                             job.ended_ms ? render::timeText(*job.ended_ms)
+                                          : std::string("running (or agent stopped first)"));
     if (!job.labels.empty()) std::cout << "  labels      " << job.labels << "\n";
     std::cout << "  gpus        " << (gpus.empty() ? "-" : gpus) << "\n";
     std::cout << fmt::format("  processes   {} ({} workers), root pid {}\n", j.processes, j.workers,

@@ -1,50 +1,17 @@
-// What `stallwatch report` says about each job, computed once and rendered as text, JSON or
-// a self-contained HTML page.
+// `stallwatch report` on one recording: each job's post-mortem, computed from the recording
+// (render/report.h holds what is computed and how it is said).
 #pragma once
 
-#include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <string>
 #include <vector>
 
-#include "correlator/postmortem.h"
+#include "render/report.h"
 #include "storage/recording.h"
 
 namespace stallwatch::cli {
 
-// A device the job reads: its latency over the job's span, and the drive's recorded health.
-struct DeviceRow : correlator::DeviceLatency {
-  std::string health;  // the drive's verdict at the end of the job's span; "" if never read
-  std::string health_evidence;  // its first counter, "ata 5 Reallocated_Sector_Ct raw 304"
-  std::string served_by;        // a mount: "fuse: FUSE daemon slowfs (pid 81)"; "" for a device
-};
-
-struct JobReport {
-  storage::JobRecord job;
-  model::JobSeries series;
-  correlator::Analysis analysis;
-  double goodput = 1.0;  // share of GPU (or step) capacity not lost to stalls
-  std::vector<correlator::Gap> gaps;
-  std::vector<DeviceRow> devices;  // the job's devices
-  std::vector<correlator::RankFigures> ranks;
-  // What serves each storage target that is a mount (the recording's), by name.
-  std::map<std::string, std::string> served_by;
-};
-
-std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,
-                                    const storage::TimeRange& range);
-
-std::string timeText(int64_t ms);
-std::string describeIncident(const model::Incident& inc);
-nlohmann::json incidentJson(const model::Incident& inc);
-std::string renderText(const std::vector<JobReport>& reports);
-nlohmann::json renderJson(const std::vector<JobReport>& reports);
-// HOST (may be null): the host's own series (Recording::hostSeries), shown when no job has
-// samples in the range, so that a recording of devices alone still tells their story.
-std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title,
-                       const model::JobSeries* host = nullptr);
-// "no job with samples in the range", and with HOST what its devices did (p50/p99 await).
-std::string renderHostText(const model::JobSeries& host);
+std::vector<render::JobReport> buildReports(storage::Recording& recording,
+                                            std::optional<int64_t> job_id,
+                                            const storage::TimeRange& range);
 
 }  // namespace stallwatch::cli

@@ -40,8 +40,8 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
                  "the run with --run-id\n";
     return 2;
   }
-  FleetInputs inputs = recordingPaths(args.dbs);
-  std::vector<FleetReport> reports;
+  render::FleetInputs inputs = recordingPaths(args.dbs);
+  std::vector<render::FleetReport> reports;
   try {
     reports = buildFleetReports(inputs, args.run_id, range);
   } catch (const std::exception& e) {
@@ -54,12 +54,13 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
     return 1;
   }
   if (!args.html.empty() &&
-      !writeHtml(args.html, renderFleetHtml(reports, inputs, "stallwatch report across nodes")))
+      !writeHtml(args.html,
+                 render::renderFleetHtml(reports, inputs, "stallwatch report across nodes")))
     return 1;
   if (args.json) {
-    std::cout << renderFleetJson(reports, inputs).dump(2) << "\n";
+    std::cout << render::renderFleetJson(reports, inputs).dump(2) << "\n";
   } else if (args.html.empty()) {
-    std::cout << renderFleetText(reports, inputs);
+    std::cout << render::renderFleetText(reports, inputs);
   }
   return 0;
 }
@@ -78,7 +79,7 @@ int runReport(const ReportArgs& args) {
   if (acrossNodes(args)) return runFleetReport(args, range);
   const std::string path =
       args.dbs.empty() ? storage::defaultDatabasePath().string() : args.dbs.front();
-  std::vector<JobReport> reports;
+  std::vector<render::JobReport> reports;
   model::JobSeries host;  // what the devices did, when no job has samples in the range
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
@@ -89,12 +90,12 @@ int runReport(const ReportArgs& args) {
     return 1;
   }
   if (!args.html.empty() &&
-      !writeHtml(args.html, renderHtml(reports, "stallwatch report: " + path, &host)))
+      !writeHtml(args.html, render::renderHtml(reports, "stallwatch report: " + path, &host)))
     return 1;
   if (args.json) {
-    std::cout << renderJson(reports).dump(2) << "\n";
+    std::cout << render::renderJson(reports).dump(2) << "\n";
   } else if (args.html.empty()) {
-    std::cout << (reports.empty() ? renderHostText(host) : renderText(reports));
+    std::cout << (reports.empty() ? render::renderHostText(host) : render::renderText(reports));
   }
   return 0;
 }

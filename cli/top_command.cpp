@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/time_arg.h"
-#include "cli/top_view.h"
+#include "render/top_view.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -34,13 +34,13 @@ struct TopArgs {
 
 std::atomic<bool> g_stop{false};
 
-std::vector<std::string> frame(const std::string& path, const TopState& state, int width,
+std::vector<std::string> frame(const std::string& path, const render::TopState& state, int width,
                                int height, size_t& jobs, std::optional<int64_t> at = {}) {
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
-    const TopData data = readTop(recording, at.value_or(nowMs()));
+    const render::TopData data = render::readTop(recording, at.value_or(nowMs()));
     jobs = data.jobs.size();
-    return renderTop(data, state, width, height);
+    return render::renderTop(data, state, width, height);
   } catch (const std::exception& e) {
     jobs = 0;
     return {"stallwatch top: cannot read " + path, e.what(), "", "(trying again each interval)"};
@@ -54,7 +54,7 @@ int runTop(const TopArgs& args) {
     std::cerr << "stallwatch top: --interval must be a duration of 100ms or more\n";
     return 2;
   }
-  TopState state;
+  render::TopState state;
   state.evidence = args.evidence;
   state.selected = args.job;
   size_t jobs = 0;

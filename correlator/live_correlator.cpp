@@ -18,6 +18,7 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
   s.gpu_work_percent[i] = x.gpu_work_percent;
   s.steps[i] = toOptional(x.steps);
   s.data_wait_s[i] = x.data_wait_seconds;
+  s.step_s[i] = x.step_seconds;
   s.read_bytes_per_s[i] = x.read_bytes_per_second;
   s.write_bytes_per_s[i] = x.write_bytes_per_second;
   s.workers_cpu[i] = x.workers_cpu_ratio;
@@ -25,6 +26,7 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
   s.main_thread_cpu[i] = x.main_thread_cpu_ratio;
   s.main_thread_runqueue[i] = x.main_thread_runqueue_ratio;
   s.workers[i] = static_cast<double>(x.workers);
+  s.main_cpu[i] = x.main_cpu_ratio;
   s.stopped_processes[i] = static_cast<double>(x.stopped_processes);
 }
 
@@ -40,7 +42,6 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   const size_t i = model::appendInterval(s, b.wall_time_ms, b.interval_seconds);
   s.gpu_count = std::max(s.gpu_count, static_cast<uint32_t>(j.gpus.size()));
   setProcessFigures(s, i, j);
-  s.step_s[i] = j.step_seconds;
   s.d_state_wchan[i] = j.top_wchan;
   s.sleep_wchan[i] = j.sleep_wchan;
   s.cgroup_io_some[i] = j.cgroup_io_some;

@@ -65,9 +65,10 @@ DeviceLatency deviceLatency(const model::DeviceSeries& d) {
 }
 
 JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices,
-                                const DetectorConfig& config) {
+                                const DetectorConfig& config, const LimiterConfig& limiter) {
   JobSummary j;
   j.analysis = analyzeJobOnHost(series, other_devices, config);
+  j.limits = analyzeLimits(series, j.analysis, limiter);
   j.goodput = goodputOf(j.analysis, series);
   j.gaps = gapsOf(series);
   for (const auto& d : series.devices) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "correlator/limiter.h"
 #include "correlator/stall_detector.h"
 
 namespace stallwatch::correlator {
@@ -43,14 +44,16 @@ struct RankFigures {
 
 struct JobSummary {
   Analysis analysis;
-  double goodput = 1.0;  // share of GPU (or step) capacity not lost to stalls
+  model::JobLimits limits;  // what limited the job outside its incidents
+  double goodput = 1.0;     // share of GPU (or step) capacity not lost to stalls
   std::vector<Gap> gaps;
   std::vector<DeviceLatency> devices;  // the devices the job reads
   std::vector<RankFigures> ranks;
 };
 
 JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_devices,
-                                const DetectorConfig& config = {});
+                                const DetectorConfig& config = {},
+                                const LimiterConfig& limiter = {});
 
 // Share of capacity not lost to stalls: by GPU-seconds where the job has GPUs; without them,
 // the share of intervals not spent in incidents, weighted by how idle they were.

@@ -612,6 +612,55 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
   a.incidents = std::move(kept);
 }
 
+// The intervals of a stall that begins before the forward baseline is warm (BASELINE none), as
+// judged against the job's later healthy intervals, when they last min_duration_s or more from
+// the job's first progress; none otherwise.
+std::optional<std::vector<bool>> earlyStall(const std::vector<std::optional<double>>& progress,
+                                            const std::vector<std::optional<double>>& baseline,
+                                            double min_drop, const std::vector<double>& interval_s,
+                                            const DetectorConfig& cfg) {
+  const size_t n = progress.size();
+  size_t cold = 0;  // intervals before the forward baseline is warm
+  while (cold < n && !baseline[cold]) ++cold;
+  if (cold == 0) return std::nullopt;
+  std::vector<bool> later_stalled(n, false);
+  ProgressBaseline backwards(cfg);
+  for (size_t k = n; k-- > 0;) later_stalled[k] = backwards.judge(progress[k], min_drop);
+  size_t first = 0;
+  while (first < cold && !(progress[first] && *progress[first] > 0)) ++first;
+  std::vector<bool> stalled(n, false);
+  bool any = false;
+  for (size_t i = first; i < cold;) {
+    if (!later_stalled[i]) {
+      ++i;
+      continue;
+    }
+    size_t last = i, j = i + 1;  // a run, single-interval gaps bridged, past the cold start
+    while (j < n && (later_stalled[j] || (j + 1 < n && later_stalled[j + 1]))) {
+      if (later_stalled[j]) last = j;
+      ++j;
+    }
+    double duration = 0;
+    for (size_t k = i; k <= last; ++k) duration += interval_s[k];
+    if (duration >= cfg.min_duration_s) {
+      for (size_t k = i; k <= last; ++k) stalled[k] = later_stalled[k];
+      any = true;
+    }
+    i = j;
+  }
+  if (!any) return std::nullopt;
+  return stalled;
+}
+
+// The baseline interval I was judged against backwards: the median of the healthy progress
+// after it, as earlyStall's backward pass saw it.
+std::optional<double> earlyBaseline(const std::vector<std::optional<double>>& progress, size_t i,
+                                    double min_drop, const DetectorConfig& cfg) {
+  ProgressBaseline backwards(cfg);
+  for (size_t k = progress.size(); k-- > i + 1;) backwards.judge(progress[k], min_drop);
+  return backwards.current();
+}
+
 }  // namespace
 
 bool processesIdle(const JobSeries& s, const Incident& inc) {
@@ -645,10 +694,25 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   const double min_drop = minDrop(signal, cfg);
 
   // A stall longer than the window keeps being judged against the job's behaviour before it.
-  ProgressBaseline baseline(cfg);
-  for (size_t i = 0; i < n; ++i) {
-    a.baseline[i] = baseline.current();
-    a.stalled[i] = baseline.judge(progress[i], min_drop);
+  auto forward = [&](const std::vector<bool>& forced) {
+    ProgressBaseline baseline(cfg);
+    for (size_t i = 0; i < n; ++i) {
+      a.baseline[i] = baseline.current();
+      a.stalled[i] = forced[i] || baseline.judge(progress[i], min_drop);
+    }
+  };
+  forward(std::vector<bool>(n, false));
+  // A stall that begins before the baseline is warm (its first warmup_intervals healthy ones)
+  // cannot be judged forward: the post-mortem judges those first intervals against the job's
+  // later healthy ones (the same rule run backwards from the end), so that a job starved from
+  // its first seconds is found from its true start (issue 31). Only a stall long enough to be
+  // an incident, and only from the job's first progress on (its start-up is no stall):
+  // otherwise the forward verdict stands as the live correlator reached it.
+  if (const auto early = earlyStall(progress, a.baseline, min_drop, s.interval_s, cfg)) {
+    forward(*early);
+    for (size_t i = 0; i < n && !a.baseline[i]; ++i) {
+      if ((*early)[i]) a.baseline[i] = earlyBaseline(progress, i, min_drop, cfg);
+    }
   }
 
   // Runs of stalled intervals, bridging single-interval gaps.

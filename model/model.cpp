@@ -2,6 +2,7 @@
 #include <tuple>
 
 #include "model/incident.h"
+#include "model/limiter.h"
 #include "model/run.h"
 #include "model/series.h"
 
@@ -123,6 +124,38 @@ const char* toString(ProgressSignal signal) {
       return "gpu_util_slowest_rank";
     case ProgressSignal::kGpuUtil:
       return "gpu_util";
+  }
+  return "";
+}
+
+const char* toString(Limiter limiter) {
+  switch (limiter) {
+    case Limiter::kGpu:
+      return "gpu";
+    case Limiter::kInputCpu:
+      return "input-cpu";
+    case Limiter::kInputWorkers:
+      return "input-workers";
+    case Limiter::kInputStorage:
+      return "input-storage";
+    case Limiter::kIoThrottled:
+      return "io-throttled";
+    case Limiter::kHost:
+      return "host";
+    case Limiter::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* toString(WaitSource source) {
+  switch (source) {
+    case WaitSource::kHook:
+      return "hook";
+    case WaitSource::kMainThread:
+      return "main_thread";
+    case WaitSource::kNone:
+      break;
   }
   return "";
 }

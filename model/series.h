@@ -48,11 +48,12 @@ struct RankSeries {
   std::string gpu;   // UUID
   std::string node;  // the host it ran on, in a job read across nodes; "" within one node
   Series gpu_util_percent, gpu_work_percent;
-  Series steps, data_wait_s;
+  Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   // Its main process's main thread: CPU (cores) and share of the interval runnable but waiting
   // for a CPU; its worker processes and those stopped (T).
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
+  Series main_cpu;  // its main process, all threads (cores)
 
   // Every per-interval series of the rank: the one list of them.
   template <typename Fn>
@@ -70,7 +71,7 @@ struct RankSeries {
     for (auto* x :
          {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.read_bytes_per_s,
           &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.main_thread_cpu,
-          &s.main_thread_runqueue, &s.workers, &s.stopped_processes}) {
+          &s.main_thread_runqueue, &s.workers, &s.stopped_processes, &s.main_cpu, &s.step_s}) {
       fn(*x);
     }
   }
@@ -93,6 +94,7 @@ struct JobSeries {
   // share of the interval runnable but waiting for a CPU. Its workers and those stopped (T).
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
   Series rchar_per_s;  // bytes read through read calls, page-cache hits included
+  Series main_cpu;     // the main process(es), all threads (cores)
   // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
   // its CPU quota throttled it, its reads on the device io.max limits and that limit.
   Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
@@ -176,7 +178,8 @@ struct JobSeries {
                     &s.main_thread_runqueue,
                     &s.workers,
                     &s.stopped_processes,
-                    &s.rchar_per_s}) {
+                    &s.rchar_per_s,
+                    &s.main_cpu}) {
       fn(*x);
     }
     for (auto& d : s.devices) d.forEachSeries(fn);

@@ -104,8 +104,8 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
   SQLite::Statement q(
       db,
       std::string("SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, "
-                  "data_wait_seconds, read_bytes_per_second, write_bytes_per_second, "
-                  "workers_cpu_ratio, d_state_threads, workers, ") +
+                  "data_wait_seconds, step_seconds, read_bytes_per_second, write_bytes_per_second, "
+                  "workers_cpu_ratio, d_state_threads, workers, main_cpu_ratio, ") +
           (version >= 11 ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes"
                          : "NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
                            "NULL AS stopped_processes") +
@@ -120,6 +120,7 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
             wait_c = c.index("data_wait_seconds"), read_c = c.index("read_bytes_per_second"),
             write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
             d_c = c.index("d_state_threads"), workers_c = c.index("workers"),
+            main_cpu_c = c.index("main_cpu_ratio"), step_c = c.index("step_seconds"),
             thread_c = c.index("main_thread_cpu_ratio"),
             runqueue_c = c.index("main_thread_runqueue_ratio"),
             stopped_c = c.index("stopped_processes");
@@ -142,6 +143,8 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
     r->workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
     r->d_state_threads[i] = optionalReal(q.getColumn(d_c));
     r->workers[i] = optionalReal(q.getColumn(workers_c));
+    r->main_cpu[i] = optionalReal(q.getColumn(main_cpu_c));
+    r->step_s[i] = optionalReal(q.getColumn(step_c));
     r->main_thread_cpu[i] = optionalReal(q.getColumn(thread_c));
     r->main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
     r->stopped_processes[i] = optionalReal(q.getColumn(stopped_c));
@@ -190,7 +193,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
         db_,
         std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
                     "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
-                    "d_state_threads, top_wchan, workers, rchar_per_second, ") +
+                    "d_state_threads, top_wchan, workers, rchar_per_second, main_cpu_ratio, ") +
             (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
             (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
             (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, "
@@ -229,7 +232,8 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
               cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io"),
               sleep_c = c.index("sleep_wchan"), workers_c = c.index("workers"),
-              rchar_c = c.index("rchar_per_second"), thread_c = c.index("main_thread_cpu_ratio"),
+              rchar_c = c.index("rchar_per_second"), main_cpu_c = c.index("main_cpu_ratio"),
+              thread_c = c.index("main_thread_cpu_ratio"),
               runqueue_c = c.index("main_thread_runqueue_ratio"),
               stopped_c = c.index("stopped_processes"),
               workers_sleep_c = c.index("workers_sleep_wchan"), cpus_c = c.index("cpus_allowed"),
@@ -274,6 +278,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
         s.neighbour_io[i] = q.getColumn(neighbour_c).getString();
       s.workers[i] = optionalReal(q.getColumn(workers_c));
       s.rchar_per_s[i] = optionalReal(q.getColumn(rchar_c));
+      s.main_cpu[i] = optionalReal(q.getColumn(main_cpu_c));
       s.main_thread_cpu[i] = optionalReal(q.getColumn(thread_c));
       s.main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
       s.stopped_processes[i] = optionalReal(q.getColumn(stopped_c));

@@ -1,4 +1,4 @@
-#include "cli/html_timeline.h"
+#include "render/html_timeline.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/report.h"
+#include "render/report.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 namespace {
 
 constexpr double kWidth = 1100, kLeft = 70, kRight = 20, kPanelHeight = 110, kGap = 28;
@@ -389,4 +389,4 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
   return svg + "</svg>\n" + timelineData(data, job_index);
 }
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

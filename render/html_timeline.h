@@ -9,7 +9,7 @@
 #include "model/incident.h"
 #include "model/series.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 
 std::string escape(const std::string& text);  // for HTML text and attributes
 
@@ -47,4 +47,4 @@ struct Shade {
 std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& panels,
                            const std::vector<Shade>& shades, size_t index);
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

@@ -11,7 +11,7 @@
 #include "model/series.h"
 #include "storage/recording.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 
 struct TopData {
   std::string host, db_path;
@@ -38,4 +38,4 @@ struct TopState {
 std::vector<std::string> renderTop(const TopData& data, const TopState& state, int width,
                                    int height);
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cli/html_timeline.h"
-#include "cli/report.h"
+#include "render/html_timeline.h"
+#include "render/report.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 namespace {
 
 // A device's await in an interval: the longer of its read and write await.
@@ -235,4 +235,4 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
   return html;
 }
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

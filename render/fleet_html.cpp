@@ -3,12 +3,12 @@
 // stalls shaded across all lanes; then the stalls with who held the job back and the evidence.
 #include <fmt/format.h>
 
-#include "cli/fleet_report.h"
-#include "cli/html_timeline.h"
-#include "cli/report.h"
 #include "correlator/stall_detector.h"
+#include "render/fleet.h"
+#include "render/html_timeline.h"
+#include "render/report.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 namespace {
 
 std::string fleetTimeline(const FleetReport& r, size_t index) {
@@ -118,4 +118,4 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
   return html;
 }
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

@@ -1,12 +1,12 @@
-#include "cli/top_view.h"
+#include "render/top_view.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "cli/report.h"
+#include "render/report.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::render {
 namespace {
 
 using model::JobSeries;
@@ -212,4 +212,4 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
   return lines;
 }
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::render

@@ -1,0 +1,99 @@
+// The standing bottleneck verdict (model/limiter.h): what limits a job's pace over a span, what
+// waiting for input costs in GPU time, and what the job would gain if input kept up. Pure
+// computation over the series, like the stall detector: the post-mortem judges the whole run
+// and its windows, the live agent a sliding window, on the same sums.
+//
+// The share of time the loop waited for input comes from the dataloader hook where the job
+// reports (its time waiting for the next batch, against its time in steps); without it, from
+// the main thread and its GPU: a loop waiting for batches sleeps while its GPU idles, so the
+// lesser of the main thread's sleeping share and the GPU's idle share (each alone also counts
+// other waits: a GPU idle while the main thread computes, a thread asleep on a GPU sync).
+//
+// With that share under input_wait_share the GPU side sets the pace (gpu), unless the GPU sat
+// idle while the main thread ran flat out (host). Over it, the input side does, and what holds
+// it is told by the workers' time: reads at a cgroup's io.max (io-throttled), threads waiting
+// on I/O (input-storage), workers busy on their CPUs (input-cpu), or neither with cores free
+// (input-workers).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "correlator/stall_detector.h"
+#include "model/limiter.h"
+
+namespace stallwatch::correlator {
+
+struct LimiterConfig {
+  double window_s = 300;           // the post-mortem's windows (phases are runs of them)
+  double input_wait_share = 0.10;  // the loop waited this share or more: input limits it
+  double worker_cpu_bound = 0.6;   // cores per worker: the workers are CPU-bound
+  double worker_io_bound = 0.25;   // threads in D per worker: the workers wait on reads
+  double at_io_limit = 0.8;        // reads at this share of io.max: the limit holds them
+  double host_gpu_idle = 0.3;      // the GPU idle this share while ...
+  double host_main_cpu = 0.85;     // ... the main thread ran this much: host-bound
+  double memory_pressure = 0.10;   // memory PSI some: reclaim evicts the job's data
+  double device_busy_percent = 90;
+  double free_cores = 1.5;  // cores left for more workers
+};
+
+// The figures of a span of intervals as sums (seconds-weighted), so that spans add up (a
+// phase is its windows) and a live window slides (add the newest, take the oldest away).
+class InputFigures {
+ public:
+  // Interval I of SERIES, as the job (RANK null) or as one of its ranks sees it. SIGN: +1 to
+  // add, -1 to take it away again.
+  void add(const model::JobSeries& series, size_t i, const model::RankSeries* rank = nullptr,
+           int sign = 1);
+  void merge(const InputFigures& other);
+  double seconds() const { return seconds_; }
+  bool empty() const { return seconds_ <= 0; }
+
+ private:
+  friend model::LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& config);
+  static constexpr int kWaitBins = 20;  // per-interval wait shares, 0.05 wide: quantiles
+  double seconds_ = 0, gpus_ = 0;
+  // The hook: time waiting, time in steps, steps, and the seconds it reported in.
+  double wait_s_ = 0, step_s_ = 0, steps_ = 0, hook_seconds_ = 0;
+  // The main thread: CPU and run-queue seconds; the main process's CPU seconds.
+  double thread_busy_ = 0, thread_runqueue_ = 0, thread_seconds_ = 0, main_cpu_ = 0;
+  double gpu_idle_ = 0, gpu_seconds_ = 0;  // GPU idle share x seconds, where read
+  double workers_ = 0, workers_cpu_ = 0, d_state_ = 0, process_seconds_ = 0;
+  double read_bytes_ = 0, rchar_ = 0;
+  double host_busy_ = 0, host_online_ = 0, host_seconds_ = 0;
+  double cpus_allowed_ = 0, cpus_allowed_seconds_ = 0;
+  double at_limit_seconds_ = 0, limit_seconds_ = 0, limited_read_ = 0, read_limit_ = 0;
+  double memory_some_ = 0, memory_seconds_ = 0, cpu_throttled_ = 0, throttle_seconds_ = 0;
+  std::array<double, kWaitBins> wait_bins_{};  // seconds by per-interval wait share
+  struct Device {
+    std::string via;
+    bool direct = true;
+    double util_ = 0, util_seconds_ = 0, await_ = 0, await_seconds_ = 0, aqu_ = 0, read_ = 0;
+    double seconds_ = 0;
+  };
+  std::map<std::string, Device> devices_;  // the job's
+  // Texts by the seconds they held: the binding io.max, where workers and D threads wait.
+  std::map<std::string, double> read_limits_, workers_sleep_, d_state_wchans_;
+};
+
+// The verdict over a span's figures.
+model::LimiterVerdict judgeLimiter(const InputFigures& figures, const LimiterConfig& config = {});
+
+// Which intervals of SERIES the verdict judges: from the first to the last interval with
+// progress (a job's start-up and winding down are not its pace), less the incidents, the idle
+// end and the phases outside the loop that ANALYSIS found (acute stalls keep their own account).
+std::vector<bool> limiterIntervals(const model::JobSeries& series, const Analysis& analysis);
+
+// The post-mortem: the whole run, windows of config.window_s, phases, and each rank.
+model::JobLimits analyzeLimits(const model::JobSeries& series, const Analysis& analysis,
+                               const LimiterConfig& config = {});
+
+// One line for people: "input-cpu: the GPU waited 35 % of the run (0.41 GPU-h); the 12 workers
+// used 8.9 cores of 16 - more workers could reach up to ~1.5x (32 steps/s)".
+std::string describeLimiter(const model::LimiterVerdict& verdict,
+                            const std::string& span = "the run");
+
+}  // namespace stallwatch::correlator

@@ -1,0 +1,80 @@
+// What limits a job when nothing has gone wrong: the standing bottleneck verdict (issue 31),
+// beside the incidents (acute stalls against the job's own past). Plain data: the correlator
+// fills it, the CLI, `top`, /metrics and the Slurm epilog say it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallwatch::model {
+
+// What the job's pace was held by over a span:
+//   gpu            the GPU: the loop hardly waited for input; nothing to gain from the input side
+//   input-cpu      the DataLoader workers are CPU-bound (decoding, augmentation)
+//   input-workers  too few workers: they are neither CPU- nor I/O-bound, cores are free, and the
+//                  main process waits for batches
+//   input-storage  the workers wait on reads: a device or mount, named, at its limit or not
+//   io-throttled   a cgroup's io.max holds the job's reads, named
+//   host           the main process itself is CPU-bound outside the GPU's work, or memory
+//                  pressure evicts its data
+//   unknown        the evidence does not decide
+enum class Limiter { kGpu, kInputCpu, kInputWorkers, kInputStorage, kIoThrottled, kHost, kUnknown };
+inline constexpr int kLimiterCount = 7;
+const char* toString(Limiter limiter);  // "gpu", "input-cpu", ...
+
+// Where the share of time spent waiting for input came from.
+enum class WaitSource {
+  kNone,
+  kHook,        // the dataloader hook: the loop's own time waiting for its next batch
+  kMainThread,  // no hook: the main thread asleep while its GPU sat idle (the lesser of both)
+};
+const char* toString(WaitSource source);  // "hook", "main_thread", ""
+
+// One figure the verdict rests on, as measured over the span: "workers_cpu_per_worker 0.94",
+// and whether it decided the class.
+struct LimiterFigure {
+  std::string name;
+  double value = 0;
+  bool decides = false;
+};
+
+struct LimiterVerdict {
+  int64_t start_ms = 0, end_ms = 0;  // the span judged (its intervals' start and end)
+  double seconds = 0;                // time judged: the span less incidents and gaps
+  Limiter limiter = Limiter::kUnknown;
+  double confidence = 0;
+  WaitSource wait_source = WaitSource::kNone;
+  double input_wait_share = 0;        // of the judged time, the loop waited for input
+  double gpus = 0;                    // GPUs of the job (or the rank)
+  double input_wait_gpu_seconds = 0;  // input_wait_share x seconds x GPUs
+  // The pace now, where the job reports steps, and what it would reach if input kept up: the
+  // speed-up (x) with its range where the figures vary.
+  std::optional<double> steps_per_second;
+  double speedup = 1, speedup_low = 1, speedup_high = 1;
+  // The device or mount the reads wait on (input-storage, io-throttled), and the disk under it.
+  std::string device, physical_device;
+  bool device_at_limit = false;
+  std::string limit;  // io-throttled: the io.max limit and the cgroup that sets it
+  std::vector<LimiterFigure> figures;
+  std::vector<std::string> advice;  // each names the evidence behind it; none for gpu
+};
+
+// A job's verdicts: over its whole run, over each window of it, and its phases (windows in a
+// row with the same limiter, judged together). Jobs of several ranks: each rank's whole-run
+// verdict; the job's is the verdict of the rank that waited most for input.
+struct RankLimiter {
+  int32_t rank = 0;
+  LimiterVerdict verdict;
+};
+struct JobLimits {
+  LimiterVerdict run;
+  std::vector<LimiterVerdict> windows;
+  std::vector<LimiterVerdict> phases;
+  std::vector<RankLimiter> ranks;
+  std::optional<int32_t> slowest_rank;  // the rank whose verdict is the job's
+  double window_seconds = 0;
+};
+
+}  // namespace stallwatch::model

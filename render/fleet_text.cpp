@@ -1,0 +1,223 @@
+// The post-mortem of a run across nodes as text and JSON: the nodes, their clocks, each stall
+// with the node and rank that held the run back.
+#include <fmt/format.h>
+
+#include "render/fleet.h"
+#include "render/report.h"
+
+namespace stallwatch::render {
+namespace {
+
+std::string rankList(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "-";
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + (j > i + 1    ? fmt::format("{}-{}", ranks[i], ranks[j])
+                                        : j == i + 1 ? fmt::format("{}, {}", ranks[i], ranks[j])
+                                                     : std::to_string(ranks[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string seconds(int64_t ms) {
+  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
+}
+
+// "node gpu-07, rank 13 (pid 4242, GPU-5c1c2662) held the job back: disk-slow loop0 (on vda),
+// r_await_ms loop0 0.4 -> 80; the other 15 nodes waited 42.0 s (630 GPU-s)".
+std::string whoHeldBack(const FleetReport& r, const correlator::FleetIncident& fi) {
+  const model::Incident& inc = fi.incident;
+  if (!fi.straggler_node) {
+    std::string names;
+    for (size_t n : fi.starved_nodes) names += (names.empty() ? "" : ", ") + r.nodes[n].name;
+    return fmt::format("nodes {} starved alike: no single node held the job back{}", names,
+                       fi.causes.empty() ? "" : "; on each: see below");
+  }
+  std::string out = "node " + r.nodes[*fi.straggler_node].name;
+  if (inc.straggler) {
+    out += fmt::format(", rank {} (pid {}{})", inc.straggler->rank, inc.straggler->pid,
+                       inc.straggler->gpu.empty() ? "" : ", " + inc.straggler->gpu.substr(0, 12));
+  }
+  out += std::string(" held the job back: ") + model::toString(inc.cls);
+  if (!inc.device.empty()) {
+    out +=
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  if (fi.causes.empty()) out += " (its recording has no samples over the stall to explain it by)";
+  for (const auto& e : fi.causes.empty() ? std::vector<model::EvidenceItem>{}
+                                         : fi.causes.front().incident.evidence) {
+    if (!e.supports || e.signal.find(" rank ") != std::string::npos) continue;
+    out += fmt::format(", {} {:.3g} -> {:.3g}", e.signal, e.baseline, e.during);
+    break;
+  }
+  const size_t others = r.nodes.size() - 1;
+  out += fmt::format("; the other {} node{} waited {:.1f} s ({:.1f} GPU-s)", others,
+                     others == 1 ? "" : "s", fi.others_waited_s, fi.others_gpu_seconds);
+  return out;
+}
+
+std::string clockText(const FleetReport& r) {
+  const auto& a = r.analysis;
+  std::string out;
+  std::vector<std::string> unchecked;
+  for (size_t i = 1; i < a.clocks.size(); ++i) {
+    const auto& c = a.clocks[i];
+    if (!c.checked) {
+      unchecked.push_back(c.node);
+    } else if (c.corrected) {
+      out += fmt::format(
+          "\n              {}'s clock is {} {} {}'s (by the job's {}, match {:.2f}); its "
+          "samples were shifted back by it",
+          c.node, seconds(std::llabs(c.offset_ms)), c.offset_ms > 0 ? "ahead of" : "behind",
+          a.clocks[0].node, a.clock_signal, c.match);
+    }
+  }
+  std::string head =
+      a.clocks.size() < 2 ? "one node: nothing to compare"
+      : unchecked.size() + 1 == a.clocks.size()
+          ? "not checked: the job's " + a.clock_signal +
+                " did not vary enough to line the nodes up by; times are each "
+                "node's own clock"
+          : fmt::format("checked by the job's {} against {}", a.clock_signal, a.clocks[0].node);
+  if (!unchecked.empty() && unchecked.size() + 1 != a.clocks.size()) {
+    std::string list;
+    for (const auto& n : unchecked) list += (list.empty() ? "" : ", ") + n;
+    out += "\n              not checkable for " + list + " (too little variation or overlap)";
+  }
+  if (out.empty() && unchecked.size() + 1 != a.clocks.size() && a.clocks.size() >= 2) {
+    head += ": they agree within one interval";
+  }
+  return head + out;
+}
+
+}  // namespace
+
+std::string renderFleetText(const std::vector<FleetReport>& reports, const FleetInputs& inputs) {
+  std::string out;
+  for (const auto& p : inputs.problems) out += "not read: " + p + "\n";
+  if (reports.empty()) {
+    out +=
+        "no run found across the recordings (a run is matched by its SLURM_JOB_ID, "
+        "TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT at overlapping times)\n";
+    return out;
+  }
+  for (const auto& r : reports) {
+    const auto& a = r.analysis;
+    const auto& s = a.series;
+    out += fmt::format("run {}  across {} node{}", r.run.key, r.nodes.size(),
+                       r.nodes.size() == 1 ? "" : "s");
+    if (r.run.world_size) out += fmt::format(", world size {}", *r.run.world_size);
+    out += "\n";
+    if (s.size() == 0) {
+      out += "  no samples in the range\n\n";
+      continue;
+    }
+    out += fmt::format("  span        {} .. {}  ({} intervals of {})\n", timeText(s.ts_ms.front()),
+                       timeText(s.ts_ms.back()), s.size(), seconds(a.grid_ms));
+    for (const auto& n : r.nodes) {
+      out += fmt::format("  node        {:<20} ranks {:<10} {} GPU(s)  job {} in {}\n", n.name,
+                         rankList(n.ranks), n.gpus, n.job_id, n.path);
+    }
+    if (!a.missing_ranks.empty()) {
+      out += fmt::format(
+          "  missing     rank{} {} of {} {} no recording here: not judged, and a stall {} caused "
+          "shows as the other nodes starving alike\n",
+          a.missing_ranks.size() == 1 ? "" : "s", rankList(a.missing_ranks),
+          r.run.world_size.value_or(0), a.missing_ranks.size() == 1 ? "has" : "have",
+          a.missing_ranks.size() == 1 ? "it" : "they");
+    }
+    out += "  clocks      " + clockText(r) + "\n";
+    out += fmt::format("  judged by   {}\n",
+                       a.analysis.progress_signal == model::ProgressSignal::kSteps
+                           ? "dataloader steps per second, over every node"
+                       : a.analysis.progress_signal == model::ProgressSignal::kGpuWork
+                           ? "GPU work (GPM tensor/DRAM activity), over every node"
+                           : "GPU utilisation of each node's least busy rank");
+    out += fmt::format("  goodput     {:.2f} %\n", a.goodput * 100);
+    out += fmt::format("  stalls      {} ({} shorter blips not reported)\n", a.incidents.size(),
+                       a.analysis.blips);
+    for (const auto& fi : a.incidents) {
+      out += "    " + describeIncident(fi.incident) + "\n";
+      out += "      " + whoHeldBack(r, fi) + "\n";
+      if (!fi.straggler_node) {
+        for (const auto& c : fi.causes) {
+          out += fmt::format("      on {}: {}{}\n", r.nodes[c.node].name,
+                             model::toString(c.incident.cls),
+                             c.incident.device.empty() ? "" : " " + c.incident.device);
+        }
+      }
+      for (const auto& e : fi.incident.evidence) {
+        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+        out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
+                           e.supports ? "*" : " ", e.signal, e.baseline, e.during);
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const FleetInputs& inputs) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& r : reports) {
+    const auto& a = r.analysis;
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : r.nodes) {
+      nodes.push_back({{"node", n.name},
+                       {"path", n.path},
+                       {"job_id", n.job_id},
+                       {"ranks", n.ranks},
+                       {"gpus", n.gpus},
+                       {"intervals", n.intervals}});
+    }
+    nlohmann::json clocks = nlohmann::json::array();
+    for (const auto& c : a.clocks) {
+      clocks.push_back({{"node", c.node},
+                        {"checked", c.checked},
+                        {"offset_ms", c.offset_ms},
+                        {"match", c.match},
+                        {"corrected", c.corrected}});
+    }
+    nlohmann::json incidents = nlohmann::json::array();
+    for (const auto& fi : a.incidents) {
+      nlohmann::json j = incidentJson(fi.incident);
+      j["straggler_node"] = fi.straggler_node ? nlohmann::json(r.nodes[*fi.straggler_node].name)
+                                              : nlohmann::json(nullptr);
+      nlohmann::json starved = nlohmann::json::array();
+      for (size_t n : fi.starved_nodes) starved.push_back(r.nodes[n].name);
+      j["nodes_starved"] = starved;
+      j["others_waited_s"] = fi.others_waited_s;
+      j["others_gpu_seconds"] = fi.others_gpu_seconds;
+      nlohmann::json causes = nlohmann::json::array();
+      for (const auto& c : fi.causes) {
+        causes.push_back({{"node", r.nodes[c.node].name}, {"incident", incidentJson(c.incident)}});
+      }
+      j["on_nodes"] = causes;
+      incidents.push_back(std::move(j));
+    }
+    const auto& s = a.series;
+    runs.push_back(
+        {{"run", r.run.key},
+         {"world_size",
+          r.run.world_size ? nlohmann::json(*r.run.world_size) : nlohmann::json(nullptr)},
+         {"nodes", nodes},
+         {"missing_ranks", a.missing_ranks},
+         {"start_ms", s.size() ? nlohmann::json(s.ts_ms.front()) : nlohmann::json(nullptr)},
+         {"end_ms", s.size() ? nlohmann::json(s.ts_ms.back()) : nlohmann::json(nullptr)},
+         {"interval_ms", a.grid_ms},
+         {"intervals", s.size()},
+         {"clock_signal", a.clock_signal},
+         {"clocks", clocks},
+         {"progress_signal", model::toString(a.analysis.progress_signal)},
+         {"gpus", s.gpu_count},
+         {"goodput", a.goodput},
+         {"blips", a.analysis.blips},
+         {"incidents", incidents}});
+  }
+  return {{"runs", runs}, {"not_read", inputs.problems}};
+}
+
+}  // namespace stallwatch::render

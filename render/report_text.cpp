@@ -1,0 +1,239 @@
+// The post-mortem report as text: a job's span, what judged it, its goodput and what limited it,
+// its incidents with their evidence, its ranks and devices.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include "correlator/limiter.h"
+#include "render/report.h"
+
+namespace stallwatch::render {
+namespace {
+
+std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
+
+std::string progressText(const correlator::Analysis& a, const model::JobSeries& s) {
+  switch (a.progress_signal) {
+    case model::ProgressSignal::kNone:
+      return "nothing (no GPU readings, no dataloader reports)";
+    case model::ProgressSignal::kSteps:
+      return "dataloader steps per second";
+    case model::ProgressSignal::kGpuWork:
+      return fmt::format("GPU work (GPM tensor/DRAM activity) of {} GPU(s)", s.gpu_count);
+    case model::ProgressSignal::kSlowestRankGpuUtil:
+      return fmt::format("GPU utilisation of the least busy of {} ranks (no GPM on these GPUs)",
+                         s.ranks.size());
+    case model::ProgressSignal::kGpuUtil:
+      break;
+  }
+  return fmt::format("GPU utilisation of {} GPU(s)", s.gpu_count);
+}
+
+std::string share(const std::optional<double>& v) {
+  return v ? fmt::format("{:.0f} %", *v * 100) : "-";
+}
+std::string percent(const std::optional<double>& v) {
+  return v ? fmt::format("{:.0f} %", *v) : "-";
+}
+
+}  // namespace
+
+std::string timeText(int64_t t_ms) {
+  const time_t t = static_cast<time_t>(t_ms / 1000);
+  tm utc{};
+  gmtime_r(&t, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &utc);
+  return buffer;
+}
+
+std::string describeIncident(const model::Incident& inc) {
+  std::string where;
+  if (!inc.device.empty()) {
+    where =
+        " " + inc.device + (inc.physical_device.empty() ? "" : " (on " + inc.physical_device + ")");
+  }
+  return fmt::format(
+      "{} .. {} ({:.0f} s)  {}{}  idle {:.0f} %  {:.1f} GPU-s lost  confidence {:.2f}",
+      timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
+      static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0, model::toString(inc.cls), where,
+      inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence);
+}
+
+std::string limiterLines(const model::JobLimits& limits) {
+  const model::LimiterVerdict& v = limits.run;
+  std::string out = "  limiter     " + correlator::describeLimiter(v) + "\n";
+  if (v.limiter == model::Limiter::kUnknown) return out;
+  out += fmt::format(
+      "              over {:.0f} s outside incidents, confidence {:.2f}, input wait from {}{}\n",
+      v.seconds, v.confidence,
+      v.wait_source == model::WaitSource::kHook ? "the dataloader hook"
+                                                : "the main thread and the GPU (no hook)",
+      limits.slowest_rank ? fmt::format("; rank {} waited most", *limits.slowest_rank) : "");
+  std::string figures;
+  for (const auto& f : v.figures) {
+    figures += fmt::format("{}{}{} {:.3g}", figures.empty() ? "" : ", ", f.decides ? "*" : "",
+                           f.name, f.value);
+  }
+  if (!figures.empty()) out += "              " + figures + "\n";
+  for (const auto& a : v.advice) out += "    advice    " + a + "\n";
+  if (limits.phases.size() > 1) {
+    for (const auto& p : limits.phases) {
+      out += fmt::format("    phase     {} .. {}  {}\n", timeText(p.start_ms),
+                         timeText(p.end_ms).substr(11), correlator::describeLimiter(p, "it"));
+    }
+  }
+  for (const auto& r : limits.ranks) {
+    out += fmt::format("    rank {:<4} {}\n", r.rank, correlator::describeLimiter(r.verdict));
+  }
+  return out;
+}
+
+std::string renderHostText(const model::JobSeries& host) {
+  std::string out = "no job with samples in the range\n";
+  if (host.size() == 0 || host.devices.empty()) return out;
+  out += fmt::format("the host's devices, {} .. {} ({} intervals): await p50 / p99\n",
+                     timeText(host.ts_ms.front()), timeText(host.ts_ms.back()), host.size());
+  auto ms = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.2f}", *v) : std::string("-");
+  };
+  for (const auto& device : host.devices) {
+    const auto d = correlator::deviceLatency(device);
+    out += fmt::format("  {:<16} read {} / {} ms, write {} / {} ms\n", d.name, ms(d.r_await_p50),
+                       ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
+  }
+  return out;
+}
+
+std::string renderText(const std::vector<JobReport>& reports) {
+  std::string out;
+  if (reports.empty()) return "no job with samples in the range\n";
+  for (const auto& r : reports) {
+    const auto& s = r.series;
+    out += fmt::format("job {}  {}  ({})\n", r.job.job_id, r.job.label, r.job.key);
+    out += fmt::format("  span        {} .. {}  ({} intervals)\n", timeText(s.ts_ms.front()),
+                       timeText(s.ts_ms.back()), s.size());
+    out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
+    if (!r.job.cgroup_limits.empty()) out += "  limits      " + r.job.cgroup_limits + "\n";
+    out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
+    std::string lost;
+    for (int c = 0; c < model::kStallClassCount; ++c) {
+      if (r.analysis.gpu_seconds_lost[c] > 0) {
+        lost += fmt::format("{}{} {:.1f} GPU-s", lost.empty() ? "" : ", ",
+                            model::toString(static_cast<model::StallClass>(c)),
+                            r.analysis.gpu_seconds_lost[c]);
+      }
+    }
+    out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
+    out += limiterLines(r.limits);
+    out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
+                       r.analysis.incidents.size(), r.analysis.blips);
+    if (const auto& idle = r.analysis.idle_at_exit) {
+      out += fmt::format(
+          "  idle at exit {:.0f} s ({} .. {}): after its last progress the job's GPUs sat idle "
+          "while its processes did nothing (workers {:.2f} cores, reads {:.1f} MB/s) until they "
+          "exited; not a stall\n",
+          static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0, timeText(idle->start_ms),
+          timeText(idle->end_ms).substr(11), idle->workers_cpu, idle->read_bytes_per_s / 1e6);
+    }
+    for (const auto& w : r.analysis.outside_loop) {
+      out += fmt::format(
+          "  no steps    {:.0f} s ({} .. {}): the job sent no step while its workers kept working "
+          "({:.2f} cores, {:.1f} MB/s read; before: {:.2f} cores, {:.1f} MB/s){}: a phase outside "
+          "its training loop, such as an evaluation; not a stall\n",
+          static_cast<double>(w.end_ms - w.start_ms) / 1000.0, timeText(w.start_ms),
+          timeText(w.end_ms).substr(11), w.workers_cpu, w.read_bytes_per_s / 1e6,
+          w.workers_cpu_before, w.read_bytes_per_s_before / 1e6,
+          w.gpu_share
+              ? fmt::format(", its GPUs at {:.0f} % of their training work", *w.gpu_share * 100)
+              : std::string());
+    }
+    // Said, not smoothed over: an interval that was never written is not an interval that was
+    // healthy.
+    for (const auto& g : r.gaps) {
+      out += fmt::format(
+          "  gap         {} .. {} ({:.0f} s): {} intervals missing (the agent stopped, or could "
+          "not write them)\n",
+          timeText(g.start_ms), timeText(g.end_ms).substr(11),
+          static_cast<double>(g.end_ms - g.start_ms) / 1000.0, g.missing_intervals);
+    }
+    for (const auto& inc : r.analysis.incidents) {
+      out += "    " + describeIncident(inc) + "\n";
+      for (const auto* target : {&inc.device, &inc.physical_device}) {
+        if (auto it = r.served_by.find(*target); it != r.served_by.end())
+          out += "      " + *target + " is " + it->second + "\n";
+      }
+      // Who else used the device, in words: "loop0 was also serving /neighbour at 180.0 MB/s".
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kNeighbour = "neighbour_bytes_per_s ";
+        if (!e.signal.starts_with(kNeighbour)) continue;
+        const std::string rest = e.signal.substr(kNeighbour.size());
+        const size_t space = rest.find(' ');
+        out += fmt::format("      {} was also serving {} at {:.1f} MB/s (before: {:.1f} MB/s)\n",
+                           rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
+                           e.baseline / 1e6);
+      }
+      // A hang: what the idle processes waited on, in words.
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kIdle = "job_processes_idle";
+        if (!e.signal.starts_with(kIdle)) continue;
+        out += "      the job's processes sat idle (no CPU, no reads, no I/O wait)";
+        out += e.signal.size() > kIdle.size()
+                   ? fmt::format(": its main thread{} ({:.0f} % of the stall)\n",
+                                 e.signal.substr(kIdle.size()), e.during * 100)
+                   : "\n";
+      }
+      if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
+        out += "      " + ranks + "\n";
+      for (const auto& e : inc.evidence) {
+        if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
+        out += fmt::format("      {} {:<40} baseline {:>10.3f}  during {:>10.3f}\n",
+                           e.supports ? "*" : " ", e.signal, e.baseline, e.during);
+      }
+    }
+    if (!r.ranks.empty()) {
+      out +=
+          "  ranks       rank  pid      GPU            util p50    work p50  steps/s p50  data "
+          "wait p50  read MB/s p50\n";
+      for (const auto& f : r.ranks) {
+        const auto& read = f.read_bytes_per_second_p50;
+        const auto& steps = f.steps_per_second_p50;
+        out += fmt::format(
+            "              {:>4}  {:<8} {:<14} {:>8}  {:>10}  {:>11}  {:>13}  {:>13}\n", f.rank,
+            f.pid, f.gpu.empty() ? "-" : f.gpu.substr(0, 12), percent(f.gpu_util_p50_percent),
+            percent(f.gpu_work_p50_percent), steps ? fmt::format("{:.1f}", *steps) : "-",
+            share(f.data_wait_share_p50), read ? fmt::format("{:.1f}", *read / 1e6) : "-");
+      }
+    }
+    out +=
+        "  devices     (per-interval await, ms)       r p50    r p99    w p50    w p99  health\n";
+    bool any_health = false;
+    for (const auto& d : r.devices) {
+      any_health = any_health || !d.health.empty();
+      out += fmt::format(
+          "    {:<36} {:>8} {:>8} {:>8} {:>8}  {}\n",
+          d.name + (d.via.empty()
+                        ? ""
+                        : " (under " + d.via + (d.also_direct ? ", and direct" : "") + ")"),
+          ms(d.r_await_p50), ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99),
+          d.health.empty()
+              ? "-"
+              : d.health + (d.health_evidence.empty() ? "" : " (" + d.health_evidence + ")"));
+      if (!d.served_by.empty()) out += "      " + d.served_by + "\n";
+      if (d.served_by.rfind("nfs:", 0) == 0) {
+        out +=
+            "      (the kernel counts NFS per RPC client: mounts of one server with the same "
+            "options show the same figures)\n";
+      }
+    }
+    if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
+    if (!any_health)
+      out += "  health      not recorded (stallwatch record reads it every --health-interval)\n";
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace stallwatch::render
