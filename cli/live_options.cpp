@@ -59,6 +59,12 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Report a stall once it has lasted this long")
       ->capture_default_str()
       ->group("Live");
+  cmd.add_option("--stall-open-after-strong", args.strong_open_after,
+                 "Report a storage stall with strong evidence (the job's reads at its io.max "
+                 "limit, its threads waiting on a device that got slow) once it has lasted this "
+                 "long; 0 waits for --stall-open-after like any other")
+      ->capture_default_str()
+      ->group("Live");
   cmd.add_option("--stall-close-after", args.close_after,
                  "Close an incident after this long without a stall (shorter gaps keep it open)")
       ->capture_default_str()
@@ -90,15 +96,17 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   };
   const auto open_after = duration(args.open_after, "--stall-open-after");
   const auto close_after = duration(args.close_after, "--stall-close-after");
+  const auto strong_open_after = duration(args.strong_open_after, "--stall-open-after-strong");
   const auto idle_open_after = duration(args.idle_open_after, "--idle-stall-open-after");
   const auto repeat = duration(args.repeat_window, "--notify-repeat-window");
   const auto hook_timeout = duration(args.hook_timeout, "--hook-timeout");
   const auto webhook_timeout = duration(args.webhook_timeout, "--webhook-timeout");
-  if (!open_after || !close_after || !idle_open_after || !repeat || !hook_timeout ||
-      !webhook_timeout)
+  if (!open_after || !close_after || !strong_open_after || !idle_open_after || !repeat ||
+      !hook_timeout || !webhook_timeout)
     return std::nullopt;
   o.correlator.open_after_s = std::chrono::duration<double>(*open_after).count();
   o.correlator.close_after_s = std::chrono::duration<double>(*close_after).count();
+  o.correlator.strong_open_after_s = std::chrono::duration<double>(*strong_open_after).count();
   o.correlator.idle_open_after_s = std::chrono::duration<double>(*idle_open_after).count();
   o.repeat_window = std::chrono::duration_cast<std::chrono::milliseconds>(*repeat);
   if (!args.hook.empty()) {

@@ -22,6 +22,7 @@ struct LiveArgs {
   int webhook_attempts = 5;
   std::string listen;
   std::string open_after = "3s";
+  std::string strong_open_after = "2s";
   std::string close_after = "10s";
   std::string idle_open_after = "2m";
   std::string repeat_window = "10m";

@@ -173,9 +173,13 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
   if (look_up) {
     job.cgroups_looked_up = true;
     job.cgroups.clear();
+    job.cgroup_of_root.clear();
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
-      if (auto dir = cgroups_.cgroupOf(pid)) job.cgroups.insert(*dir);
+      if (auto dir = cgroups_.cgroupOf(pid)) {
+        job.cgroups.insert(*dir);
+        job.cgroup_of_root[pid] = *dir;
+      }
     }
     // The cgroups above them: a limit there binds the job as much as one on its own.
     job.ancestors.clear();
@@ -237,6 +241,28 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     now.emplace(dir, std::move(r));
   }
   const CgroupFigures f = cgroupFigures(job.cgroup_readings, now, elapsed);
+  // Each rank's own: its main process's cgroup and the cgroups above it, where the ranks have
+  // cgroups of their own (one of them limited: the straggler, named without the hook).
+  job.rank_cgroup_figures.clear();
+  if (job.cgroups.size() >= 2) {
+    std::map<int32_t, std::set<std::filesystem::path>> dirs_of_rank;
+    for (const auto& [pid, dir] : job.cgroup_of_root) {
+      auto m = job.members.find(pid);
+      if (m == job.members.end() || !m->second.rank) continue;
+      dirs_of_rank[*m->second.rank].insert(dir);
+    }
+    for (const auto& [rank, dirs] : dirs_of_rank) {
+      std::map<std::filesystem::path, CgroupReading> before, after;
+      for (const auto& [dir, reading] : now) {
+        if (!reading.ancestor && !dirs.count(dir)) continue;  // another rank's
+        if (reading.ancestor && !job.ancestors.count(dir)) continue;
+        after.emplace(dir, reading);
+        if (auto b = job.cgroup_readings.find(dir); b != job.cgroup_readings.end())
+          before.emplace(dir, b->second);
+      }
+      job.rank_cgroup_figures[rank] = cgroupFigures(before, after, elapsed);
+    }
+  }
   sample.cgroup_io_some = f.io_some;
   sample.cgroup_cpu_some = f.cpu_some;
   sample.cgroup_memory_some = f.memory_some;

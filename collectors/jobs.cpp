@@ -307,6 +307,12 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         }
         auto taken = reaped.find(rank);
         fill(r, t, taken == reaped.end() ? ProcIo{} : taken->second);
+        if (auto cg = job.rank_cgroup_figures.find(rank); cg != job.rank_cgroup_figures.end()) {
+          r.cgroup_limited_read_bytes_per_second = cg->second.limited_read_bytes_per_second;
+          r.cgroup_read_limit_bytes_per_second = cg->second.read_limit_bytes_per_second;
+          r.cgroup_cpu_throttled_ratio = cg->second.cpu_throttled_ratio;
+          r.cgroup_io_some = cg->second.io_some;
+        }
         out.ranks.push_back(std::move(r));
       }
     }

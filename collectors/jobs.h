@@ -113,6 +113,10 @@ class JobTracker final : public Collector {
     // as last looked at (discovery ticks); those that set one are read whole every tick.
     std::map<std::filesystem::path, int> ancestors;
     std::map<std::filesystem::path, CgroupReading> ancestor_limits;
+    // Each root's cgroup (a rank's, where ranks have their own), and each rank's figures this
+    // tick from its cgroup and those above it.
+    std::map<uint32_t, std::filesystem::path> cgroup_of_root;
+    std::map<int32_t, CgroupFigures> rank_cgroup_figures;
     // The CPUs its main process may run on (affinity), looked at on discovery ticks.
     std::optional<uint32_t> cpus_affinity;
     // The devices its files are on and those below them, from the last scan of its open files.

@@ -205,6 +205,12 @@ struct RankSample {
   std::optional<double> main_thread_cpu_ratio;  // the rank's main process's main thread
   std::optional<double> main_thread_runqueue_ratio;
   uint32_t stopped_processes = 0;
+  // Its main process's cgroup (and those above it), where the ranks have cgroups of their own:
+  // reads against the nearest io.max, that limit, and the share its CPU quota throttled it.
+  std::optional<double> cgroup_limited_read_bytes_per_second;
+  std::optional<double> cgroup_read_limit_bytes_per_second;
+  std::optional<double> cgroup_cpu_throttled_ratio;
+  std::optional<double> cgroup_io_some;
   std::optional<uint64_t> steps;
   std::optional<double> data_wait_seconds;
   std::optional<double> step_seconds;

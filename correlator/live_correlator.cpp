@@ -32,8 +32,23 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
 
 }  // namespace
 
+namespace {
+
+// The shortest a stall may have lasted to be reported at all: the detector's minimum.
+double openAfter(const LiveConfig& c) {
+  return c.strong_open_after_s > 0 ? std::min(c.open_after_s, c.strong_open_after_s)
+                                   : c.open_after_s;
+}
+
+}  // namespace
+
 LiveCorrelator::LiveCorrelator(const LiveConfig& config) : config_(config) {
-  config_.detector.min_duration_s = config_.open_after_s;
+  config_.detector.min_duration_s = openAfter(config_);
+}
+
+void LiveCorrelator::setConfig(const LiveConfig& config) {
+  config_ = config;
+  config_.detector.min_duration_s = openAfter(config_);
 }
 
 void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
@@ -44,12 +59,8 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
   setProcessFigures(s, i, j);
   s.d_state_wchan[i] = j.top_wchan;
   s.sleep_wchan[i] = j.sleep_wchan;
-  s.cgroup_io_some[i] = j.cgroup_io_some;
   s.cgroup_cpu_some[i] = j.cgroup_cpu_some;
   s.cgroup_memory_some[i] = j.cgroup_memory_some;
-  s.cgroup_cpu_throttled[i] = j.cgroup_cpu_throttled_ratio;
-  s.cgroup_limited_read_bytes_per_s[i] = j.cgroup_limited_read_bytes_per_second;
-  s.cgroup_read_limit_bytes_per_s[i] = j.cgroup_read_limit_bytes_per_second;
   s.cgroup_limits[i] = j.cgroup_limits;
   s.neighbour_io[i] = j.neighbour_io.value_or("");
   s.workers_sleep_wchan[i] = j.workers_sleep_wchan;
@@ -270,6 +281,11 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       }
     } else if (ongoing && heldAsIdle(s, *ongoing)) {
       continue;  // held: the job may be winding down (its exit ends it unreported)
+    } else if (ongoing &&
+               static_cast<double>(ongoing->end_ms - ongoing->start_ms) / 1000.0 <
+                   config_.open_after_s &&
+               !strongStorageEvidence(*ongoing)) {
+      continue;  // short, and the evidence not strong: it must last open_after_s first
     } else if (ongoing) {
       Open open;
       open.live_id = next_id_++;

@@ -25,6 +25,12 @@ namespace stallwatch::correlator {
 struct LiveConfig {
   DetectorConfig detector;
   double open_after_s = 3;
+  // A stall with strong storage evidence (strongStorageEvidence: the job's reads at its io.max
+  // limit, or its threads waiting on I/O at a device that got slow) is reported once it has
+  // lasted this long: two intervals at one-second sampling, so that the page comes within 2 s
+  // of the GPUs' work falling. Weaker evidence waits for open_after_s, which a burst of other
+  // causes (a one-off slow step, a loader starting) does not outlast. 0 turns it off.
+  double strong_open_after_s = 2;
   double close_after_s = 10;
   // A not-storage stall during which the job's processes sit idle (processesIdle) is reported
   // only once it has lasted this long: a job winding down lingers so before it exits (a
@@ -59,7 +65,7 @@ class LiveCorrelator {
 
   std::vector<ActiveStall> active() const;
   // New timing (a reload): from the next batch on; open incidents stay open.
-  void setConfig(const LiveConfig& config) { config_ = config; }
+  void setConfig(const LiveConfig& config);
   size_t jobsTracked() const { return jobs_.size(); }
 
  private:

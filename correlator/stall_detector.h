@@ -164,6 +164,12 @@ class ProgressBaseline {
   std::vector<double> sorted_;
 };
 
+// Whether INC's cause is storage and its evidence strong enough to report it at once: the
+// job's reads sat at its cgroup's io.max limit, or its threads waited on I/O (D state) while a
+// device it reads got slow (disk-slow), or several of them did under I/O pressure
+// (io-throttled). The live correlator opens such a stall after strong_open_after_s.
+bool strongStorageEvidence(const Incident& inc);
+
 // One line on the ranks of a several-rank job's incident, "" for a one-rank job: "rank 1
 // (pid 1234, GPU-5c1c2662) starved: disk-slow loop0 (on vda), await_ms loop0 0.6 -> 38.1;
 // rank 0 waited", or "ranks 0, 1 starved alike: no single straggler".

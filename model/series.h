@@ -54,6 +54,10 @@ struct RankSeries {
   // for a CPU; its worker processes and those stopped (T).
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
   Series main_cpu;  // its main process, all threads (cores)
+  // Its own cgroup's (with those above it), where the ranks have their own: reads against the
+  // nearest io.max and that limit, the share its quota throttled it, its I/O pressure.
+  Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s, cgroup_cpu_throttled,
+      cgroup_io_some;
 
   // Every per-interval series of the rank: the one list of them.
   template <typename Fn>
@@ -71,7 +75,9 @@ struct RankSeries {
     for (auto* x :
          {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.read_bytes_per_s,
           &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.main_thread_cpu,
-          &s.main_thread_runqueue, &s.workers, &s.stopped_processes, &s.main_cpu, &s.step_s}) {
+          &s.main_thread_runqueue, &s.workers, &s.stopped_processes, &s.main_cpu, &s.step_s,
+          &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s,
+          &s.cgroup_cpu_throttled, &s.cgroup_io_some}) {
       fn(*x);
     }
   }

@@ -146,6 +146,12 @@ void processFigures(Cursor& r, Sample& s) {
     s.main_thread_runqueue_ratio = r.optionalReal("main_thread_runqueue_ratio");
     s.stopped_processes = r.optionalInt<uint32_t>("stopped_processes").value_or(0);
   }
+  if (r.has("cgroup_limited_read_bytes_per_second")) {  // jobs: schema 8; ranks: schema 11
+    s.cgroup_limited_read_bytes_per_second = r.optionalReal("cgroup_limited_read_bytes_per_second");
+    s.cgroup_read_limit_bytes_per_second = r.optionalReal("cgroup_read_limit_bytes_per_second");
+    s.cgroup_cpu_throttled_ratio = r.optionalReal("cgroup_cpu_throttled_ratio");
+    s.cgroup_io_some = r.optionalReal("cgroup_io_some");
+  }
 }
 
 collectors::JobSample jobRow(Cursor& r) {

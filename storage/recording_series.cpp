@@ -106,9 +106,15 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
       std::string("SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, "
                   "data_wait_seconds, step_seconds, read_bytes_per_second, write_bytes_per_second, "
                   "workers_cpu_ratio, d_state_threads, workers, main_cpu_ratio, ") +
-          (version >= 11 ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes"
+          (version >= 11 ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
+                           "cgroup_limited_read_bytes_per_second, "
+                           "cgroup_read_limit_bytes_per_second, cgroup_cpu_throttled_ratio, "
+                           "cgroup_io_some"
                          : "NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
-                           "NULL AS stopped_processes") +
+                           "NULL AS stopped_processes, NULL AS "
+                           "cgroup_limited_read_bytes_per_second, NULL AS "
+                           "cgroup_read_limit_bytes_per_second, NULL AS cgroup_cpu_throttled_ratio, "
+                           "NULL AS cgroup_io_some") +
           " FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND :to_ms "
           "ORDER BY ts_ms, rank");
   q.bind(":job_id", job_id);
@@ -123,7 +129,10 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
             main_cpu_c = c.index("main_cpu_ratio"), step_c = c.index("step_seconds"),
             thread_c = c.index("main_thread_cpu_ratio"),
             runqueue_c = c.index("main_thread_runqueue_ratio"),
-            stopped_c = c.index("stopped_processes");
+            stopped_c = c.index("stopped_processes"),
+            cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
+            cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
+            cg_thr_c = c.index("cgroup_cpu_throttled_ratio"), cg_io_c = c.index("cgroup_io_some");
   size_t i = 0;
   while (q.executeStep()) {
     const int64_t t = q.getColumn(ts_c).getInt64();
@@ -148,6 +157,10 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
     r->main_thread_cpu[i] = optionalReal(q.getColumn(thread_c));
     r->main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
     r->stopped_processes[i] = optionalReal(q.getColumn(stopped_c));
+    r->cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
+    r->cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
+    r->cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
+    r->cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
   }
 }
 

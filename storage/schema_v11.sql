@@ -37,3 +37,11 @@ ALTER TABLE job_samples ADD COLUMN cgroup_read_limit TEXT;
 ALTER TABLE rank_samples ADD COLUMN main_thread_cpu_ratio REAL;
 ALTER TABLE rank_samples ADD COLUMN main_thread_runqueue_ratio REAL;
 ALTER TABLE rank_samples ADD COLUMN stopped_processes INTEGER;
+-- A rank's own cgroup (with those above it), where the ranks have cgroups of their own: its reads
+-- against the nearest io.max and that limit, the share its CPU quota throttled it, its I/O
+-- pressure. The straggler of a job whose ranks share GPUs, or that does not report, is named by
+-- them.
+ALTER TABLE rank_samples ADD COLUMN cgroup_limited_read_bytes_per_second REAL;
+ALTER TABLE rank_samples ADD COLUMN cgroup_read_limit_bytes_per_second REAL;
+ALTER TABLE rank_samples ADD COLUMN cgroup_cpu_throttled_ratio REAL;
+ALTER TABLE rank_samples ADD COLUMN cgroup_io_some REAL;

@@ -150,7 +150,9 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
           "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "
           "write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, "
           "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
-          "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes"));
+          "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
+          "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
+          "cgroup_cpu_throttled_ratio, cgroup_io_some"));
   return store;
 }
 

@@ -214,6 +214,16 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
   ASSERT_FALSE(first.job_updates.empty());
   EXPECT_EQ(first.job_updates.back().cgroup_limits,  // the job as described at the end of the tick
             "io.max 254:0 (vda) rbps=4.0 MiB/s in " + rank1.string());
+  // Each rank's own: rank 1 at its limit, rank 0 without one.
+  ASSERT_EQ(second.ranks.size(), 2u);
+  for (const RankSample& r : second.ranks) {
+    if (r.rank == 1) {
+      EXPECT_DOUBLE_EQ(r.cgroup_limited_read_bytes_per_second.value_or(-1), 4 << 20);
+      EXPECT_DOUBLE_EQ(r.cgroup_read_limit_bytes_per_second.value_or(-1), 4194304);
+    } else {
+      EXPECT_FALSE(r.cgroup_read_limit_bytes_per_second);
+    }
+  }
 }
 
 // A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds

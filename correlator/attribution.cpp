@@ -1,0 +1,451 @@
+// Attribution: what caused an incident the detector found, from each candidate signal against
+// its own baseline (correlator/stall_detector.h lists the classes and their order).
+#include "correlator/attribution.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "collectors/job_cgroup.h"
+#include "correlator/evidence.h"
+#include "correlator/straggler.h"
+#include "correlator/wait_channel.h"
+
+namespace stallwatch::correlator {
+namespace {
+
+using evidence::at;
+using evidence::Check;
+using evidence::compare;
+using evidence::latencyAt;
+
+constexpr double kQueueFloor = 0.1;
+constexpr size_t kMinBaselineForAttribution = 5;
+
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    Incident& inc);
+
+}  // namespace
+
+std::vector<size_t> baselineBefore(size_t first, const std::vector<bool>& stalled,
+                                   const DetectorConfig& cfg) {
+  std::vector<size_t> base;
+  const size_t from = first > cfg.baseline_intervals ? first - cfg.baseline_intervals : 0;
+  for (size_t i = from; i < first; ++i) {
+    if (!stalled[i]) base.push_back(i);
+  }
+  return base;
+}
+
+void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
+                       const DetectorConfig& cfg, Incident& inc) {
+  const std::vector<size_t> base = baselineBefore(inc.first, stalled, cfg);
+  if (base.size() < kMinBaselineForAttribution) {
+    inc.evidence.push_back({"baseline_intervals", 0, static_cast<double>(base.size()), false});
+    inc.confidence = 0.2;
+    return;
+  }
+  if (s.ranks.size() >= 2) {
+    if (const auto straggler = findStraggler(s, cfg, base, inc)) {
+      attributeCause(throughRank(s, s.ranks[*straggler]), cfg, base, inc);
+      return;
+    }
+  }
+  attributeCause(s, cfg, base, inc);
+}
+
+namespace {
+
+// A job reading at this share of its cgroup's io.max limit or more is held by the limit.
+constexpr double kAtLimitShare = 0.8;
+// A checkpoint's peak: at least this many bytes per second in one interval, and a burst that
+// writes at least this many bytes counts even without a writeback wait seen.
+constexpr double kCheckpointPeakFloor = 100e6;
+constexpr double kCheckpointBytes = 1e9;
+
+// The part of a job's cgroup limits about KIND ("io.max", "cpu.max"), or KIND alone.
+std::string limitText(const std::string& limits, const std::string& kind) {
+  size_t at = 0;
+  while (at < limits.size()) {
+    const size_t end = std::min(limits.find("; ", at), limits.size());
+    if (limits.compare(at, kind.size(), kind) == 0) return limits.substr(at, end - at);
+    at = end + 2;
+  }
+  return kind;
+}
+
+// Two devices wrote alike over a checkpoint when the lesser wrote at least this share of the
+// greater (a loop device and the disk under it: the same bytes, flushed in bursts).
+constexpr double kAlikeShare = 0.75;
+
+// Devices stacked on others: their writes reach a disk below.
+bool stacked(const std::string& name) {
+  for (const char* prefix : {"loop", "dm-", "md", "nbd", "rbd", "drbd", "/"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// The device a checkpoint went to: the one that wrote the most over the burst and the stall
+// (a checkpoint may go to a disk the job never reads). A stacked device (a loop, dm or md
+// device, a mount) carries its writes down to the disk below, which then writes as much: where
+// they wrote alike, the stacked one is named, the other as its physical disk. Recordings
+// without device write figures: the job's device whose writes took longest.
+std::pair<const DeviceSeries*, const DeviceSeries*> checkpointTarget(
+    const JobSeries& s, const std::vector<size_t>& around) {
+  const DeviceSeries* target = nullptr;
+  const DeviceSeries* below = nullptr;
+  auto bytesWritten = [&](const DeviceSeries& d) {
+    double sum = 0;
+    for (size_t i : around) sum += at(d.write_bytes_per_s, i).value_or(0.0);
+    return sum;
+  };
+  double most = 0;
+  for (const DeviceSeries& d : s.devices) most = std::max(most, bytesWritten(d));
+  if (most > 0) {
+    for (const DeviceSeries& d : s.devices) {
+      if (bytesWritten(d) < kAlikeShare * most) continue;
+      if (!target || (stacked(d.name) && !stacked(target->name))) {
+        if (target && !stacked(target->name)) below = target;
+        target = &d;
+      } else if (!stacked(d.name) && !below) {
+        below = &d;
+      }
+    }
+    return {target, below == target ? nullptr : below};
+  }
+  double slowest = -1;
+  for (const DeviceSeries& d : s.devices) {
+    if (!d.job_reads || !d.direct()) continue;
+    const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
+    if (w && *w > slowest) {
+      slowest = *w;
+      target = &d;
+    }
+  }
+  return {target, nullptr};
+}
+
+// A neighbour's use of the device named is evidence when it is at least this many bytes/s
+// and twice what the same cgroup did before the stall.
+constexpr double kNeighbourFloor = 10e6;
+
+// Who else used DEVICES (the one the stall names and the disk under it, or the one a limit the
+// job ran into is on): the heaviest other cgroup or process over the stall and the interval
+// before it (they are read every few seconds), against what it did in the baseline intervals
+// where it was seen (0 where it was not).
+void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
+                  const std::vector<std::string>& devices, Incident& inc) {
+  if (s.neighbour_io.empty()) return;
+  auto onTarget = [&](const collectors::DeviceUser& u) {
+    return !u.device.empty() &&
+           std::find(devices.begin(), devices.end(), u.device) != devices.end();
+  };
+  std::map<std::pair<std::string, std::string>, double> during;  // (device, cgroup) -> max
+  const size_t from = inc.first > 0 ? inc.first - 1 : 0;
+  for (size_t i = from; i <= inc.last && i < s.neighbour_io.size(); ++i) {
+    for (const auto& u : collectors::parseDeviceUsers(s.neighbour_io[i])) {
+      if (!onTarget(u)) continue;
+      double& m = during[{u.device, u.cgroup}];
+      m = std::max(m, u.bytes_per_second());
+    }
+  }
+  if (during.empty()) return;
+  const auto heaviest =
+      std::max_element(during.begin(), during.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<double> before;
+  for (size_t i : base) {
+    if (i >= s.neighbour_io.size()) continue;
+    for (const auto& u : collectors::parseDeviceUsers(s.neighbour_io[i])) {
+      if (u.device == heaviest->first.first && u.cgroup == heaviest->first.second)
+        before.push_back(u.bytes_per_second());
+    }
+  }
+  const double baseline = evidence::median(std::move(before)).value_or(0.0);
+  const double now = heaviest->second;
+  inc.evidence.push_back(
+      {"neighbour_bytes_per_s " + heaviest->first.first + " " + heaviest->first.second, baseline,
+       now, now >= kNeighbourFloor && now >= 2 * baseline});
+}
+
+// A job whose processes sat idle through a stall (no CPU, no reads, no I/O wait): where its main
+// process slept is what it waited on (a lock, a poll on workers that send nothing, a child).
+// Evidence of a hang, named; the share of intervals it slept there, during and before.
+void addIdleWait(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
+  if (!processesIdle(s, inc)) return;
+  std::vector<std::string> waits;
+  for (size_t i = inc.first; i <= inc.last && i < s.sleep_wchan.size(); ++i)
+    waits.push_back(s.sleep_wchan[i]);
+  const std::string wait = mostCommonText(waits);
+  auto shareAsleep = [&](const std::vector<size_t>& idx) {
+    size_t n = 0, asleep = 0;
+    for (size_t i : idx) {
+      ++n;
+      asleep += i < s.sleep_wchan.size() && !wait.empty() && s.sleep_wchan[i] == wait ? 1 : 0;
+    }
+    return n ? static_cast<double>(asleep) / static_cast<double>(n) : 0.0;
+  };
+  std::vector<size_t> during;
+  for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
+  EvidenceItem e;
+  e.signal = "job_processes_idle";
+  if (!wait.empty()) {
+    const std::string subsystem = waitSubsystem(wait);
+    e.signal += " asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+  }
+  e.baseline = shareAsleep(base);
+  e.during = shareAsleep(during);
+  e.supports = true;
+  inc.evidence.push_back(e);
+}
+
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    Incident& inc) {
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+
+  // 1. The job's own write burst (a checkpoint). A checkpoint writes its bytes in an interval
+  // or two at full speed, then waits for writeback (a sync) with little written: its median
+  // misses it, its peak does not.
+  const Check writes = compare(
+      "job_write_bytes_per_s", base, inc.first, inc.last,
+      [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
+      cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+  add(writes);
+  // The incident's intervals, and the same from the one before it: a checkpoint's burst often
+  // lands as the GPUs go idle.
+  std::vector<size_t> during, around;
+  for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
+    around.push_back(i);
+    if (i >= inc.first) during.push_back(i);
+  }
+  Check burst = writes;
+  burst.item.signal = "job_write_bytes_per_s peak";
+  burst.item.during = 0;
+  double written = 0;
+  for (size_t i : around) {
+    const double w = at(s.write_bytes_per_s, i).value_or(0.0);
+    burst.item.during = std::max(burst.item.during, w);
+    written += w * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
+  }
+  burst.item.supports =
+      burst.item.during >=
+      std::max(cfg.write_ratio * std::max(writes.item.baseline, cfg.write_floor_bytes_per_s),
+               kCheckpointPeakFloor);
+  // Threads waiting for writeback or a journal commit: a sync after the write.
+  size_t flushing = 0, blocked = 0;
+  for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
+    if (at(s.d_state_threads, i).value_or(0) < 1) continue;
+    ++blocked;
+    const std::string subsystem = waitSubsystem(s.d_state_wchan[i]);
+    if (subsystem == "writeback" || subsystem == "journal") ++flushing;
+  }
+  const bool waits_for_writeback = flushing > 0 && 2 * flushing >= blocked;
+  const bool checkpoint =
+      writes.item.supports ||
+      (burst.item.supports && (waits_for_writeback || written >= kCheckpointBytes));
+  if (burst.item.supports || waits_for_writeback) {
+    burst.item.signal += waits_for_writeback ? " (then waiting for writeback)" : "";
+    add(burst);
+  }
+
+  // 2. The job's devices: latency and queue against their own baselines.
+  struct Slow {
+    const DeviceSeries* device;
+    double strength;
+    double share;
+  };
+  std::vector<Slow> slow;
+  for (const DeviceSeries& d : s.devices) {
+    const Check latency = compare(
+        "await_ms " + d.name, base, inc.first, inc.last, [&](size_t i) { return latencyAt(d, i); },
+        true, cfg.latency_ratio, cfg.latency_floor_ms, cfg.latency_floor_ms);
+    const Check queue = compare(
+        "aqu_sz " + d.name, base, inc.first, inc.last, [&](size_t i) { return at(d.aqu_sz, i); },
+        true, cfg.queue_ratio, kQueueFloor, 1.0);
+    Check l = latency, q = queue;
+    if (!d.job_reads) {  // shown, never blamed
+      l.item.signal += " (the job does not read it)";
+      q.item.signal += " (the job does not read it)";
+      l.item.supports = q.item.supports = false;
+    }
+    add(l);
+    add(q);
+    if (d.job_reads && (latency.item.supports || queue.item.supports)) {
+      slow.push_back({&d, std::max(latency.ratio, queue.ratio),
+                      std::max(latency.share_of_intervals, queue.share_of_intervals)});
+    }
+  }
+
+  // 3. Pressure above the devices, D-state workers, CPU: the job's own cgroup's where it has
+  // one (the node's is moved by every other tenant), else the node's.
+  auto known = [&](const Series& x) {
+    for (size_t i = base.empty() ? inc.first : base.front(); i <= inc.last && i < x.size(); ++i) {
+      if (x[i]) return true;
+    }
+    return false;
+  };
+  const bool own_io = known(s.cgroup_io_some), own_cpu = known(s.cgroup_cpu_some);
+  const Series& io_series = own_io ? s.cgroup_io_some : s.io_some;
+  const Series& cpu_series = own_cpu ? s.cgroup_cpu_some : s.cpu_some;
+  const Check io = compare(
+      own_io ? "io_some (the job's cgroup)" : "io_some", base, inc.first, inc.last,
+      [&](size_t i) { return at(io_series, i); }, false, cfg.pressure_rise, 0, 0);
+  Check dstate = compare(
+      "job_d_state_threads", base, inc.first, inc.last,
+      [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
+  // Where they waited says which layer held them: the evidence names it (FUSE, NFS/RPC,
+  // writeback, block I/O...).
+  if (dstate.item.during >= 1) {
+    std::vector<std::string> waits;
+    for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
+      if (at(s.d_state_threads, i).value_or(0) >= 1) waits.push_back(s.d_state_wchan[i]);
+    }
+    if (const std::string wait = mostCommonText(waits); !wait.empty()) {
+      const std::string subsystem = waitSubsystem(wait);
+      dstate.item.signal +=
+          " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+    }
+  }
+  const Check cpu = compare(
+      own_cpu ? "cpu_some (the job's cgroup)" : "cpu_some", base, inc.first, inc.last,
+      [&](size_t i) { return at(cpu_series, i); }, false, cfg.pressure_rise, 0, 0);
+  add(io);
+  add(dstate);
+  add(cpu);
+  // Memory pressure in the job's cgroup: reclaim evicts the page cache, and reads that hit it
+  // go to the disk. Evidence of its own; it decides no class.
+  if (known(s.cgroup_memory_some)) {
+    add(compare(
+        "memory_some (the job's cgroup)", base, inc.first, inc.last,
+        [&](size_t i) { return at(s.cgroup_memory_some, i); }, false, cfg.pressure_rise, 0, 0));
+  }
+  // The limits on the job's cgroup, named where the job ran into them: its reads on the device
+  // io.max limits at 80 % of the limit or more, its CPU quota throttling it a larger share of
+  // the time than before.
+  std::optional<Check> at_io_limit, cpu_quota;
+  std::vector<std::string> limits_during;
+  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_limits.size(); ++i)
+    limits_during.push_back(s.cgroup_limits[i]);
+  const std::string limits = mostCommonText(limits_during);  // the text most often in force
+  if (known(s.cgroup_read_limit_bytes_per_s)) {
+    Check c = compare(
+        std::string(kAtIoLimit) + limitText(limits, "io.max"), base, inc.first, inc.last,
+        [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
+    const auto limit = evidence::medianOver(
+        during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
+    c.item.supports = limit && *limit > 0 && c.item.during >= kAtLimitShare * *limit;
+    add(c);
+    at_io_limit = c;
+  }
+  if (known(s.cgroup_cpu_throttled)) {
+    Check c = compare(
+        "job_cgroup_cpu_throttled_share under " + limitText(limits, "cpu.max"), base, inc.first,
+        inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise,
+        0, 0);
+    add(c);
+    cpu_quota = c;
+  }
+
+  auto confidence = [](double share) { return std::clamp(0.5 + 0.5 * share, 0.0, 1.0); };
+  if (checkpoint) {
+    inc.cls = StallClass::kCheckpoint;
+    inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
+    const auto chosen = checkpointTarget(s, around);
+    const DeviceSeries* target = chosen.first;
+    const DeviceSeries* below = chosen.second;
+    if (target) {
+      inc.device = target->name;
+      if (below) inc.physical_device = below->name;
+      Check device_writes = compare(
+          "write_bytes_per_s " + target->name, base, inc.first, inc.last,
+          [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
+          cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+      // A write limit on the job's cgroup for that device held the checkpoint back: named.
+      const std::string io_limits = limitText(limits, "io.max");
+      if (io_limits.find("(" + target->name + ")") != std::string::npos &&
+          io_limits.find("wbps=") != std::string::npos) {
+        device_writes.item.signal += " under " + io_limits;
+      }
+      add(device_writes);
+    }
+    return;
+  }
+  // A limit on the job's own cgroup that it ran into explains a device that looks slow above
+  // it (a loop device whose backing reads the limit holds back): the limit is the cause.
+  if (at_io_limit && at_io_limit->item.supports) {
+    inc.cls = StallClass::kIoThrottled;
+    inc.confidence = confidence(1.0);
+    // A limit shared with someone else (a parent's cap, a cgroup a sidecar shares): who.
+    const std::string io_limits = limitText(limits, "io.max");
+    const size_t open = io_limits.find('('), close = io_limits.find(')', open);
+    if (open != std::string::npos && close != std::string::npos)
+      addNeighbour(s, base, {io_limits.substr(open + 1, close - open - 1)}, inc);
+    return;
+  }
+  if (!slow.empty()) {
+    // Prefer the device the job's files are on; the disk under it is named as physical.
+    auto best = std::max_element(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) {
+      const bool a_direct = a.device->direct(), b_direct = b.device->direct();
+      if (a_direct != b_direct) return !a_direct;
+      return a.strength < b.strength;
+    });
+    const DeviceSeries* chosen = best->device;
+    inc.cls = StallClass::kDiskSlow;
+    inc.device = chosen->direct() ? chosen->name : chosen->via;
+    if (!chosen->direct()) inc.physical_device = chosen->name;
+    for (const Slow& sl : slow) {
+      if (sl.device->via == inc.device && inc.physical_device.empty())
+        inc.physical_device = sl.device->name;
+    }
+    if (inc.physical_device.empty()) {
+      for (const DeviceSeries& d : s.devices) {
+        if (d.via == inc.device) {
+          inc.physical_device = d.name;
+          break;
+        }
+      }
+    }
+    inc.confidence = confidence(best->share);
+    addNeighbour(s, base, {inc.device, inc.physical_device}, inc);
+    return;
+  }
+  if (io.item.supports || dstate.item.supports) {
+    inc.cls = StallClass::kIoThrottled;
+    inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
+    return;
+  }
+  const bool quota = cpu_quota && cpu_quota->item.supports;
+  if (cpu.item.supports || quota) {
+    inc.cls = StallClass::kInputCpu;
+    inc.confidence =
+        confidence(std::max(cpu.share_of_intervals, quota ? cpu_quota->share_of_intervals : 0.0));
+    return;
+  }
+  inc.cls = StallClass::kNotStorage;
+  addIdleWait(s, base, inc);
+  // As sure as the storage signals were there to look at.
+  const bool looked = !s.devices.empty() && !s.io_some.empty();
+  inc.confidence = looked ? 0.7 : 0.4;
+}
+
+}  // namespace
+
+bool strongStorageEvidence(const Incident& inc) {
+  auto supported = [&](std::string_view prefix, double min_during = 0) {
+    return std::any_of(inc.evidence.begin(), inc.evidence.end(), [&](const EvidenceItem& e) {
+      return e.supports && e.signal.starts_with(prefix) && e.during >= min_during;
+    });
+  };
+  switch (inc.cls) {
+    case StallClass::kIoThrottled:
+      return supported(kAtIoLimit) || (supported("job_d_state_threads", 2) && supported("io_some"));
+    case StallClass::kDiskSlow:
+      return supported("job_d_state_threads");
+    default:
+      return false;
+  }
+}
+
+}  // namespace stallwatch::correlator

@@ -1,0 +1,19 @@
+// What the detector and the attribution share. Internal to the correlator.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "correlator/stall_detector.h"
+
+namespace stallwatch::correlator {
+
+// The evidence that the job read at its cgroup's io.max limit: io-throttled, with the limit named.
+inline constexpr std::string_view kAtIoLimit = "job_cgroup_read_bytes_per_s at ";
+
+// The healthy intervals an incident starting at FIRST is compared with: the unstalled ones
+// among the baseline window before it.
+std::vector<size_t> baselineBefore(size_t first, const std::vector<bool>& stalled,
+                                   const DetectorConfig& config);
+
+}  // namespace stallwatch::correlator
