@@ -32,23 +32,13 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
 
 }  // namespace
 
-namespace {
-
-// The shortest a stall may have lasted to be reported at all: the detector's minimum.
-double openAfter(const LiveConfig& c) {
-  return c.strong_open_after_s > 0 ? std::min(c.open_after_s, c.strong_open_after_s)
-                                   : c.open_after_s;
-}
-
-}  // namespace
-
 LiveCorrelator::LiveCorrelator(const LiveConfig& config) : config_(config) {
-  config_.detector.min_duration_s = openAfter(config_);
+  config_.detector.min_duration_s = config_.open_after_s;
 }
 
 void LiveCorrelator::setConfig(const LiveConfig& config) {
   config_ = config;
-  config_.detector.min_duration_s = openAfter(config_);
+  config_.detector.min_duration_s = config_.open_after_s;
 }
 
 void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
@@ -253,6 +243,19 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     const Incident* ongoing = nullptr;
     if (!a.incidents.empty() && a.incidents.back().last + 2 >= s.size())
       ongoing = &a.incidents.back();
+    // Not open yet and too short for open_after_s: reported sooner only on strong storage
+    // evidence, judged on the same tail with the shorter minimum (the analysis above, which
+    // the post-mortem repeats, is left as it was).
+    Analysis fast;
+    if (!job.open && !ongoing && job.since_stalled == 0 && config_.strong_open_after_s > 0 &&
+        config_.strong_open_after_s < config_.open_after_s) {
+      DetectorConfig shorter = config_.detector;
+      shorter.min_duration_s = config_.strong_open_after_s;
+      fast = analyzeJob(s, shorter);
+      if (!fast.incidents.empty() && fast.incidents.back().last + 1 >= s.size() &&
+          strongStorageEvidence(fast.incidents.back()))
+        ongoing = &fast.incidents.back();
+    }
 
     if (job.open && ongoing) {
       Open& open = *job.open;
@@ -281,11 +284,6 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       }
     } else if (ongoing && heldAsIdle(s, *ongoing)) {
       continue;  // held: the job may be winding down (its exit ends it unreported)
-    } else if (ongoing &&
-               static_cast<double>(ongoing->end_ms - ongoing->start_ms) / 1000.0 <
-                   config_.open_after_s &&
-               !strongStorageEvidence(*ongoing)) {
-      continue;  // short, and the evidence not strong: it must last open_after_s first
     } else if (ongoing) {
       Open open;
       open.live_id = next_id_++;
