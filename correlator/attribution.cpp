@@ -170,6 +170,61 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
        now, now >= kNeighbourFloor && now >= 2 * baseline});
 }
 
+// Names DEVICE (the limited or the slowest) in INC as the disk-slow verdict names one: where the
+// job's files are on a device stacked over it, that device, DEVICE as physical; where DEVICE
+// holds files itself, it, with the device under it as physical.
+void nameDevice(const JobSeries& s, const std::string& device, Incident& inc) {
+  inc.device = device;
+  inc.physical_device.clear();
+  for (const DeviceSeries& d : s.devices) {
+    if (d.name == device && !d.via.empty() && !d.also_direct) {
+      inc.device = d.via;
+      inc.physical_device = device;
+      return;
+    }
+  }
+  for (const DeviceSeries& d : s.devices) {
+    if (d.via == device) {
+      inc.physical_device = d.name;
+      return;
+    }
+  }
+}
+
+// What a stalled job's processes were doing, where not storage: stopped (T) ones, and where its
+// workers slept. A hang says who was stopped and who waited on what.
+void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
+  const Check stopped = compare(
+      "job_processes_stopped", base, inc.first, inc.last,
+      [&](size_t i) { return at(s.stopped_processes, i); }, false, 1.0, 0, 1.0);
+  if (stopped.item.during >= 1 || stopped.item.baseline >= 1) inc.evidence.push_back(stopped.item);
+  // Who waited on the stopped ones: where the main process slept meanwhile.
+  if (stopped.item.supports) {
+    std::vector<std::string> main_waits;
+    for (size_t i = inc.first; i <= inc.last && i < s.sleep_wchan.size(); ++i)
+      main_waits.push_back(s.sleep_wchan[i]);
+    if (const std::string wait = mostCommonText(main_waits); !wait.empty()) {
+      size_t asleep = 0;
+      for (const auto& w : main_waits) asleep += w == wait ? 1 : 0;
+      const std::string subsystem = waitSubsystem(wait);
+      inc.evidence.push_back(
+          {"main_process_asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 0,
+           static_cast<double>(asleep) / static_cast<double>(main_waits.size()), true});
+    }
+  }
+  std::vector<std::string> waits;
+  for (size_t i = inc.first; i <= inc.last && i < s.workers_sleep_wchan.size(); ++i)
+    waits.push_back(s.workers_sleep_wchan[i]);
+  if (const std::string wait = mostCommonText(waits); !wait.empty()) {
+    size_t asleep = 0;
+    for (const auto& w : waits) asleep += w == wait ? 1 : 0;
+    const std::string subsystem = waitSubsystem(wait);
+    inc.evidence.push_back(
+        {"workers_asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 0,
+         static_cast<double>(asleep) / static_cast<double>(waits.size()), false});
+  }
+}
+
 // A job whose processes sat idle through a stall (no CPU, no reads, no I/O wait): where its main
 // process slept is what it waited on (a lock, a poll on workers that send nothing, a child).
 // Evidence of a hang, named; the share of intervals it slept there, during and before.
@@ -250,6 +305,13 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     add(burst);
   }
 
+  // Where a checkpoint went: a device the job writes, which it may never read (a second disk).
+  const auto written_to = checkpoint ? checkpointTarget(s, around)
+                                     : std::pair<const DeviceSeries*, const DeviceSeries*>{};
+  auto writtenByJob = [&](const DeviceSeries& d) {
+    return &d == written_to.first || &d == written_to.second;
+  };
+
   // 2. The job's devices: latency and queue against their own baselines.
   struct Slow {
     const DeviceSeries* device;
@@ -257,6 +319,11 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     double share;
   };
   std::vector<Slow> slow;
+  // Of the devices the job reads, the one whose latency or queue rose the most, whether or not
+  // past its threshold: where an io-throttled stall waits (its device, for alerts to route by).
+  const DeviceSeries* most_risen = nullptr;
+  double most_risen_ratio = 0;
+  std::optional<Check> target_latency;  // the checkpoint's device: slowed or not
   for (const DeviceSeries& d : s.devices) {
     const Check latency = compare(
         "await_ms " + d.name, base, inc.first, inc.last, [&](size_t i) { return latencyAt(d, i); },
@@ -265,7 +332,13 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
         "aqu_sz " + d.name, base, inc.first, inc.last, [&](size_t i) { return at(d.aqu_sz, i); },
         true, cfg.queue_ratio, kQueueFloor, 1.0);
     Check l = latency, q = queue;
-    if (!d.job_reads) {  // shown, never blamed
+    if (writtenByJob(d)) {
+      if (&d == written_to.first) target_latency = latency;
+      if (!d.job_reads) {  // written, not read: shown with its latency, not blamed as disk-slow
+        l.item.signal += " (the job writes it)";
+        q.item.signal += " (the job writes it)";
+      }
+    } else if (!d.job_reads) {  // shown, never blamed
       l.item.signal += " (the job does not read it)";
       q.item.signal += " (the job does not read it)";
       l.item.supports = q.item.supports = false;
@@ -275,6 +348,10 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     if (d.job_reads && (latency.item.supports || queue.item.supports)) {
       slow.push_back({&d, std::max(latency.ratio, queue.ratio),
                       std::max(latency.share_of_intervals, queue.share_of_intervals)});
+    }
+    if (d.job_reads && std::max(latency.ratio, queue.ratio) > most_risen_ratio) {
+      most_risen_ratio = std::max(latency.ratio, queue.ratio);
+      most_risen = &d;
     }
   }
 
@@ -329,9 +406,16 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   for (size_t i = inc.first; i <= inc.last && i < s.cgroup_limits.size(); ++i)
     limits_during.push_back(s.cgroup_limits[i]);
   const std::string limits = mostCommonText(limits_during);  // the text most often in force
+  // The limit that bound the reads, as the collector found it (the job's cgroup or one above
+  // it, named with its level); recordings before it: the first io.max in force.
+  std::vector<std::string> binding_during;
+  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_read_limit.size(); ++i)
+    binding_during.push_back(s.cgroup_read_limit[i]);
+  std::string binding = mostCommonText(binding_during);
+  if (binding.empty()) binding = limitText(limits, "io.max");
   if (known(s.cgroup_read_limit_bytes_per_s)) {
     Check c = compare(
-        std::string(kAtIoLimit) + limitText(limits, "io.max"), base, inc.first, inc.last,
+        std::string(kAtIoLimit) + binding, base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
     const auto limit = evidence::medianOver(
         during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
@@ -362,6 +446,12 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
           "write_bytes_per_s " + target->name, base, inc.first, inc.last,
           [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
           cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+      // Its device slowed it: the device's latency against its own before, said either way.
+      if (target_latency) {
+        EvidenceItem slowed = target_latency->item;
+        slowed.signal = "checkpoint_slowed_by await_ms " + target->name;
+        inc.evidence.push_back(slowed);
+      }
       // A write limit on the job's cgroup for that device held the checkpoint back: named.
       const std::string io_limits = limitText(limits, "io.max");
       if (io_limits.find("(" + target->name + ")") != std::string::npos &&
@@ -377,11 +467,15 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (at_io_limit && at_io_limit->item.supports) {
     inc.cls = StallClass::kIoThrottled;
     inc.confidence = confidence(1.0);
-    // A limit shared with someone else (a parent's cap, a cgroup a sidecar shares): who.
-    const std::string io_limits = limitText(limits, "io.max");
-    const size_t open = io_limits.find('('), close = io_limits.find(')', open);
-    if (open != std::string::npos && close != std::string::npos)
-      addNeighbour(s, base, {io_limits.substr(open + 1, close - open - 1)}, inc);
+    // The limited device, named as disk-slow names one: the device the job's files are on,
+    // with the limited disk under it as physical.
+    const size_t open = binding.find('('), close = binding.find(')', open);
+    if (open != std::string::npos && close != std::string::npos) {
+      const std::string limited = binding.substr(open + 1, close - open - 1);
+      nameDevice(s, limited, inc);
+      // A limit shared with someone else (a parent's cap, a cgroup a sidecar shares): who.
+      addNeighbour(s, base, {limited}, inc);
+    }
     return;
   }
   if (!slow.empty()) {
@@ -414,6 +508,9 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (io.item.supports || dstate.item.supports) {
     inc.cls = StallClass::kIoThrottled;
     inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
+    // No device past its threshold: the one whose latency or queue rose the most is where the
+    // job's reads waited (a limit not read, a throttle below the device's own figures).
+    if (most_risen && most_risen_ratio > 1.0) nameDevice(s, most_risen->name, inc);
     return;
   }
   const bool quota = cpu_quota && cpu_quota->item.supports;
@@ -424,6 +521,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     return;
   }
   inc.cls = StallClass::kNotStorage;
+  addHangEvidence(s, base, inc);
   addIdleWait(s, base, inc);
   // As sure as the storage signals were there to look at.
   const bool looked = !s.devices.empty() && !s.io_some.empty();

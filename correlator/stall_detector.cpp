@@ -249,8 +249,14 @@ bool processesIdle(const JobSeries& s, const Incident& inc) {
   double d_state = 0;
   for (size_t i = inc.first; i <= inc.last && i < s.size(); ++i)
     d_state = std::max(d_state, at(s.d_state_threads, i).value_or(0.0));
+  // A stopped process is held, not winding down: a hang to report, not an exit to wait for.
+  double stopped = 0;
+  for (size_t i = inc.first; i <= inc.last && i < s.size(); ++i)
+    stopped = std::max(stopped, at(s.stopped_processes, i).value_or(0.0));
+  // The main process counts too: a job without workers computes in it (issue 36).
   return idleMedian(s.workers_cpu, inc) <= kIdleCores &&
-         idleMedian(s.read_bytes_per_s, inc) <= kIdleReadBytes && d_state == 0;
+         idleMedian(s.main_cpu, inc) <= kIdleCores &&
+         idleMedian(s.read_bytes_per_s, inc) <= kIdleReadBytes && d_state == 0 && stopped == 0;
 }
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {

@@ -13,6 +13,14 @@ using evidence::Check;
 using evidence::compare;
 using evidence::waitShareAt;
 
+// The signals findStraggler adds for each rank ("NAME rank N"): not what decided the class.
+constexpr const char* kPerRankSignals[] = {"gpu_util_percent", "data_wait_share",
+                                           "cgroup_read_share_of_io_max", "d_state_threads",
+                                           "cgroup_cpu_throttled_share"};
+
+// A rank's cgroup reading at this share of its io.max limit or more is held by it.
+constexpr double kRankAtLimitShare = 0.8;
+
 // Which rank held a synchronous job back during the incident. A starving rank's GPU goes
 // idle while the others spin inside the collective that waits for it (their utilisation stays
 // high), and its data wait rises while theirs does not. One starving rank is the straggler;
@@ -49,14 +57,57 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
       add(wait);
     }
   }
+  // Each rank's own evidence, beside the GPU and wait signals, which fail where ranks share a
+  // GPU (both idle alike) or do not report: its cgroup's reads at their io.max limit, its
+  // threads waiting on I/O, its CPU quota throttling it.
+  std::vector<size_t> with_evidence;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const RankSeries& rank = s.ranks[r];
+    const std::string name =
+        rank.node.empty() ? "rank " + std::to_string(rank.rank) : "node " + rank.node;
+    bool own = false;
+    auto limitShare = [&](size_t i) -> std::optional<double> {
+      const auto got = at(rank.cgroup_limited_read_bytes_per_s, i);
+      const auto limit = at(rank.cgroup_read_limit_bytes_per_s, i);
+      if (!got || !limit || *limit <= 0) return std::nullopt;
+      return *got / *limit;
+    };
+    Check limit = compare("cgroup_read_share_of_io_max " + name, base, inc.first, inc.last,
+                          limitShare, false, 0.3, 0, kRankAtLimitShare);
+    if (limit.share_of_intervals > 0 || limit.item.during > 0) {
+      add(limit);
+      own = own || limit.item.supports;
+    }
+    const Check dstate = compare(
+        "d_state_threads " + name, base, inc.first, inc.last,
+        [&](size_t i) { return at(rank.d_state_threads, i); }, false, 1.0, 0, 1.0);
+    if (dstate.item.during > 0 || dstate.item.baseline > 0) {
+      add(dstate);
+      own = own || dstate.item.supports;
+    }
+    const Check throttled = compare(
+        "cgroup_cpu_throttled_share " + name, base, inc.first, inc.last,
+        [&](size_t i) { return at(rank.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise, 0, 0);
+    if (throttled.item.during > 0) {
+      add(throttled);
+      own = own || throttled.item.supports;
+    }
+    if (own) with_evidence.push_back(r);
+  }
   // A rank that starves reports its data wait only when the batch finally comes (a blocked
   // loop sends nothing), so early in a stall there may be no wait figures at all: then the
-  // GPUs' idling decides. Either is enough.
+  // GPUs' idling decides. Either is enough. Where the ranks' own evidence singles one out, it
+  // decides: "starved alike" only when the evidence is alike.
   std::vector<size_t> starved;
-  for (size_t r = 0; r < s.ranks.size(); ++r) {
-    const bool others_busy = std::any_of(
-        judged.begin(), judged.end(), [&](const Judged& j) { return &j != &judged[r] && j.busy; });
-    if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
+  if (with_evidence.size() == 1) {
+    starved = with_evidence;
+  } else {
+    for (size_t r = 0; r < s.ranks.size(); ++r) {
+      const bool others_busy = std::any_of(judged.begin(), judged.end(), [&](const Judged& j) {
+        return &j != &judged[r] && j.busy;
+      });
+      if (judged[r].waits || (judged[r].idle && others_busy)) starved.push_back(r);
+    }
   }
   if (starved.size() == 1) {
     const RankSeries& st = s.ranks[starved.front()];
@@ -91,6 +142,18 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   v.cgroup_limited_read_bytes_per_s = s.cgroup_limited_read_bytes_per_s;
   v.cgroup_read_limit_bytes_per_s = s.cgroup_read_limit_bytes_per_s;
   v.cgroup_limits = s.cgroup_limits;
+  v.cgroup_read_limit = s.cgroup_read_limit;
+  // Its own cgroup's figures where the ranks have their own (the job's are the nearest-limit
+  // cgroup's, which may be another rank's).
+  auto any = [](const Series& x) {
+    return std::any_of(x.begin(), x.end(), [](const auto& value) { return value.has_value(); });
+  };
+  if (any(r.cgroup_read_limit_bytes_per_s) || any(r.cgroup_io_some)) {
+    v.cgroup_limited_read_bytes_per_s = r.cgroup_limited_read_bytes_per_s;
+    v.cgroup_read_limit_bytes_per_s = r.cgroup_read_limit_bytes_per_s;
+    v.cgroup_cpu_throttled = r.cgroup_cpu_throttled;
+    v.cgroup_io_some = r.cgroup_io_some;
+  }
   v.neighbour_io = s.neighbour_io;
   v.sleep_wchan = s.sleep_wchan;
   v.devices = s.devices;
@@ -98,6 +161,9 @@ JobSeries throughRank(const JobSeries& s, const RankSeries& r) {
   v.read_bytes_per_s = r.read_bytes_per_s;
   v.d_state_threads = r.d_state_threads;
   v.workers_cpu = r.workers_cpu;
+  v.main_cpu = r.main_cpu;
+  v.stopped_processes = r.stopped_processes;
+  v.workers = r.workers;
   return v;
 }
 
@@ -122,8 +188,10 @@ std::string rankSummary(const Incident& inc) {
   }
   // The first signal that decided the class, not a per-rank one.
   for (const auto& e : inc.evidence) {
-    if (!e.supports || e.signal.rfind("gpu_util_percent rank", 0) == 0 ||
-        e.signal.rfind("data_wait_share rank", 0) == 0) {
+    const bool per_rank = std::any_of(
+        std::begin(kPerRankSignals), std::end(kPerRankSignals),
+        [&](const char* prefix) { return e.signal.rfind(std::string(prefix) + " rank", 0) == 0; });
+    if (!e.supports || per_rank) {
       continue;
     }
     char figures[96];

@@ -72,12 +72,11 @@ struct RankSeries {
  private:
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x :
-         {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s, &s.read_bytes_per_s,
-          &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads, &s.main_thread_cpu,
-          &s.main_thread_runqueue, &s.workers, &s.stopped_processes, &s.main_cpu, &s.step_s,
-          &s.cgroup_limited_read_bytes_per_s, &s.cgroup_read_limit_bytes_per_s,
-          &s.cgroup_cpu_throttled, &s.cgroup_io_some}) {
+    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s,
+                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
+                    &s.main_thread_cpu, &s.main_thread_runqueue, &s.workers, &s.stopped_processes,
+                    &s.main_cpu, &s.step_s, &s.cgroup_limited_read_bytes_per_s,
+                    &s.cgroup_read_limit_bytes_per_s, &s.cgroup_cpu_throttled, &s.cgroup_io_some}) {
       fn(*x);
     }
   }

@@ -175,6 +175,30 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
                            e.baseline / 1e6);
       }
+      // A hang with processes stopped: who was stopped, and where the main process waited.
+      for (const auto& e : inc.evidence) {
+        if (e.signal != "job_processes_stopped" || !e.supports) continue;
+        std::string waited;
+        for (const auto& w : inc.evidence) {
+          constexpr std::string_view kMainWait = "main_process_asleep in ";
+          if (w.signal.starts_with(kMainWait)) waited = w.signal.substr(kMainWait.size());
+        }
+        out += fmt::format("      hang: {:.0f} of the job's processes stopped (T) for {:.0f} s{}\n",
+                           e.during, static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
+                           waited.empty() ? "" : "; the main process waited in " + waited);
+      }
+      // A checkpoint slowed by its device, in words.
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kSlowed = "checkpoint_slowed_by await_ms ";
+        if (!e.signal.starts_with(kSlowed)) continue;
+        out +=
+            e.supports
+                ? fmt::format("      the checkpoint was slowed by {}: await {:.1f} -> {:.1f} ms\n",
+                              e.signal.substr(kSlowed.size()), e.baseline, e.during)
+                : fmt::format(
+                      "      {} kept its pace under the checkpoint: await {:.1f} -> {:.1f} ms\n",
+                      e.signal.substr(kSlowed.size()), e.baseline, e.during);
+      }
       // A hang: what the idle processes waited on, in words.
       for (const auto& e : inc.evidence) {
         constexpr std::string_view kIdle = "job_processes_idle";

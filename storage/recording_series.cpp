@@ -106,15 +106,16 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
       std::string("SELECT ts_ms, rank, gpu_util_percent, gpu_work_percent, steps, "
                   "data_wait_seconds, step_seconds, read_bytes_per_second, write_bytes_per_second, "
                   "workers_cpu_ratio, d_state_threads, workers, main_cpu_ratio, ") +
-          (version >= 11 ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
-                           "cgroup_limited_read_bytes_per_second, "
-                           "cgroup_read_limit_bytes_per_second, cgroup_cpu_throttled_ratio, "
-                           "cgroup_io_some"
-                         : "NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
-                           "NULL AS stopped_processes, NULL AS "
-                           "cgroup_limited_read_bytes_per_second, NULL AS "
-                           "cgroup_read_limit_bytes_per_second, NULL AS cgroup_cpu_throttled_ratio, "
-                           "NULL AS cgroup_io_some") +
+          (version >= 11
+               ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
+                 "cgroup_limited_read_bytes_per_second, "
+                 "cgroup_read_limit_bytes_per_second, cgroup_cpu_throttled_ratio, "
+                 "cgroup_io_some"
+               : "NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
+                 "NULL AS stopped_processes, NULL AS "
+                 "cgroup_limited_read_bytes_per_second, NULL AS "
+                 "cgroup_read_limit_bytes_per_second, NULL AS cgroup_cpu_throttled_ratio, "
+                 "NULL AS cgroup_io_some") +
           " FROM rank_samples WHERE job_id = :job_id AND ts_ms BETWEEN :from_ms AND :to_ms "
           "ORDER BY ts_ms, rank");
   q.bind(":job_id", job_id);

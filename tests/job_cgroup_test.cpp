@@ -226,5 +226,170 @@ TEST(CgroupVerdict, ACpuQuotaThatStarvesTheJobIsInputCpuAndNamed) {
   EXPECT_TRUE(named);
 }
 
+// Issue 32: a limit on the tenant above the job's cgroup binds the job; the verdict names it with
+// its level, and the incident names the limited device (as disk-slow names one: the loop device
+// the job's files are on, the limited disk under it as physical), for alerts to route by.
+TEST(CgroupVerdict, ALimitAboveTheJobsCgroupIsNamedWithItsLevelAndItsDevice) {
+  const std::string limit =
+      "io.max 254:0 (vda) rbps=15.0 MiB/s in /sys/fs/cgroup/tenant (parent of the job's cgroup)";
+  model::JobSeries s = cgroupJob([&](model::JobSeries& j, size_t k, bool throttled) {
+    j.steps[k] = throttled ? 1.0 : 10.0 + static_cast<double>(k % 3);
+    j.io_some[k] = 0.01;
+    j.cgroup_io_some[k] = throttled ? 0.9 : 0.02;
+    j.cgroup_limited_read_bytes_per_s[k] = throttled ? 15.6e6 : 9e6;
+    j.cgroup_read_limit_bytes_per_s[k] = 15728640;
+    j.cgroup_read_limit[k] = limit;
+    j.cgroup_limits[k] = limit;
+  });
+  model::addDevice(s, "loop0", "", true);
+  model::addDevice(s, "vda", "loop0", true);
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& inc = a.incidents[0];
+  EXPECT_EQ(inc.cls, model::StallClass::kIoThrottled);
+  EXPECT_EQ(inc.device, "loop0");
+  EXPECT_EQ(inc.physical_device, "vda");
+  const auto named = std::find_if(inc.evidence.begin(), inc.evidence.end(), [&](const auto& e) {
+    return e.signal == "job_cgroup_read_bytes_per_s at " + limit;
+  });
+  ASSERT_NE(named, inc.evidence.end());
+  EXPECT_TRUE(named->supports);
+}
+
+// Threads waiting on I/O under pressure, no limit seen and no device past its threshold: the
+// device whose latency rose the most is named (where the reads waited).
+TEST(CgroupVerdict, AnIoThrottledStallWithoutALimitNamesTheDeviceThatRoseMost) {
+  model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool throttled) {
+    j.steps[k] = throttled ? 1.0 : 10.0;
+    j.io_some[k] = throttled ? 0.8 : 0.01;
+    j.d_state_threads[k] = throttled ? 6 : 0;
+  });
+  for (const char* name : {"loop0", "loop1"}) {
+    model::DeviceSeries& d = model::addDevice(s, name, "", true);
+    for (size_t k = 0; k < s.size(); ++k) {
+      const bool in = k >= 40 && k < 60;
+      d.r_await_ms[k] = std::string(name) == "loop0" ? (in ? 2.5 : 1.0) : 1.0;  // 2.5x: under 3x
+      d.aqu_sz[k] = 0.5;
+    }
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_EQ(a.incidents[0].cls, model::StallClass::kIoThrottled);
+  EXPECT_EQ(a.incidents[0].device, "loop0");
+}
+
+// A checkpoint to a second disk the job never reads, slowed by it: the disk is labelled as
+// written by the job (not "does not read it"), and its latency against before is evidence that
+// the checkpoint was slowed.
+TEST(CgroupVerdict, ACheckpointSlowedByItsDeviceSaysSo) {
+  model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool saving) {
+    j.steps[k] = saving ? 0.0 : 10.0;
+    j.write_bytes_per_s[k] = saving && k < 43 ? 600e6 : 1e6;
+    j.io_some[k] = saving ? 0.5 : 0.01;
+  });
+  model::addDevice(s, "loop0", "", true);
+  model::addDevice(s, "loop1", "", false);  // addDevice keeps them sorted: look them up after
+  auto named = [&](const char* n) -> model::DeviceSeries& {
+    return *std::find_if(s.devices.begin(), s.devices.end(),
+                         [&](const auto& d) { return d.name == n; });
+  };
+  model::DeviceSeries& loop0 = named("loop0");
+  model::DeviceSeries& loop1 = named("loop1");
+  for (size_t k = 0; k < s.size(); ++k) {
+    const bool in = k >= 40 && k < 60;
+    loop0.r_await_ms[k] = 0.3;
+    loop0.aqu_sz[k] = 0.5;
+    loop1.w_await_ms[k] = in ? 428.0 : 1.0;
+    loop1.aqu_sz[k] = in ? 30.0 : 0.1;
+    loop1.write_bytes_per_s[k] = in && k < 45 ? 600e6 : (in ? 40e6 : 0.0);
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& inc = a.incidents[0];
+  EXPECT_EQ(inc.cls, model::StallClass::kCheckpoint);
+  EXPECT_EQ(inc.device, "loop1");
+  bool labelled = false, slowed = false, unread = false;
+  for (const auto& e : inc.evidence) {
+    labelled |= e.signal == "await_ms loop1 (the job writes it)";
+    unread |= e.signal.find("loop1 (the job does not read it)") != std::string::npos;
+    slowed |= e.signal == "checkpoint_slowed_by await_ms loop1" && e.supports && e.during > 400;
+  }
+  EXPECT_TRUE(labelled);
+  EXPECT_FALSE(unread);
+  EXPECT_TRUE(slowed);
+}
+
+// Issue 32: the workers stopped (T) while the main process waited: not idle (nothing is winding
+// down), so not held live; the stopped processes and where the main process slept are named.
+TEST(CgroupVerdict, AHangWithStoppedWorkersSaysSo) {
+  model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool hung) {
+    j.steps[k] = hung ? 0.0 : 10.0;
+    j.workers_cpu[k] = hung ? 0.0 : 4.0;
+    j.main_cpu[k] = hung ? 0.0 : 0.9;
+    j.read_bytes_per_s[k] = hung ? 0.0 : 50e6;
+    j.stopped_processes[k] = hung ? 12 : 0;
+    j.sleep_wchan[k] = hung ? "poll_schedule_timeout" : "";
+    j.io_some[k] = 0.0;
+  });
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& inc = a.incidents[0];
+  EXPECT_EQ(inc.cls, model::StallClass::kNotStorage);
+  EXPECT_FALSE(processesIdle(s, inc));
+  const auto stopped = std::find_if(inc.evidence.begin(), inc.evidence.end(), [](const auto& e) {
+    return e.signal == "job_processes_stopped";
+  });
+  ASSERT_NE(stopped, inc.evidence.end());
+  EXPECT_TRUE(stopped->supports);
+  EXPECT_DOUBLE_EQ(stopped->during, 12);
+  EXPECT_TRUE(std::any_of(inc.evidence.begin(), inc.evidence.end(), [](const auto& e) {
+    return e.signal.starts_with("main_process_asleep in poll_schedule_timeout") && e.during == 1.0;
+  }));
+}
+
+// Issue 36: a job without workers whose main process computes flat out is not idle.
+TEST(CgroupVerdict, AMainProcessAtFullCpuIsNotIdle) {
+  model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool slow) {
+    j.steps[k] = slow ? 1.0 : 10.0;
+    j.workers_cpu[k] = 0.0;
+    j.main_cpu[k] = 1.0;
+    j.read_bytes_per_s[k] = 0.0;
+  });
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_FALSE(processesIdle(s, a.incidents[0]));
+}
+
+// Two ranks sharing one GPU, no hook: both GPUs' readings fall alike, but only rank 1's cgroup
+// reads at its io.max limit with its threads in D: rank 1 is the straggler, not "starved alike".
+TEST(CgroupVerdict, AStragglerIsNamedByItsOwnEvidenceWithoutTheHook) {
+  model::JobSeries s = cgroupJob([](model::JobSeries& j, size_t k, bool throttled) {
+    j.gpu_util_percent[k] = throttled ? 5.0 : 60.0 + static_cast<double>(k % 4);
+    j.io_some[k] = throttled ? 0.6 : 0.01;
+    j.d_state_threads[k] = throttled ? 8 : 0;
+  });
+  s.gpu_count = 1;
+  for (int32_t r : {0, 1}) {
+    model::RankSeries& rank = model::addRank(s, r);
+    rank.pid = 100 + static_cast<uint32_t>(r);
+    for (size_t k = 0; k < s.size(); ++k) {
+      const bool in = k >= 40 && k < 60;
+      rank.gpu_util_percent[k] = *s.gpu_util_percent[k];  // one GPU shared: alike
+      rank.d_state_threads[k] = r == 1 && in ? 8 : 0;
+      rank.read_bytes_per_s[k] = r == 1 ? (in ? 15e6 : 60e6) : (in ? 0.0 : 60e6);
+      if (r == 1) {
+        rank.cgroup_read_limit_bytes_per_s[k] = 15728640;
+        rank.cgroup_limited_read_bytes_per_s[k] = in ? 15.5e6 : 2e6;
+      }
+    }
+  }
+  const Analysis a = analyzeJob(s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  const auto& inc = a.incidents[0];
+  ASSERT_TRUE(inc.straggler) << rankSummary(inc);
+  EXPECT_EQ(inc.straggler->rank, 1);
+  EXPECT_EQ(inc.waiting_ranks, std::vector<int32_t>{0});
+}
+
 }  // namespace
 }  // namespace stallwatch::correlator
