@@ -33,6 +33,9 @@ struct JobTracker::Totals {
   // The least busy main thread of the main processes (the one a synchronous job waits for)
   // and its share of the interval runnable but waiting for a CPU.
   std::optional<double> main_thread_cpu, main_thread_runqueue;
+  // Where the main thread slept (sampled), of the main process that waited most for input.
+  std::optional<double> loader_wait, futex_wait;
+  bool pin_memory = false;
   uint32_t stopped = 0;  // processes stopped (T, t)
   DataloaderTotals reported;
   bool any_reported = false;
@@ -55,6 +58,8 @@ JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
   if (options_.listen_dataloader) {
     socket_ = DataloaderSocket::open(options_.socket, socket_error_);
   }
+  if (options_.wait_sample_hz > 0)
+    sampler_ = std::make_unique<MainThreadSampler>(root.proc, options_.wait_sample_hz);
 }
 
 // The dataloader's datagrams since the last tick, per job and per rank of the sending process.
@@ -125,6 +130,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     leaf_elapsed =
         leaf_io_ns_ != 0 ? static_cast<double>(tick.monotonic_ns - leaf_io_ns_) / 1e9 : 0;
   }
+  // Where the main threads slept over the interval just ended.
+  const std::map<uint32_t, WaitCounts> waits =
+      sampler_ ? sampler_->take() : std::map<uint32_t, WaitCounts>{};
+  std::vector<uint32_t> main_pids;  // to sample from now on
   // Attributed now, before exited members are pruned: a process sends its last datagram as
   // it finishes, and it may be gone by this tick.
   const ReportedSteps dataloader = drainDataloader(tick.wall_time_ms, out);
@@ -183,6 +192,13 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       member.main_run_ns = threads.main_run_ns;
       member.main_wait_ns = threads.main_wait_ns;
       const bool stopped = stat->state == 'T' || stat->state == 't';
+      const WaitCounts* sampled = nullptr;
+      if (member.root || rank_main) {
+        main_pids.push_back(m->first);
+        if (discovery) member.pin_thread = reader_.hasThreadNamed(m->first, "pt_data_pin");
+        if (auto w = waits.find(m->first); w != waits.end() && w->second.samples > 0)
+          sampled = &w->second;
+      }
       Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
       for (Totals* t : into) {
         if (!t) continue;
@@ -205,6 +221,14 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
         if (main && thread_cpu && (!t->main_thread_cpu || *thread_cpu < *t->main_thread_cpu)) {
           t->main_thread_cpu = thread_cpu;
           t->main_thread_runqueue = thread_runqueue;
+        }
+        if (main && sampled) {
+          const double loader = static_cast<double>(sampled->loader) / sampled->samples;
+          if (!t->loader_wait || loader > *t->loader_wait) {
+            t->loader_wait = loader;
+            t->futex_wait = static_cast<double>(sampled->futex) / sampled->samples;
+            t->pin_memory = member.pin_thread;
+          }
         }
         t->stopped += stopped ? 1 : 0;
         ++t->processes;
@@ -229,6 +253,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       sample.stopped_processes = t.stopped;
       sample.main_thread_cpu_ratio = t.main_thread_cpu;
       sample.main_thread_runqueue_ratio = t.main_thread_runqueue;
+      sample.main_thread_loader_wait_ratio = t.loader_wait;
+      sample.main_thread_futex_wait_ratio = t.futex_wait;
+      sample.pin_memory = t.pin_memory;
       if (have_interval) {
         sample.main_cpu_ratio = perSecond(t.main_cpu, elapsed);
         sample.workers_cpu_ratio = perSecond(t.workers_cpu, elapsed);
@@ -319,6 +346,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
   }
+  if (sampler_) sampler_->follow(main_pids);
   if (discovery && cgroups_.available()) {
     leaf_io_ = std::move(leaf_io);
     leaf_io_ns_ = tick.monotonic_ns;

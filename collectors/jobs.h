@@ -27,6 +27,7 @@
 #include "collectors/process_neighbours.h"
 #include "collectors/process_reader.h"
 #include "collectors/process_watch.h"
+#include "collectors/wait_sampler.h"
 
 namespace stallwatch::collectors {
 
@@ -42,6 +43,9 @@ struct JobTrackerOptions {
   // Threads that have not run for ten ticks are looked at every this many ticks; the others
   // every tick (collectors/process_watch.h).
   uint32_t idle_thread_check_every = 5;
+  // Where each main process's main thread waits is sampled this many times a second, on a thread
+  // of its own (collectors/wait_sampler.h): a job without the hook's input-wait share. 0: off.
+  double wait_sample_hz = 10;
   size_t max_open_files_per_process = 512;
   // Descriptors looked at per discovery tick, all jobs together: a CUDA rank holds a hundred or
   // more and its forked workers inherit them (2 ranks x 8 workers of a real DDP job held 1 748;
@@ -94,6 +98,7 @@ class JobTracker final : public Collector {
     std::optional<size_t> open_file_count;  // at that read, where the kernel says
     // Its main thread's schedstat at the last tick (ns on a CPU, ns runnable and waiting).
     std::optional<uint64_t> main_run_ns, main_wait_ns;
+    bool pin_thread = false;  // a main process with PyTorch's pin_memory thread (pt_data_pin)
   };
   struct Job {
     JobDescription description;
@@ -171,6 +176,7 @@ class JobTracker final : public Collector {
 
   ProcessReader reader_;
   CgroupReader cgroups_;
+  std::unique_ptr<MainThreadSampler> sampler_;
   std::filesystem::path pod_logs_;  // the kubelet's pod log directories (SystemRoot)
   JobTrackerOptions options_;
   std::unique_ptr<GpuDriver> gpu_;

@@ -64,6 +64,16 @@ std::string ProcessReader::comm(uint32_t pid) const {
   return text;
 }
 
+bool ProcessReader::hasThreadNamed(uint32_t pid, std::string_view name, size_t max_threads) const {
+  std::error_code ec;
+  size_t seen = 0;
+  for (std::filesystem::directory_iterator it(dir(pid) / "task", ec), end;
+       !ec && it != end && seen < max_threads; it.increment(ec), ++seen) {
+    if (auto comm = readAttribute(it->path() / "comm"); comm && *comm == name) return true;
+  }
+  return false;
+}
+
 std::vector<uint32_t> ProcessReader::allPids() const {
   std::vector<uint32_t> pids;
   std::error_code ec;

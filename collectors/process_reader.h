@@ -43,6 +43,9 @@ class ProcessReader {
   std::vector<std::string> cmdline(uint32_t pid) const;
   std::optional<std::vector<MountInfo>> mounts(uint32_t pid) const;
   std::vector<uint32_t> cgroupProcs(const std::filesystem::path& cgroup) const;
+  // Whether one of PID's threads is named NAME (task/TID/comm): PyTorch names its pin_memory
+  // thread "pt_data_pin". Walks at most MAX_THREADS threads.
+  bool hasThreadNamed(uint32_t pid, std::string_view name, size_t max_threads = 512) const;
 
   std::filesystem::path dir(uint32_t pid) const { return proc_ / std::to_string(pid); }
 

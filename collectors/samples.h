@@ -148,6 +148,12 @@ struct JobSample {
   // sleeps here; one that is CPU-bound itself (or spins on the GPU) runs.
   std::optional<double> main_thread_cpu_ratio;
   std::optional<double> main_thread_runqueue_ratio;
+  // Where that thread slept, sampled several times a second (collectors/wait_sampler.h): the
+  // share of samples in the DataLoader's result queue (poll on the workers' pipes, receiving a
+  // batch), and in a futex (CUDA's synchronisation, or a pinned batch's queue with pin_memory,
+  // whose thread PIN_MEMORY says runs). Several ranks: the rank that waited most for input.
+  std::optional<double> main_thread_loader_wait_ratio, main_thread_futex_wait_ratio;
+  bool pin_memory = false;
   uint32_t stopped_processes = 0;  // the job's processes stopped (T, t) at the tick
   // Where the job's workers sleep (S) once asleep for two ticks: the most common among them
   // ("" while they run): what a worker that waits on something other than I/O waits on.
@@ -204,6 +210,8 @@ struct RankSample {
   std::string top_wchan;
   std::optional<double> main_thread_cpu_ratio;  // the rank's main process's main thread
   std::optional<double> main_thread_runqueue_ratio;
+  std::optional<double> main_thread_loader_wait_ratio, main_thread_futex_wait_ratio;
+  bool pin_memory = false;
   uint32_t stopped_processes = 0;
   // Its main process's cgroup (and those above it), where the ranks have cgroups of their own:
   // reads against the nearest io.max, that limit, and the share its CPU quota throttled it.

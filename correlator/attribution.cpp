@@ -21,6 +21,9 @@ using evidence::compare;
 using evidence::latencyAt;
 
 constexpr double kQueueFloor = 0.1;
+// An io-throttled stall without a limit seen names the job's device whose latency or queue rose
+// the most, if it rose by this much: less is a device answering as before (noise).
+constexpr double kRoseEnoughToName = 1.5;
 constexpr size_t kMinBaselineForAttribution = 5;
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
@@ -510,7 +513,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
     // No device past its threshold: the one whose latency or queue rose the most is where the
     // job's reads waited (a limit not read, a throttle below the device's own figures).
-    if (most_risen && most_risen_ratio > 1.0) nameDevice(s, most_risen->name, inc);
+    if (most_risen && most_risen_ratio >= kRoseEnoughToName) nameDevice(s, most_risen->name, inc);
     return;
   }
   const bool quota = cpu_quota && cpu_quota->item.supports;

@@ -75,6 +75,17 @@ void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSer
     gpu_seconds_ += dt;
     gpu_idle_ += (1.0 - std::clamp(*util / 100.0, 0.0, 1.0)) * dt;
   }
+  const auto loader = at(r ? r->main_thread_loader_wait : s.main_thread_loader_wait, i);
+  if (loader) {
+    const double futex =
+        at(r ? r->main_thread_futex_wait : s.main_thread_futex_wait, i).value_or(0);
+    const double pin = at(r ? r->pin_memory : s.pin_memory, i).value_or(0);
+    sampled_seconds_ += dt;
+    loader_wait_ += *loader * dt;
+    futex_wait_ += futex * dt;
+    pin_memory_ += pin * dt;
+    if (interval_wait < 0) interval_wait = *loader + (pin > 0.5 ? futex / 2 : 0.0);
+  }
   if (interval_wait < 0 && thread && util) {
     interval_wait = std::min(std::max(0.0, 1.0 - *thread - runqueue.value_or(0)),
                              1.0 - std::clamp(*util / 100.0, 0.0, 1.0));
@@ -171,7 +182,11 @@ void InputFigures::merge(const InputFigures& o) {
                               {&memory_some_, o.memory_some_},
                               {&memory_seconds_, o.memory_seconds_},
                               {&cpu_throttled_, o.cpu_throttled_},
-                              {&throttle_seconds_, o.throttle_seconds_}}) {
+                              {&throttle_seconds_, o.throttle_seconds_},
+                              {&loader_wait_, o.loader_wait_},
+                              {&futex_wait_, o.futex_wait_},
+                              {&pin_memory_, o.pin_memory_},
+                              {&sampled_seconds_, o.sampled_seconds_}}) {
     *mine += theirs;
   }
   for (int b = 0; b < kWaitBins; ++b) wait_bins_[b] += o.wait_bins_[b];
@@ -243,6 +258,18 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
     v.wait_source = WaitSource::kHook;
     w = f.wait_s_ / (f.wait_s_ + f.step_s_);
     if (f.hook_seconds_ > 0) v.steps_per_second = f.steps_ / f.hook_seconds_;
+  } else if (f.sampled_seconds_ >= 0.5 * f.seconds_) {
+    v.wait_source = WaitSource::kSampled;
+    const double loader = f.loader_wait_ / f.sampled_seconds_;
+    const double futex = f.futex_wait_ / f.sampled_seconds_;
+    w = loader;
+    if (f.pin_memory_ >= 0.5 * f.sampled_seconds_) {
+      // pin_memory: the loop's wait on pinned batches is a futex, as CUDA's sync is.
+      const double high = std::min(loader + futex, gpu_idle.value_or(1.0));
+      w = (loader + std::max(loader, high)) / 2;
+      figure("pin_memory (the wait lies between the queue's share and that plus the futex's)", 1);
+      figure("main_thread_futex_wait_share", futex);
+    }
   } else if (thread_sleep) {
     v.wait_source = WaitSource::kMainThread;
     w = gpu_idle ? std::min(*thread_sleep, *gpu_idle) : *thread_sleep;
@@ -310,7 +337,11 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
     }
   }
   const double threshold = cfg.input_wait_share;
-  const double base = hook ? 0.9 : 0.75;  // without the hook the wait is a lesser-of-two bound
+  // Without the hook the wait is sampled (and a range with pin_memory), or a lesser-of-two bound.
+  const double base =
+      hook                                                                                ? 0.9
+      : v.wait_source == WaitSource::kSampled && f.pin_memory_ < 0.5 * f.sampled_seconds_ ? 0.8
+                                                                                          : 0.65;
   auto confidence = [&](double clarity_input, double clarity_class) {
     return base * (0.6 + 0.2 * std::clamp(clarity_input, 0.0, 1.0) +
                    0.2 * std::clamp(clarity_class, 0.0, 1.0));

@@ -5,9 +5,13 @@
 //
 // The share of time the loop waited for input comes from the dataloader hook where the job
 // reports (its time waiting for the next batch, against its time in steps); without it, from
-// the main thread and its GPU: a loop waiting for batches sleeps while its GPU idles, so the
-// lesser of the main thread's sleeping share and the GPU's idle share (each alone also counts
-// other waits: a GPU idle while the main thread computes, a thread asleep on a GPU sync).
+// where the main thread slept, sampled ten times a second (collectors/wait_sampler.h): the
+// share of samples in the DataLoader's result queue. It misses the CPU the loop spends
+// receiving a batch (running, not waiting), so it reads a few points under the job's own
+// account. With pin_memory the loop waits on the pinning thread's queue, a futex like CUDA's
+// synchronisation: the wait is then between the queue's share and that plus the futex share
+// (no more than the GPU's idle share). Recordings without the samples fall back to the lesser
+// of the main thread's sleeping share and the GPU's idle share.
 //
 // With that share under input_wait_share the GPU side sets the pace (gpu), unless the GPU sat
 // idle while the main thread ran flat out (host). Over it, the input side does, and what holds
@@ -28,14 +32,17 @@
 namespace stallwatch::correlator {
 
 struct LimiterConfig {
-  double window_s = 300;           // the post-mortem's windows (phases are runs of them)
-  double input_wait_share = 0.10;  // the loop waited this share or more: input limits it
-  double worker_cpu_bound = 0.6;   // cores per worker: the workers are CPU-bound
-  double worker_io_bound = 0.25;   // threads in D per worker: the workers wait on reads
-  double at_io_limit = 0.8;        // reads at this share of io.max: the limit holds them
-  double host_gpu_idle = 0.3;      // the GPU idle this share while ...
-  double host_main_cpu = 0.85;     // ... the main thread ran this much: host-bound
-  double memory_pressure = 0.10;   // memory PSI some: reclaim evicts the job's data
+  double window_s = 300;  // the post-mortem's windows (phases are runs of them)
+  // The loop waited this share or more: input limits it. Under it, the loader's own per-batch
+  // cost: a GPU-bound ResNet-50 fed from memory on an H100 still waited 10 % of its steps
+  // (receiving 9.6 MB batches from its workers), by the hook and by its own step log.
+  double input_wait_share = 0.15;
+  double worker_cpu_bound = 0.6;  // cores per worker: the workers are CPU-bound
+  double worker_io_bound = 0.25;  // threads in D per worker: the workers wait on reads
+  double at_io_limit = 0.8;       // reads at this share of io.max: the limit holds them
+  double host_gpu_idle = 0.3;     // the GPU idle this share while ...
+  double host_main_cpu = 0.85;    // ... the main thread ran this much: host-bound
+  double memory_pressure = 0.10;  // memory PSI some: reclaim evicts the job's data
   double device_busy_percent = 90;
   double free_cores = 1.5;  // cores left for more workers
 };
@@ -67,6 +74,7 @@ class InputFigures {
   double cpus_allowed_ = 0, cpus_allowed_seconds_ = 0;
   double at_limit_seconds_ = 0, limit_seconds_ = 0, limited_read_ = 0, read_limit_ = 0;
   double memory_some_ = 0, memory_seconds_ = 0, cpu_throttled_ = 0, throttle_seconds_ = 0;
+  double loader_wait_ = 0, futex_wait_ = 0, pin_memory_ = 0, sampled_seconds_ = 0;
   std::array<double, kWaitBins> wait_bins_{};  // seconds by per-interval wait share
   struct Device {
     std::string via;

@@ -28,9 +28,10 @@ const char* toString(Limiter limiter);  // "gpu", "input-cpu", ...
 enum class WaitSource {
   kNone,
   kHook,        // the dataloader hook: the loop's own time waiting for its next batch
-  kMainThread,  // no hook: the main thread asleep while its GPU sat idle (the lesser of both)
+  kSampled,     // no hook: the main thread found asleep in the DataLoader's queue, sampled 10x/s
+  kMainThread,  // older recordings: the main thread asleep while its GPU sat idle (the lesser)
 };
-const char* toString(WaitSource source);  // "hook", "main_thread", ""
+const char* toString(WaitSource source);  // "hook", "main_thread_sampled", "main_thread", ""
 
 // One figure the verdict rests on, as measured over the span: "workers_cpu_per_worker 0.94",
 // and whether it decided the class.

@@ -152,6 +152,8 @@ const char* toString(WaitSource source) {
   switch (source) {
     case WaitSource::kHook:
       return "hook";
+    case WaitSource::kSampled:
+      return "main_thread_sampled";
     case WaitSource::kMainThread:
       return "main_thread";
     case WaitSource::kNone:

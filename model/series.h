@@ -54,6 +54,8 @@ struct RankSeries {
   // for a CPU; its worker processes and those stopped (T).
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
   Series main_cpu;  // its main process, all threads (cores)
+  // Where its main thread slept, sampled: the DataLoader's queue, a futex; pin_memory (0/1).
+  Series main_thread_loader_wait, main_thread_futex_wait, pin_memory;
   // Its own cgroup's (with those above it), where the ranks have their own: reads against the
   // nearest io.max and that limit, the share its quota throttled it, its I/O pressure.
   Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s, cgroup_cpu_throttled,
@@ -72,11 +74,27 @@ struct RankSeries {
  private:
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x : {&s.gpu_util_percent, &s.gpu_work_percent, &s.steps, &s.data_wait_s,
-                    &s.read_bytes_per_s, &s.write_bytes_per_s, &s.workers_cpu, &s.d_state_threads,
-                    &s.main_thread_cpu, &s.main_thread_runqueue, &s.workers, &s.stopped_processes,
-                    &s.main_cpu, &s.step_s, &s.cgroup_limited_read_bytes_per_s,
-                    &s.cgroup_read_limit_bytes_per_s, &s.cgroup_cpu_throttled, &s.cgroup_io_some}) {
+    for (auto* x : {&s.gpu_util_percent,
+                    &s.gpu_work_percent,
+                    &s.steps,
+                    &s.data_wait_s,
+                    &s.read_bytes_per_s,
+                    &s.write_bytes_per_s,
+                    &s.workers_cpu,
+                    &s.d_state_threads,
+                    &s.main_thread_cpu,
+                    &s.main_thread_runqueue,
+                    &s.workers,
+                    &s.stopped_processes,
+                    &s.main_cpu,
+                    &s.step_s,
+                    &s.cgroup_limited_read_bytes_per_s,
+                    &s.cgroup_read_limit_bytes_per_s,
+                    &s.cgroup_cpu_throttled,
+                    &s.cgroup_io_some,
+                    &s.main_thread_loader_wait,
+                    &s.main_thread_futex_wait,
+                    &s.pin_memory}) {
       fn(*x);
     }
   }
@@ -100,6 +118,9 @@ struct JobSeries {
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
   Series rchar_per_s;  // bytes read through read calls, page-cache hits included
   Series main_cpu;     // the main process(es), all threads (cores)
+  // Where the main thread slept, sampled several times a second: the DataLoader's result queue
+  // (its share of the samples), a futex (CUDA's sync, or pinned batches'), pin_memory on (0/1).
+  Series main_thread_loader_wait, main_thread_futex_wait, pin_memory;
   // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
   // its CPU quota throttled it, its reads on the device io.max limits and that limit.
   Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
@@ -184,7 +205,10 @@ struct JobSeries {
                     &s.workers,
                     &s.stopped_processes,
                     &s.rchar_per_s,
-                    &s.main_cpu}) {
+                    &s.main_cpu,
+                    &s.main_thread_loader_wait,
+                    &s.main_thread_futex_wait,
+                    &s.pin_memory}) {
       fn(*x);
     }
     for (auto& d : s.devices) d.forEachSeries(fn);

@@ -69,8 +69,9 @@ std::string limiterLines(const model::JobLimits& limits) {
   out += fmt::format(
       "              over {:.0f} s outside incidents, confidence {:.2f}, input wait from {}{}\n",
       v.seconds, v.confidence,
-      v.wait_source == model::WaitSource::kHook ? "the dataloader hook"
-                                                : "the main thread and the GPU (no hook)",
+      v.wait_source == model::WaitSource::kHook      ? "the dataloader hook"
+      : v.wait_source == model::WaitSource::kSampled ? "where the main thread slept (no hook)"
+                                                     : "the main thread and the GPU (no hook)",
       limits.slowest_rank ? fmt::format("; rank {} waited most", *limits.slowest_rank) : "");
   std::string figures;
   for (const auto& f : v.figures) {

@@ -145,6 +145,9 @@ void processFigures(Cursor& r, Sample& s) {
     s.main_thread_cpu_ratio = r.optionalReal("main_thread_cpu_ratio");
     s.main_thread_runqueue_ratio = r.optionalReal("main_thread_runqueue_ratio");
     s.stopped_processes = r.optionalInt<uint32_t>("stopped_processes").value_or(0);
+    s.main_thread_loader_wait_ratio = r.optionalReal("main_thread_loader_wait_ratio");
+    s.main_thread_futex_wait_ratio = r.optionalReal("main_thread_futex_wait_ratio");
+    s.pin_memory = r.optionalInt<int64_t>("pin_memory").value_or(0) != 0;
   }
   if (r.has("cgroup_limited_read_bytes_per_second")) {  // jobs: schema 8; ranks: schema 11
     s.cgroup_limited_read_bytes_per_second = r.optionalReal("cgroup_limited_read_bytes_per_second");

@@ -110,8 +110,11 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
                ? "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
                  "cgroup_limited_read_bytes_per_second, "
                  "cgroup_read_limit_bytes_per_second, cgroup_cpu_throttled_ratio, "
-                 "cgroup_io_some"
-               : "NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
+                 "cgroup_io_some, main_thread_loader_wait_ratio, main_thread_futex_wait_ratio, "
+                 "pin_memory"
+               : "NULL AS main_thread_loader_wait_ratio, NULL AS main_thread_futex_wait_ratio, "
+                 "NULL AS pin_memory, NULL AS main_thread_cpu_ratio, NULL AS "
+                 "main_thread_runqueue_ratio, "
                  "NULL AS stopped_processes, NULL AS "
                  "cgroup_limited_read_bytes_per_second, NULL AS "
                  "cgroup_read_limit_bytes_per_second, NULL AS cgroup_cpu_throttled_ratio, "
@@ -133,7 +136,9 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
             stopped_c = c.index("stopped_processes"),
             cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
             cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
-            cg_thr_c = c.index("cgroup_cpu_throttled_ratio"), cg_io_c = c.index("cgroup_io_some");
+            cg_thr_c = c.index("cgroup_cpu_throttled_ratio"), cg_io_c = c.index("cgroup_io_some"),
+            loader_c = c.index("main_thread_loader_wait_ratio"),
+            futex_c = c.index("main_thread_futex_wait_ratio"), pin_c = c.index("pin_memory");
   size_t i = 0;
   while (q.executeStep()) {
     const int64_t t = q.getColumn(ts_c).getInt64();
@@ -162,6 +167,9 @@ void loadRanks(SQLite::Database& db, int version, int64_t job_id, int64_t from_m
     r->cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
     r->cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
     r->cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
+    r->main_thread_loader_wait[i] = optionalReal(q.getColumn(loader_c));
+    r->main_thread_futex_wait[i] = optionalReal(q.getColumn(futex_c));
+    r->pin_memory[i] = optionalReal(q.getColumn(pin_c));
   }
 }
 
@@ -224,8 +232,11 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
             (version_ >= 11
                  ? ", main_thread_cpu_ratio, main_thread_runqueue_ratio, "
                    "stopped_processes, workers_sleep_wchan, cpus_allowed, "
-                   "cgroup_read_limit"
-                 : ", NULL AS main_thread_cpu_ratio, NULL AS main_thread_runqueue_ratio, "
+                   "cgroup_read_limit, main_thread_loader_wait_ratio, "
+                   "main_thread_futex_wait_ratio, pin_memory"
+                 : ", NULL AS main_thread_loader_wait_ratio, NULL AS main_thread_futex_wait_ratio, "
+                   "NULL AS pin_memory, NULL AS main_thread_cpu_ratio, NULL AS "
+                   "main_thread_runqueue_ratio, "
                    "NULL AS stopped_processes, NULL AS workers_sleep_wchan, NULL AS "
                    "cpus_allowed, NULL AS cgroup_read_limit") +
             " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
@@ -251,7 +262,9 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
               runqueue_c = c.index("main_thread_runqueue_ratio"),
               stopped_c = c.index("stopped_processes"),
               workers_sleep_c = c.index("workers_sleep_wchan"), cpus_c = c.index("cpus_allowed"),
-              read_limit_c = c.index("cgroup_read_limit");
+              read_limit_c = c.index("cgroup_read_limit"),
+              loader_c = c.index("main_thread_loader_wait_ratio"),
+              futex_c = c.index("main_thread_futex_wait_ratio"), pin_c = c.index("pin_memory");
     // The limits are written when they change: those in force when the range starts come from
     // the last row before it that names them.
     std::string limits_in_force;
@@ -297,6 +310,9 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       s.main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
       s.stopped_processes[i] = optionalReal(q.getColumn(stopped_c));
       s.cpus_allowed[i] = optionalReal(q.getColumn(cpus_c));
+      s.main_thread_loader_wait[i] = optionalReal(q.getColumn(loader_c));
+      s.main_thread_futex_wait[i] = optionalReal(q.getColumn(futex_c));
+      s.pin_memory[i] = optionalReal(q.getColumn(pin_c));
       if (!q.getColumn(workers_sleep_c).isNull())
         s.workers_sleep_wchan[i] = q.getColumn(workers_sleep_c).getString();
       if (!q.getColumn(read_limit_c).isNull())

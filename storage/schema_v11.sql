@@ -20,6 +20,13 @@ CREATE INDEX cpu_samples_by_time ON cpu_samples (ts_ms);
 -- CPU-bound itself, or spins on the GPU, runs.
 ALTER TABLE job_samples ADD COLUMN main_thread_cpu_ratio REAL;
 ALTER TABLE job_samples ADD COLUMN main_thread_runqueue_ratio REAL;
+-- Where that thread slept, sampled ten times a second: the share of samples in the DataLoader's
+-- result queue (poll on its workers' pipes, receiving a batch) and in a futex (CUDA's
+-- synchronisation, or with pin_memory the pinned batches' queue: pin_memory 1 where PyTorch's
+-- pinning thread runs). A job without the dataloader hook's input-wait share.
+ALTER TABLE job_samples ADD COLUMN main_thread_loader_wait_ratio REAL;
+ALTER TABLE job_samples ADD COLUMN main_thread_futex_wait_ratio REAL;
+ALTER TABLE job_samples ADD COLUMN pin_memory INTEGER;
 -- The job's processes stopped (state T or t) at the tick: a hang's workers, stopped.
 ALTER TABLE job_samples ADD COLUMN stopped_processes INTEGER;
 -- Where its workers sleep (S) once asleep for two ticks, the most common ('' while they run,
@@ -37,6 +44,9 @@ ALTER TABLE job_samples ADD COLUMN cgroup_read_limit TEXT;
 ALTER TABLE rank_samples ADD COLUMN main_thread_cpu_ratio REAL;
 ALTER TABLE rank_samples ADD COLUMN main_thread_runqueue_ratio REAL;
 ALTER TABLE rank_samples ADD COLUMN stopped_processes INTEGER;
+ALTER TABLE rank_samples ADD COLUMN main_thread_loader_wait_ratio REAL;
+ALTER TABLE rank_samples ADD COLUMN main_thread_futex_wait_ratio REAL;
+ALTER TABLE rank_samples ADD COLUMN pin_memory INTEGER;
 -- A rank's own cgroup (with those above it), where the ranks have cgroups of their own: its reads
 -- against the nearest io.max and that limit, the share its CPU quota throttled it, its I/O
 -- pressure. The straggler of a job whose ranks share GPUs, or that does not report, is named by

@@ -142,7 +142,8 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
                 "cgroup_limits, neighbour_io, sleep_wchan, main_thread_cpu_ratio, "
                 "main_thread_runqueue_ratio, stopped_processes, workers_sleep_wchan, cpus_allowed, "
-                "cgroup_read_limit"));
+                "cgroup_read_limit, main_thread_loader_wait_ratio, main_thread_futex_wait_ratio, "
+                "pin_memory"));
   store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
       db,
       insertSql(
@@ -152,7 +153,8 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
           "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
           "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
           "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
-          "cgroup_cpu_throttled_ratio, cgroup_io_some"));
+          "cgroup_cpu_throttled_ratio, cgroup_io_some, main_thread_loader_wait_ratio, "
+          "main_thread_futex_wait_ratio, pin_memory"));
   return store;
 }
 

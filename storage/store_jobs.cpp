@@ -99,6 +99,9 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(":workers_sleep_wchan", j.workers_sleep_wchan);
     bindOptional(st, ":cpus_allowed", j.cpus_allowed);
     bindTextOrNull(st, ":cgroup_read_limit", j.cgroup_read_limit);
+    bindOptional(st, ":main_thread_loader_wait_ratio", j.main_thread_loader_wait_ratio);
+    bindOptional(st, ":main_thread_futex_wait_ratio", j.main_thread_futex_wait_ratio);
+    st.bind(":pin_memory", j.pin_memory ? 1 : 0);
     bindOptional(st, ":steps", j.steps);
     bindOptional(st, ":samples", j.samples);
     bindOptional(st, ":data_wait_seconds", j.data_wait_seconds);

@@ -1,8 +1,8 @@
 // A stand-in for libnvidia-ml.so in the driver's tests, as far as its memory goes: its init
 // clears an 8 MiB table in its .bss (as NVML's init clears its 13.4 MB one), writes a few
 // values into it, and starts a thread. FAKE_NVML_THREAD=sleeps (the default) makes that thread
-// wait until shutdown, as NVML's does; =wakes makes it wake every millisecond and write into the
-// table, so that a give-back of the table's zero pages cannot be shown safe.
+// wait until shutdown, as NVML's does; =wakes makes it run throughout, writing into the table,
+// so that a give-back of the table's zero pages cannot be shown safe.
 // The test_* functions let a test look at the table from outside.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -53,10 +53,15 @@ stallwatch::nvml::Return nvmlInit_v2() {
         g_stop_cv.wait(lock);
         continue;
       }
-      g_stop_cv.wait_for(lock, std::chrono::milliseconds(1));
+      // Busy: it runs throughout, so no try finds it asleep. (Waking every millisecond let a try
+      // that fits between two wakes find it asleep, rightly give the pages back, and fail the
+      // test now and then.)
+      lock.unlock();
+      std::this_thread::yield();
       // A write to a page that held only zeros: lost if that page was given back meanwhile.
       g_table[kTableBytes / 2 + 4096 + 7] = 1;
       g_wakes.fetch_add(1);
+      lock.lock();
     }
   });
   g_inits.fetch_add(1);

@@ -142,6 +142,7 @@ class JobTrackerTest : public ::testing::Test {
     options.only_gpus = std::move(only_gpus);
     options.max_jobs = max_jobs;
     options.open_files_per_discovery = open_files_per_discovery;
+    options.wait_sample_hz = 0;  // a fixture tree: no live sampling
     tracker_ =
         std::make_unique<JobTracker>(SystemRoot::under(dir_.path()), options, std::move(driver));
     tracker_->setDeviceTree(loopOverVda());

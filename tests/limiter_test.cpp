@@ -226,6 +226,34 @@ TEST(Limiter, WithoutTheHookTheWaitIsTheLesserOfTheMainThreadsSleepAndTheGpusIdl
   EXPECT_FALSE(l.run.steps_per_second);
 }
 
+// No hook, the main thread sampled: 45 % of samples in the DataLoader's queue is the wait, even
+// though the main thread also slept in CUDA's sync (its sleeping share is larger).
+TEST(Limiter, WithoutTheHookTheSampledQueueWaitIsTheWait) {
+  Job job;
+  Job::Interval x;
+  x.hook = false;
+  x.thread = 0.35;  // asleep 65 %: 45 % for batches, 20 % on the GPU
+  x.util = 40;
+  x.workers = 2;
+  x.cpu_per_worker = 0.95;
+  job.add(x, 120);
+  for (size_t i = 0; i < job.s.size(); ++i) {
+    job.s.main_thread_loader_wait[i] = job.jitter(0.45);
+    job.s.main_thread_futex_wait[i] = 0.2;
+    job.s.pin_memory[i] = 0;
+  }
+  const auto l = job.judge();
+  EXPECT_EQ(l.run.wait_source, WaitSource::kSampled);
+  EXPECT_NEAR(l.run.input_wait_share, 0.45, 0.02);
+  EXPECT_EQ(l.run.limiter, Limiter::kInputCpu);
+  // With pin_memory the loop waits on pinned batches in a futex too: the wait is given between
+  // the queue's share and that plus the futex's (capped by the GPU's idle time): the middle.
+  for (size_t i = 0; i < job.s.size(); ++i) job.s.pin_memory[i] = 1;
+  const auto pinned = job.judge();
+  EXPECT_NEAR(pinned.run.input_wait_share, (0.45 + 0.65) / 2, 0.03);
+  EXPECT_LT(pinned.run.confidence, l.run.confidence);
+}
+
 TEST(Limiter, WithoutHookOrMainThreadItIsUnknown) {
   Job job;
   Job::Interval x;

@@ -87,7 +87,9 @@ def build(db_path, stallwatch, seconds=600, gpus=1, devices=3, stall=None, stall
                  ELSE 'loop1' || char(9) || '/system.slice/backup.service' || char(9) ||
                       (CASE WHEN {in_stall} THEN 180000000 ELSE 2000000 END) || char(9) || '0' END,
             CASE WHEN {idle} THEN 'do_wait' ELSE NULL END,  -- where the idle main process sleeps
-            NULL, NULL, 0, '', NULL, NULL  -- schema 11: main thread, stopped, workers' sleep, CPUs, limit
+            -- schema 11: the main thread's CPU and run-queue wait, where it slept (sampled),
+            -- pin_memory, stopped processes, where workers slept, the CPUs allowed, the limit
+            NULL, NULL, NULL, NULL, 0, 0, '', NULL, NULL
             FROM t""")  # no cgroup of its own
     run(f"""INSERT INTO gpu_samples SELECT :t0 + t.i * 1000, g.gpu_id, 1000, {util},
             6, NULL, 20000000000, 1980, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM t, gpus g""")

@@ -79,7 +79,7 @@ class DdpRecordings(unittest.TestCase):
         with open(os.path.join(RECORDINGS, f"h200x2-ddp-{run}.window")) as f:
             t_in, t_out, rank = f.read().split()
         with open(os.path.join(RECORDINGS, f"h200x2-ddp-{run}.steps")) as f:
-            steps = [float(line) for line in f]
+            steps = [float(line.split()[0]) for line in f if line.strip()]
         reports = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True, text=True,
                                             check=True).stdout)
         self.assertEqual(len(reports), 1, "the ranks of one torchrun are one job")
@@ -177,7 +177,7 @@ class SingleGpuRecordings(unittest.TestCase):
         with open(os.path.join(RECORDINGS, f"h100-{run}.window")) as f:
             t_in, t_out = map(int, f.read().split())
         with open(os.path.join(RECORDINGS, f"h100-{run}.steps")) as f:
-            steps = [float(line) for line in f]
+            steps = [float(line.split()[0]) for line in f if line.strip()]
         report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True, text=True,
                                            check=True).stdout)[0]
         self.assertEqual(report["progress_signal"], signal)
@@ -263,7 +263,7 @@ class CgroupRecordings(unittest.TestCase):
         with open(os.path.join(d, f"{run}.window")) as f:
             t_in, t_out = map(int, f.read().split())
         with open(os.path.join(d, f"{run}.steps")) as f:
-            steps = [float(line) for line in f]
+            steps = [float(line.split()[0]) for line in f if line.strip()]
         tmp = tempfile.mkdtemp(prefix="stallwatch-cgroup-")
         self.addCleanup(shutil.rmtree, tmp, True)
         db = os.path.join(tmp, "run.db")

@@ -18,6 +18,10 @@ for lib in $(ldd "$dir/stallwatch" "$dir/nvml_call_bench" "$dir/jobs_collector_b
     *) cp -L "$lib" "$dir/lib/" ;;
   esac
 done
+# swslowfs, the tests' slow FUSE filesystem, linked statically: the host has no libfuse3.
+g++ -O2 -std=c++20 -static -o "$dir/swslowfs" tests/fuse/swslowfs.cpp $(pkg-config --cflags fuse3) \
+  -lfuse3 -lpthread -ldl 2>/dev/null
+strip "$dir/swslowfs"
 du -sh "$dir"
 # A wrapper that gives only stallwatch the carried libraries: PyTorch on the host needs its
 # own, newer libstdc++.
