@@ -179,8 +179,10 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
 void nameDevice(const JobSeries& s, const std::string& device, Incident& inc) {
   inc.device = device;
   inc.physical_device.clear();
+  // Under a device the job's files are on (vda under loop0): that one, with DEVICE as physical,
+  // even where the job also reads DEVICE directly (its scripts and libraries on the root disk).
   for (const DeviceSeries& d : s.devices) {
-    if (d.name == device && !d.via.empty() && !d.also_direct) {
+    if (d.name == device && !d.via.empty()) {
       inc.device = d.via;
       inc.physical_device = device;
       return;

@@ -37,12 +37,14 @@ struct LimiterConfig {
   // cost: a GPU-bound ResNet-50 fed from memory on an H100 still waited 10 % of its steps
   // (receiving 9.6 MB batches from its workers), by the hook and by its own step log.
   double input_wait_share = 0.15;
-  double worker_cpu_bound = 0.6;  // cores per worker: the workers are CPU-bound
-  double worker_io_bound = 0.25;  // threads in D per worker: the workers wait on reads
-  double at_io_limit = 0.8;       // reads at this share of io.max: the limit holds them
-  double host_gpu_idle = 0.3;     // the GPU idle this share while ...
-  double host_main_cpu = 0.85;    // ... the main thread ran this much: host-bound
-  double memory_pressure = 0.10;  // memory PSI some: reclaim evicts the job's data
+  double worker_cpu_bound = 0.6;       // cores per worker: the workers are CPU-bound
+  double worker_io_bound = 0.25;       // threads in D per worker: the workers wait on reads
+  double at_io_limit = 0.8;            // reads at this share of io.max: the limit holds them
+  double host_gpu_idle = 0.3;          // the GPU idle this share while ...
+  double host_main_cpu = 0.85;         // ... the main thread ran this much: host-bound; or, where
+  double host_sampled_main_cpu = 0.6;  // its waits are sampled, this much with its GPU sync
+                                       // wait under half of it
+  double memory_pressure = 0.10;       // memory PSI some: reclaim evicts the job's data
   double device_busy_percent = 90;
   double free_cores = 1.5;  // cores left for more workers
 };
@@ -79,6 +81,7 @@ class InputFigures {
   struct Device {
     std::string via;
     bool direct = true;
+    bool mount = false;  // a mount target (FUSE, NFS): its %util means nothing
     double util_ = 0, util_seconds_ = 0, await_ = 0, await_seconds_ = 0, aqu_ = 0, read_ = 0;
     double seconds_ = 0;
   };

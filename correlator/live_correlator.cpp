@@ -28,6 +28,13 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
   s.workers[i] = static_cast<double>(x.workers);
   s.main_cpu[i] = x.main_cpu_ratio;
   s.stopped_processes[i] = static_cast<double>(x.stopped_processes);
+  s.cgroup_limited_read_bytes_per_s[i] = x.cgroup_limited_read_bytes_per_second;
+  s.cgroup_read_limit_bytes_per_s[i] = x.cgroup_read_limit_bytes_per_second;
+  s.cgroup_cpu_throttled[i] = x.cgroup_cpu_throttled_ratio;
+  s.cgroup_io_some[i] = x.cgroup_io_some;
+  s.main_thread_loader_wait[i] = x.main_thread_loader_wait_ratio;
+  s.main_thread_futex_wait[i] = x.main_thread_futex_wait_ratio;
+  s.pin_memory[i] = x.pin_memory ? 1.0 : 0.0;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // the tick they were first seen. Counters are not stored, so the batches carry rates, as the
 // collectors emit. Each table is read once, in time order, by a cursor; columns by name.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,9 @@ collectors::GpuSample gpuRow(Cursor& r) {
   return g;
 }
 
+// A job row whose cgroup_limits is NULL: the wording in force is the last one written.
+constexpr std::string_view kLimitsAsBefore = "\x01";
+
 // The figures a job's and a rank's samples share.
 template <typename Sample>
 void processFigures(Cursor& r, Sample& s) {
@@ -167,7 +171,11 @@ collectors::JobSample jobRow(Cursor& r) {
   j.read_syscalls_per_second = r.optionalReal("read_syscalls_per_second");
   j.samples = r.optionalInt<uint64_t>("samples");
   // The job's own cgroup (schema 8) and its neighbours (schema 9), where recorded. The limits'
-  // wording is written only when it changes, so it is not replayed.
+  // wording is written only when it changes (NULL: as the row before): marked here, carried
+  // forward by the replay loop.
+  j.cgroup_limits = r.has("cgroup_limits") && !r.column("cgroup_limits").isNull()
+                        ? r.text("cgroup_limits")
+                        : std::string(kLimitsAsBefore);
   if (r.has("cgroup_io_some")) {
     j.cgroup_io_some = r.optionalReal("cgroup_io_some");
     j.cgroup_cpu_some = r.optionalReal("cgroup_cpu_some");
@@ -315,6 +323,7 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
 
   ReplayStats stats;
   size_t next_fact = 0;
+  std::map<std::string, std::string> limits_in_force;  // by job key
   while (true) {
     std::optional<int64_t> ts;
     for (Cursor* c : {&disks, &pressure, cpu.get(), &gpus, jobs.get(), ranks.get()}) {
@@ -341,6 +350,13 @@ ReplayStats Recording::replay(const std::function<bool(collectors::SampleBatch&)
     if (!cpus.empty()) b.cpu = cpus.back();
     take(&gpus, gpuRow, b.gpus);
     take(jobs.get(), jobRow, b.jobs);
+    for (auto& j : b.jobs) {
+      if (j.cgroup_limits == kLimitsAsBefore) {
+        j.cgroup_limits = limits_in_force[j.key];
+      } else {
+        limits_in_force[j.key] = j.cgroup_limits;
+      }
+    }
     take(ranks.get(), rankRow, b.ranks);
     b.interval_seconds = static_cast<double>(interval_ms) / 1000.0;
     // Recordings before schema 3 kept only the GPUs' own utilisation: derive the job's mean.

@@ -29,6 +29,8 @@ work=$(mktemp -d /var/tmp/stallwatch-limiter-XXXXXX)
 loop=$("$here/tests/gpu/make_dataset.sh" "$work/data.img" "$work/mnt" 16000) || { echo "dataset setup failed"; exit 1; }
 loop_dev=$(lsblk -ndo MAJ:MIN "$loop" | tr -d ' ')
 echo "dataset on $loop ($loop_dev)"
+# fusectl, where a FUSE mount's queue is read (systemd mounts it on most hosts; this one has none).
+mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections
 # The FUSE view of the same files, for fusestore.
 mkdir -p "$work/slow"; echo 0 > "$work/delay"
 if "$carry/swslowfs" "$work/mnt/train" "$work/slow" --delay-file "$work/delay" \

@@ -27,6 +27,14 @@
 #            --idle-stall-open-after IDLE_OPEN (30s here, 2m by default) before it reports it;
 #   eval     at T_IN the job evaluates for T_OUT - T_IN s (eval mode, its own loader, no steps
 #            reported), then trains on; the window is the evaluation as the job printed it.
+#   parentlimit from T_IN to T_OUT the job's PARENT cgroup (a tenant's, as a Kubernetes pod or a
+#            systemd slice sets it) gets io.max on the dataset's loop device (rbps=PARENT_BPS);
+#   stopped  from T_IN to T_OUT the DataLoader workers are stopped (SIGSTOP, then SIGCONT): a
+#            hang whose workers are in state T while the main process waits for them;
+#   fusehang the job reads its files through a FUSE filesystem (swslowfs, SWSLOWFS=its binary);
+#            from T_IN to T_OUT its daemon is stopped: reads wait for a daemon that answers nothing;
+#   early    10 s after the job's first step (its step log's first line) its cgroup gets io.max
+#            on the disk under the image for T_OUT - T_IN s: a stall before the baseline is warm.
 # Each run leaves OUT/<run>.db, OUT/<run>.window (injected start/end, epoch ms) and the
 # agent's and job's logs, OUT/<run>.hook (when the live hook ran, and what it was told) and
 # OUT/<run>.usage (the agent's CPU seconds and peak RSS over the run). A run named disk2,
@@ -66,6 +74,16 @@ ckpt_dev=$(lsblk -ndo MAJ:MIN "$ckpt_loop" | tr -d ' ')
 echo "checkpoint disk $ckpt_loop ($ckpt_dev) at $work/ckpt"
 burners=()
 
+# fusectl, where a FUSE mount's queue is read (systemd mounts it on most hosts).
+mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections
+# The FUSE view of the dataset, for fusehang.
+mkdir -p "$work/slow"; echo 0 > "$work/delay"
+if [ -n "${SWSLOWFS:-}" ] && "$SWSLOWFS" "$work/mnt/train" "$work/slow" --delay-file "$work/delay" \
+     -o fsname=swslowfs,subtype=swslowfs,allow_other; then
+  echo "swslowfs at $work/slow"
+fi
+loop_dev=$(lsblk -ndo MAJ:MIN "$loop" | tr -d ' ')
+
 for run in $runs; do
   echo "== run $run"
   case_name=${run%%-*}; case_name=${case_name%%[0-9]*}
@@ -91,13 +109,23 @@ for run in $runs; do
   agent=$!
   sleep 2
   # The job starts inside its own cgroup.
+  data=$work/mnt/train; [ "$case_name" = fusehang ] && data=$work/slow
+  rm -f "$out/$run.steps"
   ( echo $BASHPID > "$cg/cgroup.procs"; exec env PYTHONPATH="$here/python" python3 "$here/tests/gpu/train_job.py" \
-      "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook_flag $linger_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1 &
+      "$data" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook_flag $linger_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1 &
   job=$!
-  sleep "$T_IN"
+  if [ "$case_name" = early ]; then  # 10 s after the first step, whenever the job got there
+    for _ in $(seq 600); do [ -s "$out/$run.steps" ] && break; sleep 0.1; done
+    sleep 10
+  else
+    sleep "$T_IN"
+  fi
   t_in=$(date +%s%3N)
   case $case_name in
-    disk) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
+    disk|early) echo "$disk_dev rbps=$THROTTLE_BPS" > "$cg/io.max"; echo "io.max: $(cat "$cg/io.max")" ;;
+    parentlimit) echo "$loop_dev rbps=${PARENT_BPS:-15728640}" > "$parent/io.max"; echo "parent io.max: $(cat "$parent/io.max")" ;;
+    stopped) workers=$(pgrep -P "$(pgrep -f -o train_job.py)"); kill -STOP $workers; echo "stopped workers: $(echo $workers | wc -w)" ;;
+    fusehang) kill -STOP "$(pgrep -x swslowfs)"; echo "swslowfs stopped" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp 0 "$w" > /dev/null; done
           echo "workers on CPU 0: $(pgrep -P "$(pgrep -f -o train_job.py)" | tr '\n' ' ')" ;;
     cpumax) echo "${CPU_QUOTA:-50000 100000}" > "$cg/cpu.max"; echo "cpu.max: $(cat "$cg/cpu.max")" ;;
@@ -115,7 +143,10 @@ for run in $runs; do
   sleep $((T_OUT - T_IN))
   t_out=$(date +%s%3N)
   case $case_name in
-    disk) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
+    disk|early) echo "$disk_dev rbps=max" > "$cg/io.max" ;;
+    parentlimit) echo "$loop_dev rbps=max" > "$parent/io.max" ;;
+    stopped) kill -CONT $workers ;;
+    fusehang) kill -CONT "$(pgrep -x swslowfs)" ;;
     cpu)  for w in $(pgrep -P "$(pgrep -f -o train_job.py)"); do taskset -acp "0-$(($(nproc) - 1))" "$w" > /dev/null; done ;;
     cpumax) echo "max 100000" > "$cg/cpu.max" ;;
     neighbour|neighbourproc|neighbourcpu) for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
@@ -149,6 +180,7 @@ for run in $runs; do
   echo "injected window (epoch ms): $t_in .. $t_out"
   hook_latency "$out/$run.hook" "$t_in"
 done
+umount "$work/slow" 2>/dev/null
 umount "$work/mnt" "$work/ckpt"; losetup -d "$loop" "$ckpt_loop"; rm -rf "$work"
 rmdir "$cg" "$ncg" "$parent" 2>/dev/null
 # One file back: the device tool returns at most 8. WAL folded into each DB first.
