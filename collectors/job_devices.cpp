@@ -231,12 +231,22 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     quota(r);
     now.emplace(dir, std::move(r));
   }
-  for (const auto& [dir, known] : job.ancestor_limits) {
-    CgroupReading r = known;  // limits as the last discovery tick found them
-    // Only what the limits need every tick: the reads against io.max, the throttling of cpu.max.
+  for (const auto& [dir, level] : job.ancestors) {
+    // Their limits as the last discovery tick found them; io.max read every tick (one small
+    // file each: a read limit set on a parent is news at once, as one on the job's own is).
+    CgroupReading r;
+    r.ancestor = true;
+    if (auto known = job.ancestor_limits.find(dir); known != job.ancestor_limits.end())
+      r = known->second;
+    if (!look_up) {
+      r.io_max.clear();
+      if (auto t = readTextFile(dir / "io.max")) r.io_max = parseIoMax(*t);
+    }
+    if (!r.anyLimit()) continue;
+    // What the limits need every tick: the reads against io.max, the throttling of cpu.max.
     if (auto t = readTextFile(dir / "io.stat")) r.io_stat = parseIoStat(*t);
     if (auto t = readTextFile(dir / "cpu.stat")) r.cpu_stat = parseCpuStat(*t);
-    describe(r, cgroupWhere(dir, job.ancestors.count(dir) ? job.ancestors.at(dir) : 1));
+    describe(r, cgroupWhere(dir, level));
     quota(r);
     now.emplace(dir, std::move(r));
   }

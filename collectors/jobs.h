@@ -115,7 +115,8 @@ class JobTracker final : public Collector {
     bool cgroups_looked_up = false;
     std::map<std::filesystem::path, CgroupReading> cgroup_readings;
     // The cgroups above those (how many levels above the nearest of the job's), their limits
-    // as last looked at (discovery ticks); those that set one are read whole every tick.
+    // as last looked at (discovery ticks; io.max every tick); those that set one are read for
+    // their io.stat and cpu.stat every tick.
     std::map<std::filesystem::path, int> ancestors;
     std::map<std::filesystem::path, CgroupReading> ancestor_limits;
     // Each root's cgroup (a rank's, where ranks have their own), and each rank's figures this

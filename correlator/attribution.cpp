@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "collectors/job_cgroup.h"
@@ -459,9 +460,18 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
       }
       // A write limit on the job's cgroup for that device held the checkpoint back: named.
       const std::string io_limits = limitText(limits, "io.max");
+      const size_t wbps = io_limits.find("wbps=");
       if (io_limits.find("(" + target->name + ")") != std::string::npos &&
-          io_limits.find("wbps=") != std::string::npos) {
+          wbps != std::string::npos) {
         device_writes.item.signal += " under " + io_limits;
+        // Held by the limit: a throttled write waits before it reaches the device, so the
+        // device's own latency does not show it; its writes sitting at the limit do.
+        const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
+        if (limit_bytes > 0) {
+          inc.evidence.push_back({"checkpoint_held_by " + io_limits, limit_bytes,
+                                  device_writes.item.during,
+                                  device_writes.item.during >= kAtLimitShare * limit_bytes});
+        }
       }
       add(device_writes);
     }

@@ -188,10 +188,19 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            e.during, static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
                            waited.empty() ? "" : "; the main process waited in " + waited);
       }
-      // A checkpoint slowed by its device, in words.
+      // A checkpoint slowed by its device, or held by its write limit, in words.
+      bool held = false;
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kHeld = "checkpoint_held_by ";
+        if (!e.signal.starts_with(kHeld) || !e.supports) continue;
+        held = true;
+        out += fmt::format(
+            "      the checkpoint was held by its write limit, {}: it wrote {:.1f} MiB/s\n",
+            e.signal.substr(kHeld.size()), e.during / (1 << 20));
+      }
       for (const auto& e : inc.evidence) {
         constexpr std::string_view kSlowed = "checkpoint_slowed_by await_ms ";
-        if (!e.signal.starts_with(kSlowed)) continue;
+        if (!e.signal.starts_with(kSlowed) || (held && !e.supports)) continue;
         out +=
             e.supports
                 ? fmt::format("      the checkpoint was slowed by {}: await {:.1f} -> {:.1f} ms\n",

@@ -128,7 +128,7 @@ class JobTrackerTest : public ::testing::Test {
 
   // Two GPUs: the ranks of run7 on GPU-0 (101, with 200 beside it) and GPU-1 (102).
   void makeTracker(std::vector<std::string> only_gpus = {}, size_t max_jobs = 256,
-                   size_t open_files_per_discovery = 1024) {
+                   size_t open_files_per_discovery = 1024, uint32_t discovery_every_ticks = 1) {
     auto driver = std::make_unique<testing::FakeGpuDriver>();
     testing::FakeGpuDriver::Gpu g0, g1;
     g0.info = {0, "GPU-0", "Fake", {}};
@@ -138,7 +138,7 @@ class JobTrackerTest : public ::testing::Test {
     driver->gpus = {g0, g1};
     JobTrackerOptions options;
     options.listen_dataloader = false;
-    options.discovery_every_ticks = 1;
+    options.discovery_every_ticks = discovery_every_ticks;
     options.only_gpus = std::move(only_gpus);
     options.max_jobs = max_jobs;
     options.open_files_per_discovery = open_files_per_discovery;
@@ -267,6 +267,38 @@ TEST_F(JobTrackerTest, ALimitAboveTheJobsCgroupIsNamedWithItsLevel) {
             std::string::npos)
       << limits;
   EXPECT_NE(limits.find("memory.high 8.0 GiB in " + tenant.string()), std::string::npos) << limits;
+}
+
+// A read limit set on the parent between discovery ticks is news at the next tick: the parent's
+// io.max is read every tick (its other limits once a discovery period).
+TEST_F(JobTrackerTest, AParentsReadLimitIsSeenAtTheNextTick) {
+  const fs::path root = dir_.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  testing::writeFile(root / "proc/101/cgroup", "0::/tenant/job\n");
+  testing::writeFile(root / "proc/102/cgroup", "0::/tenant/job\n");
+  const fs::path tenant = root / "sys/fs/cgroup/tenant";
+  testing::writeFile(tenant / "io.max", "");
+  testing::writeFile(tenant / "io.stat", "254:0 rbytes=0 wbytes=0 rios=0 wios=0\n");
+  testing::writeFile(tenant / "job/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  makeTracker({}, 256, 1024, /*discovery_every_ticks=*/5);
+  tick(1);  // a discovery tick: no limit anywhere
+  testing::writeFile(tenant / "io.max", "254:0 rbps=15728640 wbps=max riops=max wiops=max\n");
+  const std::string limit =
+      "io.max 254:0 (vda) rbps=15.0 MiB/s in " + tenant.string() + " (parent of the job's cgroup)";
+  const SampleBatch second = tick(2);  // not a discovery tick: the limit is in force
+  const JobSample* s = sampleOf(second, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->cgroup_limits, limit);
+  // The reads against it from the next reading of the parent's io.stat on.
+  testing::writeFile(tenant / "io.stat",
+                     "254:0 rbytes=" + std::to_string(15ull << 20) + " wbytes=0 rios=9 wios=0\n");
+  const SampleBatch third = tick(3);
+  s = sampleOf(third, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->cgroup_read_limit, limit);
+  EXPECT_DOUBLE_EQ(s->cgroup_limited_read_bytes_per_second.value_or(-1), 15 << 20);
 }
 
 // The main thread's CPU and its wait for a CPU come from its schedstat, per interval; a job of

@@ -23,10 +23,11 @@ REFERENCE = {"w2": "w4", "w4": "w8", "limited": "nodecode", "fusestore": "nodeco
 
 def steps_of(path):
     rows = []
-    for line in open(path):
-        parts = line.split()
-        if len(parts) == 3:
-            rows.append(tuple(float(x) for x in parts))
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3:
+                rows.append(tuple(float(x) for x in parts))
     return rows
 
 
