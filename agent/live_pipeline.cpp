@@ -91,6 +91,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->node = options_.host;
   s->ranks = rankMetrics(batch, run_shares_);
   s->stalls = correlator_.active();
+  s->limiters = correlator_.limiters();
   s->incidents_opened = opened_;
   s->incident_events = events_;
   if (counters.collectors) s->collectors = *counters.collectors;

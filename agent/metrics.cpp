@@ -351,6 +351,27 @@ void renderJobs(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_job_uninterruptible_threads", "gauge",
            "The job's threads in uninterruptible sleep at the tick.");
   for (const auto& j : s.jobs) w.sample({{"training_job", j.key}}, j.d_state_threads);
+  // The standing verdict over the job's last minute (not paged: a condition, not an incident).
+  // The limiter label takes one of seven values, one series a job at a time.
+  w.family("stallwatch_job_input_wait_ratio", "gauge",
+           "Share of the job's last minute its training loop waited for input (the dataloader "
+           "hook, else where its main thread slept).");
+  for (const auto& l : s.limiters) {
+    if (l.verdict.wait_source != model::WaitSource::kNone)
+      w.sample({{"training_job", l.job_key}}, l.verdict.input_wait_share);
+  }
+  w.family("stallwatch_job_limiter", "gauge",
+           "What limited the job over its last minute: 1 for the limiter named (gpu, input-cpu, "
+           "input-workers, input-storage, io-throttled, host, unknown).");
+  for (const auto& l : s.limiters) {
+    w.sample({{"training_job", l.job_key}, {"limiter", model::toString(l.verdict.limiter)}}, 1);
+  }
+  w.family("stallwatch_job_speedup_on_offer", "gauge",
+           "How much faster the job would step if its input kept up, over its last minute.");
+  for (const auto& l : s.limiters) {
+    if (l.verdict.wait_source != model::WaitSource::kNone)
+      w.sample({{"training_job", l.job_key}}, l.verdict.speedup);
+  }
 }
 
 // The ranks of runs across nodes: run, rank and node labels, so that rules can compare a

@@ -64,6 +64,7 @@ struct MetricsSnapshot {
   std::string node;               // this node's name (--node, else the host name)
   std::vector<RankMetric> ranks;  // of the jobs that are part of a run across nodes
   std::vector<correlator::ActiveStall> stalls;
+  std::vector<correlator::LiveLimiter> limiters;  // each job's verdict over its last minute
   std::array<uint64_t, model::kStallClassCount> incidents_opened{};
   std::array<uint64_t, 3> incident_events{};  // by IncidentEventKind
   std::vector<CollectorStats> collectors;

@@ -1,5 +1,7 @@
 // What the live correlator adds to each sampling cycle: LiveCorrelator::onBatch for jobs
-// whose window is full (one hour at one second), healthy or in the middle of a stall.
+// whose window is full (one hour at one second), healthy or in the middle of a stall, with
+// the standing verdict over the last minute judged every 5 intervals (limiter 1) or not
+// (limiter 0: judged once, at the start).
 //   build/bench/live_correlator_bench
 #include <benchmark/benchmark.h>
 
@@ -34,6 +36,15 @@ SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
     s.gpus = {"GPU-" + std::to_string(j)};
     s.gpu_util_percent = stalled ? noise(0, 5) : noise(60, 90);
     s.read_bytes_per_second = 1e8;
+    // What the standing verdict reads: the hook's wait, the workers, the main thread.
+    s.steps = stalled ? 1 : 20;
+    s.data_wait_seconds = noise(0.3, 0.4);
+    s.step_seconds = 1 - *s.data_wait_seconds;
+    s.workers = 8;
+    s.workers_cpu_ratio = noise(6, 7);
+    s.main_thread_cpu_ratio = noise(0.5, 0.6);
+    s.main_thread_loader_wait_ratio = noise(0.3, 0.4);
+    s.main_thread_futex_wait_ratio = 0.1;
     b.jobs.push_back(s);
   }
   for (const char* name : {"nvme0n1", "loop0", "loop1", "loop2", "loop3", "sda", "sdb", "sdc"}) {
@@ -44,6 +55,7 @@ SampleBatch batch(size_t i, size_t jobs, bool stalled, std::mt19937& rng) {
     b.disks.push_back(d);
   }
   b.pressure = {{"io", 0.02, 0.0, {}, {}}, {"cpu", 0.01, 0.0, {}, {}}};
+  b.cpu = stallwatch::collectors::CpuSample{6.0, 0.1, 16};
   return b;
 }
 
@@ -51,7 +63,9 @@ void BM_OnBatch(benchmark::State& state) {
   const size_t jobs = static_cast<size_t>(state.range(0));
   const bool stalled = state.range(1) != 0;
   std::mt19937 rng(1);
-  stallwatch::correlator::LiveCorrelator c;
+  stallwatch::correlator::LiveConfig config;
+  if (state.range(2) == 0) config.limiter_every = SIZE_MAX;  // judged once, then never
+  stallwatch::correlator::LiveCorrelator c(config);
   size_t i = 0;
   for (; i < 3600; ++i) c.onBatch(batch(i, jobs, false, rng));
   std::vector<SampleBatch> next;
@@ -65,11 +79,13 @@ void BM_OnBatch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_OnBatch)
-    ->ArgNames({"jobs", "stalled"})
-    ->Args({1, 0})
-    ->Args({1, 1})
-    ->Args({4, 0})
-    ->Args({4, 1})
+    ->ArgNames({"jobs", "stalled", "limiter"})
+    ->Args({1, 0, 0})
+    ->Args({1, 0, 1})
+    ->Args({1, 1, 1})
+    ->Args({4, 0, 0})
+    ->Args({4, 0, 1})
+    ->Args({4, 1, 1})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "correlator/limiter.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -20,7 +21,8 @@ struct JobsArgs {
 struct JobRow {
   storage::JobRecord job;
   storage::JobActivity activity;
-  std::string gpus;  // the job's GPU UUIDs as listed: comma-separated
+  std::string gpus;               // the job's GPU UUIDs as listed: comma-separated
+  model::LimiterVerdict limiter;  // what limited it over its run, outside its incidents
 };
 
 std::vector<JobRow> readJobs(storage::Recording& recording) {
@@ -28,6 +30,13 @@ std::vector<JobRow> readJobs(storage::Recording& recording) {
   for (auto& job : recording.jobs()) {
     JobRow row;
     row.activity = recording.activity(job);
+    // Its standing verdict, as `report` gives it: the detector first (incidents are their own
+    // account), then the limiter over the rest.
+    model::JobSeries series = recording.jobSeries(job, {});
+    if (series.size() > 0) {
+      const correlator::Analysis analysis = correlator::analyzeJob(series);
+      row.limiter = correlator::analyzeLimits(series, analysis).run;
+    }
     for (const auto& uuid : job.gpu_uuids) row.gpus += (row.gpus.empty() ? "" : ",") + uuid;
     row.job = std::move(job);
     rows.push_back(std::move(row));
@@ -60,7 +69,7 @@ int runJobs(const JobsArgs& args) {
   }
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& [job, j, gpus] : jobs) {
+    for (const auto& [job, j, gpus, limiter] : jobs) {
       nlohmann::json devices = nlohmann::json::array();
       for (const auto& d : j.devices) {
         devices.push_back({{"device", d.name}, {"via", d.via}, {"open_files_seen", d.open_files}});
@@ -94,6 +103,7 @@ int runJobs(const JobsArgs& args) {
                      {"mean_read_bytes_per_second", orNull(j.read_bytes_per_second)},
                      {"mean_workers_cpu_ratio", orNull(j.workers_cpu)},
                      {"max_d_state_threads", j.max_d_state},
+                     {"limiter", render::limiterJson(limiter)},
                      {"devices", devices}});
     }
     std::cout << out.dump(2) << "\n";
@@ -103,7 +113,7 @@ int runJobs(const JobsArgs& args) {
     std::cout << "no jobs recorded in " << path << "\n";
     return 0;
   }
-  for (const auto& [job, j, gpus] : jobs) {
+  for (const auto& [job, j, gpus, limiter] : jobs) {
     std::cout << fmt::format("job {}  {}  ({})\n", job.job_id, job.label, job.key);
     std::cout << fmt::format("  span        {} .. {}\n", render::timeText(job.started_ms),
                              job.ended_ms ? render::timeText(*job.ended_ms)
@@ -127,6 +137,7 @@ int runJobs(const JobsArgs& args) {
                       : "-")
               << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "")
               << "\n";
+    std::cout << "  limiter     " << correlator::describeLimiter(limiter) << "\n";
     if (!j.ranks.empty()) {
       std::cout << "  ranks       rank  pid      GPU            steps/s  data wait  read MB/s  GPU "
                    "util  GPU work  D max\n";

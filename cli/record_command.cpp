@@ -30,6 +30,7 @@ struct RecordArgs {
   size_t queue_capacity = 600;
   std::string nvml_library = "libnvidia-ml.so.1";
   bool nvml_keep_zero_pages = false;
+  double wait_sample_hz = 10;
   bool gpu_pcie = false;
   bool gpu_processes = true;
   uint32_t gpu_process_every = 60;
@@ -169,6 +170,7 @@ int runRecord(const RecordArgs& args) {
   options.queue_capacity = args.queue_capacity;
   auto& jobs = options.collector_config.jobs;
   jobs.pids = args.pids;
+  jobs.wait_sample_hz = args.wait_sample_hz;
   options.collector_config.gpu.only = args.gpus;
   jobs.only_gpus = args.gpus;
   for (const auto& c : args.cgroups) jobs.cgroups.emplace_back(c);
@@ -288,6 +290,13 @@ CommandRunner addRecordCommand(CLI::App& app) {
   }
   cmd->add_option("--nvml-library", args->nvml_library, "NVML library to load")
       ->capture_default_str()
+      ->group("Collectors");
+  cmd->add_option("--wait-sample-hz", args->wait_sample_hz,
+                  "How often a second each job's main thread is looked at to see where it waits "
+                  "(the input-wait share of a job without the dataloader hook) while a job is in "
+                  "its first 5 minutes; 2 a second after (0: not at all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0))
       ->group("Collectors");
   cmd->add_flag("--nvml-keep-zero-pages", args->nvml_keep_zero_pages,
                 "Keep the pages NVML's init fills with zeros (by default they are given back: "

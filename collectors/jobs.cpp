@@ -346,7 +346,16 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
   }
-  if (sampler_) sampler_->follow(main_pids);
+  if (sampler_) {
+    sampler_->follow(main_pids);
+    // Full rate while a job is young (its first minutes, a short job), the steady one after.
+    const bool young = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
+      return tick.wall_time_ms - j.second.description.started_ms <
+             static_cast<int64_t>(options_.wait_sample_young_s * 1000);
+    });
+    sampler_->setRate(young ? options_.wait_sample_hz
+                            : std::min(options_.wait_sample_hz, options_.wait_sample_steady_hz));
+  }
   if (discovery && cgroups_.available()) {
     leaf_io_ = std::move(leaf_io);
     leaf_io_ns_ = tick.monotonic_ns;

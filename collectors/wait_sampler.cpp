@@ -1,8 +1,10 @@
 #include "collectors/wait_sampler.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <random>
@@ -66,8 +68,8 @@ void WaitCounts::merge(const WaitCounts& o) {
 }
 
 MainThreadSampler::MainThreadSampler(std::filesystem::path proc, double hz)
-    : proc_(std::move(proc)) {
-  if (hz > 0) thread_ = std::thread([this, hz] { loop(hz); });
+    : proc_(std::move(proc)), hz_(hz) {
+  if (hz > 0) thread_ = std::thread([this] { loop(); });
 }
 
 MainThreadSampler::~MainThreadSampler() {
@@ -128,18 +130,20 @@ void MainThreadSampler::sampleOnce() {
   }
 }
 
-void MainThreadSampler::loop(double hz) {
+void MainThreadSampler::loop() {
+  pthread_setname_np(pthread_self(), "sw-waits");
   // Each gap drawn uniformly from half to one and a half periods: a fixed rate phase-locks with
   // a loop whose steps take about as long (a 10 Hz sampler saw a 100 ms loop always in the same
   // half of its step: 0 %, then 100 % waiting), a random one samples every phase alike.
   std::minstd_rand random(
       static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  std::uniform_real_distribution<double> gap(0.5 / hz, 1.5 / hz);
+  std::uniform_real_distribution<double> gap(0.5, 1.5);  // periods
   auto next = std::chrono::steady_clock::now();
   std::unique_lock lock(mutex_);
   while (!stop_) {
+    const double hz = std::max(0.1, rate());
     next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(gap(random)));
+        std::chrono::duration<double>(gap(random) / hz));
     const auto now = std::chrono::steady_clock::now();
     if (next < now) next = now;  // fell behind (a suspended VM): no burst to catch up
     if (wake_.wait_until(lock, next, [this] { return stop_; })) break;

@@ -51,6 +51,10 @@ class MainThreadSampler {
   void follow(const std::vector<uint32_t>& pids);
   // Each followed thread's counts since the last take, and starts them again.
   std::map<uint32_t, WaitCounts> take();
+  // Samples HZ times a second from the next gap on (the thread's rate; 0 at construction
+  // keeps the thread off for good).
+  void setRate(double hz) { hz_.store(hz, std::memory_order_relaxed); }
+  double rate() const { return hz_.load(std::memory_order_relaxed); }
   // One round over every followed thread now (the thread's own step; tests call it directly).
   void sampleOnce();
   bool running() const { return thread_.joinable(); }
@@ -60,11 +64,12 @@ class MainThreadSampler {
     int fd = -1;
     WaitCounts counts;
   };
-  void loop(double hz);
+  void loop();
 
   std::filesystem::path proc_;
   std::mutex mutex_;
   std::map<uint32_t, Target> targets_;
+  std::atomic<double> hz_{0};
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;

@@ -600,6 +600,36 @@ LimiterVerdict judgeSpan(const InputFigures& f, const model::JobSeries& s, size_
 
 }  // namespace
 
+model::LimiterVerdict judgeSpan(const model::JobSeries& s, size_t first, size_t last,
+                                const std::vector<bool>* in, const LimiterConfig& cfg) {
+  if (s.size() == 0 || first > last || last >= s.size()) return {};
+  auto figuresOf = [&](const model::RankSeries* rank) {
+    InputFigures f;
+    for (size_t i = first; i <= last; ++i)
+      if (!in || (*in)[i]) f.add(s, i, rank);
+    return f;
+  };
+  LimiterVerdict v;
+  if (s.ranks.size() >= 2) {
+    double most = -1;
+    for (const auto& r : s.ranks) {
+      LimiterVerdict rank = judgeLimiter(figuresOf(&r), cfg);
+      if (rank.wait_source != WaitSource::kNone && rank.input_wait_share > most) {
+        most = rank.input_wait_share;
+        v = std::move(rank);
+      }
+    }
+    if (most < 0) v = judgeLimiter(figuresOf(nullptr), cfg);
+    v.gpus = s.gpu_count;
+    v.input_wait_gpu_seconds = v.input_wait_share * v.seconds * v.gpus;
+  } else {
+    v = judgeLimiter(figuresOf(nullptr), cfg);
+  }
+  v.start_ms = s.ts_ms[first] - static_cast<int64_t>(std::llround(s.interval_s[first] * 1000));
+  v.end_ms = s.ts_ms[last];
+  return v;
+}
+
 model::JobLimits analyzeLimits(const model::JobSeries& s, const Analysis& a,
                                const LimiterConfig& cfg) {
   model::JobLimits out;

@@ -98,6 +98,13 @@ model::LimiterVerdict judgeLimiter(const InputFigures& figures, const LimiterCon
 // end and the phases outside the loop that ANALYSIS found (acute stalls keep their own account).
 std::vector<bool> limiterIntervals(const model::JobSeries& series, const Analysis& analysis);
 
+// The verdict over intervals FIRST..LAST of SERIES, those IN (null: all) only: the job's, or
+// for a job of several ranks the verdict of the rank that waited most for input, costing every
+// GPU of the job. What the live agent says of a job's last minute, and `top` of a recording's.
+model::LimiterVerdict judgeSpan(const model::JobSeries& series, size_t first, size_t last,
+                                const std::vector<bool>* in = nullptr,
+                                const LimiterConfig& config = {});
+
 // The post-mortem: the whole run, windows of config.window_s, phases, and each rank.
 model::JobLimits analyzeLimits(const model::JobSeries& series, const Analysis& analysis,
                                const LimiterConfig& config = {});

@@ -226,6 +226,7 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     JobState& job = this->job(sample.key);
     append(job, sample, batch);
     judgeNewest(job);
+    judgeLimiter(job);
     // Healthy and nothing open: no analysis needed (the common case, ~1 us).
     if (!job.open && job.since_stalled > 1) continue;
     // Only the tail decides what is going on now: the open stall (if any) and, before it,
@@ -338,6 +339,28 @@ void LiveCorrelator::judgeNewest(JobState& job) {
                                           minDrop(signal, config_.detector));
   job.since_stalled =
       stalled ? 0 : (job.since_stalled == SIZE_MAX ? SIZE_MAX : job.since_stalled + 1);
+}
+
+void LiveCorrelator::judgeLimiter(JobState& job) {
+  if (job.open || job.since_stalled < 2) return;  // a stall is the incident's account
+  if (job.since_limiter != SIZE_MAX && ++job.since_limiter < config_.limiter_every) return;
+  job.since_limiter = 0;
+  const JobSeries& s = job.series;
+  const size_t n = s.size();
+  const size_t first = n > config_.limiter_intervals ? n - config_.limiter_intervals : 0;
+  // From the job's first progress on: its start-up is no measure of its pace.
+  size_t from = first;
+  while (from < n && !(progressAt(s, from, job.signal, job.steps_seen).value_or(0) > 0)) ++from;
+  if (from >= n) return;
+  job.limiter = correlator::judgeSpan(s, from, n - 1, nullptr, config_.limiter);
+}
+
+std::vector<LiveLimiter> LiveCorrelator::limiters() const {
+  std::vector<LiveLimiter> out;
+  for (const auto& [key, job] : jobs_) {
+    if (job.limiter) out.push_back({key, job.label, *job.limiter});
+  }
+  return out;
 }
 
 std::vector<ActiveStall> LiveCorrelator::active() const {

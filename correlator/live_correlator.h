@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectors/samples.h"
+#include "correlator/limiter.h"
 #include "correlator/stall_detector.h"
 
 namespace stallwatch::correlator {
@@ -40,10 +41,23 @@ struct LiveConfig {
   // Intervals kept per job: the baseline plus the longest stall that can still be judged
   // against it. 3600 at one second is one hour, ~1 MB per job.
   size_t window_intervals = 3600;
+  // The standing verdict (correlator/limiter.h) over the job's last limiter_intervals
+  // intervals, judged again every limiter_every intervals; none while a stall is open (the
+  // incident's account).
+  size_t limiter_intervals = 60;
+  size_t limiter_every = 5;
+  LimiterConfig limiter;
 };
 
 using model::IncidentEvent;
 using model::IncidentEventKind;
+
+// A job's standing verdict over its last minute.
+struct LiveLimiter {
+  std::string job_key;
+  std::string job_label;
+  model::LimiterVerdict verdict;
+};
 
 struct ActiveStall {
   uint64_t live_id = 0;
@@ -64,6 +78,8 @@ class LiveCorrelator {
   std::vector<IncidentEvent> onBatch(const collectors::SampleBatch& batch);
 
   std::vector<ActiveStall> active() const;
+  // Each job's verdict over its last minute, where one has been judged.
+  std::vector<LiveLimiter> limiters() const;
   // New timing (a reload): from the next batch on; open incidents stay open.
   void setConfig(const LiveConfig& config);
   size_t jobsTracked() const { return jobs_.size(); }
@@ -97,9 +113,13 @@ class LiveCorrelator {
     ProgressSignal signal = ProgressSignal::kNone;
     std::map<int32_t, collectors::RankDescription> rank_facts;
     size_t since_stalled = SIZE_MAX;  // intervals since the last stalled one
+    size_t since_limiter = SIZE_MAX;  // intervals since the verdict was last judged
+    std::optional<model::LimiterVerdict> limiter;
   };
   JobState& job(const std::string& key);
   void judgeNewest(JobState& job);
+  // The job's standing verdict over its last limiter_intervals, every limiter_every intervals.
+  void judgeLimiter(JobState& job);
   // An ongoing stall not reported yet because the job's processes are idle (idle_open_after_s).
   bool heldAsIdle(const JobSeries& s, const Incident& inc) const;
 

@@ -281,7 +281,8 @@ std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
 }
 
 std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& panels,
-                           const std::vector<Shade>& shades, size_t index) {
+                           const std::vector<Shade>& shades, size_t index,
+                           const std::vector<Band>& bands) {
   const size_t job_index = index;
   const double t0 = static_cast<double>(s.ts_ms.front()) - s.interval_s.front() * 1000.0;
   const double t1 = static_cast<double>(s.ts_ms.back());
@@ -301,6 +302,22 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
                          {"bottom", height - 30},
                          {"times", buckets.times},
                          {"panels", nlohmann::json::array()}};
+  // The standing limiter's phases: a strip along the top, one colour a limiter.
+  for (const auto& band : bands) {
+    const double x0 = xOf(static_cast<double>(band.start_ms));
+    const double x1 = std::max(x0 + 2, xOf(static_cast<double>(band.end_ms)));
+    const char* colour = band.limiter == "gpu"             ? "#2ca02c"
+                         : band.limiter == "io-throttled"  ? "#9467bd"
+                         : band.limiter == "input-storage" ? "#d62728"
+                         : band.limiter == "host"          ? "#8c564b"
+                         : band.limiter == "unknown"       ? "#c7c7c7"
+                                                           : "#ff7f0e";  // input-cpu, -workers
+    svg += fmt::format(
+        "<rect class=\"limiter-band\" data-limiter=\"{}\" data-start=\"{}\" data-end=\"{}\" "
+        "x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"6\" fill=\"{}\"><title>{}</title></rect>\n",
+        escape(band.limiter), band.start_ms, band.end_ms, x0, x1 - x0, colour,
+        escape(band.tooltip));
+  }
   // Incidents first, under the lines, across every panel.
   for (const auto& shade : shades) {
     const double x0 = xOf(static_cast<double>(shade.start_ms));

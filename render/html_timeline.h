@@ -42,9 +42,18 @@ struct Shade {
   std::string label;    // written at its top
 };
 
+// A span of the job's standing limiter (a phase): a strip along the top of the timeline.
+struct Band {
+  int64_t start_ms = 0, end_ms = 0;
+  std::string limiter;  // gpu, input-cpu, ...: its colour
+  std::string tooltip;  // the verdict in words
+};
+
 // One <svg class="timeline" id="timeline-INDEX"> over S's span; each panel's path has the id
-// "PANEL.ID-INDEX" (the browser test finds them by it).
+// "PANEL.ID-INDEX" (the browser test finds them by it). BANDS: the limiter's phases, drawn as
+// <rect class="limiter-band" data-limiter="..."> above the panels.
 std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& panels,
-                           const std::vector<Shade>& shades, size_t index);
+                           const std::vector<Shade>& shades, size_t index,
+                           const std::vector<Band>& bands = {});
 
 }  // namespace stallwatch::render

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "correlator/limiter.h"
 #include "render/html_timeline.h"
 #include "render/report.h"
 
@@ -108,7 +109,16 @@ std::string timeline(const JobReport& r, size_t job_index) {
     shades.push_back({inc.start_ms, inc.end_ms, cls, describeIncident(inc),
                       cls + (inc.device.empty() ? "" : " " + inc.device)});
   }
-  return renderTimeline(s, panels, shades, job_index);
+  // The limiter's phases (its whole run where there are none).
+  std::vector<Band> bands;
+  const auto& phases =
+      r.limits.phases.empty() ? std::vector<model::LimiterVerdict>{r.limits.run} : r.limits.phases;
+  for (const auto& p : phases) {
+    if (p.seconds <= 0) continue;
+    bands.push_back(
+        {p.start_ms, p.end_ms, model::toString(p.limiter), correlator::describeLimiter(p, "it")});
+  }
+  return renderTimeline(s, panels, shades, job_index, bands);
 }
 
 // A latency in a table cell: "2.50 ms", or "-" without one.
@@ -194,6 +204,17 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         "{} blip(s)</p>\n",
         timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
         r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
+    // What limits it when nothing has gone wrong, and what to do about it.
+    const model::LimiterVerdict& v = r.limits.run;
+    html +=
+        fmt::format("<p class=\"limiter\" data-limiter=\"{}\">limiter <b>{}</b> &middot; {}</p>\n",
+                    model::toString(v.limiter), model::toString(v.limiter),
+                    escape(correlator::describeLimiter(v)));
+    if (!v.advice.empty()) {
+      html += "<ul class=\"advice\">";
+      for (const auto& a : v.advice) html += "<li>" + escape(a) + "</li>";
+      html += "</ul>\n";
+    }
     html += timeline(r, j);
     html += "<h3>Stalls</h3>\n";
     if (r.analysis.incidents.empty()) {

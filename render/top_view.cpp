@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "correlator/limiter.h"
 #include "render/report.h"
 
 namespace stallwatch::render {
@@ -166,6 +167,18 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                   num(f.work, "{:.1f} %")));
   add(fmt::format("  read {} MB/s   workers {} cores   threads in D state {}",
                   num(f.read, "{:.1f}", 1e-6), num(f.workers, "{:.2f}"), num(f.d_state, "{:.0f}")));
+  // What limits it over the last minute (a standing condition: not paged).
+  if (s.size() > 0) {
+    const model::LimiterVerdict v = correlator::judgeSpan(s, 0, s.size() - 1);
+    if (v.limiter != model::Limiter::kUnknown) {
+      add(fmt::format("  limiter {} (last minute): input wait {:.0f} %{}",
+                      model::toString(v.limiter), v.input_wait_share * 100,
+                      v.limiter == model::Limiter::kGpu || v.limiter == model::Limiter::kHost ||
+                              v.speedup < 1.05
+                          ? std::string()
+                          : fmt::format(", ~{:.2g}x on offer", v.speedup)));
+    }
+  }
   const storage::StoredIncident* open = nullptr;
   for (const auto& inc : data.open) {
     if (inc.job_id == job.job_id) open = &inc;

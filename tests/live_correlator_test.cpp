@@ -101,6 +101,33 @@ TEST(LiveCorrelator, OneStallOpensOnceAfterThreeSecondsAndClosesOnce) {
   EXPECT_TRUE(c.active().empty());
 }
 
+// The standing verdict over the job's last minute: a job whose two workers are CPU-bound and whose
+// loop waits 40 % of each second for them, with cores free, reads as input-cpu, judged every
+// five intervals; nothing is paged for it.
+TEST(LiveCorrelator, JudgesTheStandingLimiterOverTheLastMinute) {
+  auto batches = syntheticRun(90, [](size_t) { return false; });
+  for (auto& b : batches) {
+    auto& j = b.jobs[0];
+    j.steps = 12;
+    j.data_wait_seconds = 0.4;
+    j.step_seconds = 0.6;
+    j.workers = 2;
+    j.workers_cpu_ratio = 1.9;
+    j.main_thread_cpu_ratio = 0.5;
+    b.cpu = collectors::CpuSample{4.0, 0.0, 16};
+  }
+  LiveCorrelator c;
+  EXPECT_TRUE(c.limiters().empty());
+  EXPECT_TRUE(feed(c, batches).empty());
+  const auto limiters = c.limiters();
+  ASSERT_EQ(limiters.size(), 1u);
+  const model::LimiterVerdict& v = limiters[0].verdict;
+  EXPECT_EQ(v.limiter, model::Limiter::kInputCpu);
+  EXPECT_NEAR(v.input_wait_share, 0.4, 1e-6);
+  EXPECT_NEAR(v.speedup, 1 / 0.6, 1e-6);
+  EXPECT_LE(v.seconds, 60.0);  // the last minute, not the job's life
+}
+
 TEST(LiveCorrelator, AFlappingStallStaysOneIncident) {
   LiveCorrelator c;
   // Stalled 100-109, healthy 4 s, stalled 114-125, healthy 5 s, stalled 131-140.

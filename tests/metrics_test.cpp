@@ -74,6 +74,27 @@ TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
   EXPECT_EQ(text.find("stallwatch_webhook_posts_total"), std::string::npos);
 }
 
+// The standing verdict of each job's last minute: its input-wait share, its limiter (one series
+// a job, the limiter as label) and the speed-up on offer.
+TEST(Metrics, TheStandingLimiterOfEachJob) {
+  MetricsSnapshot s = sample();
+  model::LimiterVerdict v;
+  v.limiter = model::Limiter::kInputCpu;
+  v.wait_source = model::WaitSource::kHook;
+  v.input_wait_share = 0.35;
+  v.speedup = 1.54;
+  s.limiters.push_back({"pid:960:38819", "python train.py", v});
+  const std::string page = renderMetrics(s);
+  EXPECT_NE(page.find("stallwatch_job_input_wait_ratio{training_job=\"pid:960:38819\"} 0.35"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(
+      page.find("stallwatch_job_limiter{training_job=\"pid:960:38819\",limiter=\"input-cpu\"} 1"),
+      std::string::npos);
+  EXPECT_NE(page.find("stallwatch_job_speedup_on_offer{training_job=\"pid:960:38819\"} 1.54"),
+            std::string::npos);
+}
+
 TEST(Metrics, EscapesLabelValues) {
   MetricsSnapshot s;
   collectors::DiskSample d;

@@ -79,5 +79,19 @@ TEST(MainThreadSampler, ItsThreadSamplesAtItsRate) {
   EXPECT_LE(n, 27u);
 }
 
+// Its rate changes from the next gap on: the agent drops it once its jobs are past their first
+// minutes (each wake costs the same, whatever it samples).
+TEST(MainThreadSampler, ItsRateCanBeLowered) {
+  MainThreadSampler sampler("/proc", 100);
+  sampler.follow({static_cast<uint32_t>(::getpid())});
+  sampler.setRate(5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the gap in progress ends
+  sampler.take();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const uint32_t n = sampler.take().at(static_cast<uint32_t>(::getpid())).samples;
+  EXPECT_GE(n, 2u);  // 5 expected
+  EXPECT_LE(n, 9u);  // not the 100 of the first rate
+}
+
 }  // namespace
 }  // namespace stallwatch::collectors

@@ -11,7 +11,8 @@
 # STALLWATCH_DB          the agent's DB (default: the recorder's default for root)
 # STALLWATCH_BIN         the stallwatch binary (default: the one on PATH)
 #
-# It also leaves the job's owner a summary of this node's share (goodput, each stall with its
+# It also leaves the job's owner a summary of this node's share (goodput, what limited the job and
+# what it would gain, each stall with its
 # cause, the devices' latency: `stallwatch report` of the slice) as
 # stallwatch-JOBID-HOST.txt in the job's directory: STALLWATCH_SUMMARY_DIR if set, else
 # SLURM_JOB_WORK_DIR where slurmd passes it, else the directory of the job's StdOut as
