@@ -16,7 +16,6 @@
 namespace stallwatch::cli {
 
 using render::FleetInputs;
-using render::FleetNode;
 using render::FleetReport;
 
 namespace {

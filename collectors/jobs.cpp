@@ -20,6 +20,11 @@ std::string mostCommon(const std::map<std::string, uint32_t>& counts) {
       ->first;
 }
 
+// COUNTED less what was TAKEN_BACK (a reaped child's share), never below zero.
+double netOf(double counted, uint64_t taken_back) {
+  return std::max(0.0, counted - static_cast<double>(taken_back));
+}
+
 }  // namespace
 
 // Figures summed over a set of processes for one interval.
@@ -40,6 +45,37 @@ struct JobTracker::Totals {
   DataloaderTotals reported;
   bool any_reported = false;
 };
+
+// One interval's figures T (less TAKEN_BACK) into a job's or a rank's SAMPLE.
+template <typename Sample>
+void JobTracker::fillSample(Sample& sample, const Totals& t, const ProcIo& taken_back,
+                            const Interval& interval) {
+  sample.processes = t.processes;
+  sample.workers = t.workers;
+  sample.d_state_threads = t.d_state;
+  sample.stopped_processes = t.stopped;
+  sample.main_thread_cpu_ratio = t.main_thread_cpu;
+  sample.main_thread_runqueue_ratio = t.main_thread_runqueue;
+  sample.main_thread_loader_wait_ratio = t.loader_wait;
+  sample.main_thread_futex_wait_ratio = t.futex_wait;
+  sample.pin_memory = t.pin_memory;
+  if (interval.have) {
+    sample.main_cpu_ratio = perSecond(t.main_cpu, interval.elapsed);
+    sample.workers_cpu_ratio = perSecond(t.workers_cpu, interval.elapsed);
+    if (t.io_known) {
+      sample.read_bytes_per_second =
+          perSecond(netOf(t.read_bytes, taken_back.read_bytes), interval.elapsed);
+      sample.write_bytes_per_second =
+          perSecond(netOf(t.write_bytes, taken_back.write_bytes), interval.elapsed);
+    }
+  }
+  if (!t.wchans.empty()) sample.top_wchan = mostCommon(t.wchans);
+  if (t.any_reported) {
+    sample.steps = t.reported.steps;
+    sample.data_wait_seconds = t.reported.wait_seconds;
+    sample.step_seconds = t.reported.step_seconds;
+  }
+}
 
 JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
                        std::unique_ptr<GpuDriver> gpu)
@@ -102,6 +138,103 @@ std::string JobTracker::finalReport() const {
          std::to_string(options_.max_jobs) + " jobs";
 }
 
+// When a parent reaps a child, the kernel adds the child's I/O counters to the parent's
+// (wait_task_zombie), so the parent's next delta holds everything the child ever read.
+// What we had already counted for a child reaped by a member is taken back out, from the
+// job and from the rank of the parent that reaped it.
+void JobTracker::sumMembers(Job& job, const Interval& interval, Totals& total,
+                            std::map<int32_t, Totals>& by_rank,
+                            std::map<std::optional<int32_t>, ProcIo>& reaped,
+                            std::vector<uint32_t>& main_pids) {
+  for (auto m = job.members.begin(); m != job.members.end();) {
+    auto stat = m->second.files->stat();
+    if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
+      const Member& gone = m->second;
+      if (auto parent = job.members.find(gone.stat.ppid); gone.io && parent != job.members.end()) {
+        ProcIo& r = reaped[parent->second.rank];
+        r.read_bytes += gone.io->read_bytes;
+        r.write_bytes += gone.io->write_bytes;
+        r.rchar += gone.io->rchar;
+        r.syscr += gone.io->syscr;
+      }
+      m = job.members.erase(m);  // exited (or its pid was reused)
+      job.ranks_changed = true;
+      continue;
+    }
+    Member& member = m->second;
+    auto parent = job.members.find(stat->ppid);
+    const bool rank_main =
+        member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
+    const double cpu =
+        static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
+                                         stat->utime_ticks + stat->stime_ticks)) /
+        static_cast<double>(clock_ticks_per_second_);
+    auto io = member.files->io();
+    const ThreadStates threads = member.files->threadStates(stat->num_threads);
+    // Its main thread's CPU and run-queue wait over the interval, from its schedstat.
+    std::optional<double> thread_cpu, thread_runqueue;
+    if (interval.have && threads.main_run_ns && member.main_run_ns) {
+      thread_cpu = std::min(
+          1.0, static_cast<double>(forwardDelta(*member.main_run_ns, *threads.main_run_ns)) /
+                   (interval.elapsed * 1e9));
+      if (threads.main_wait_ns && member.main_wait_ns) {
+        thread_runqueue = std::min(
+            1.0, static_cast<double>(forwardDelta(*member.main_wait_ns, *threads.main_wait_ns)) /
+                     (interval.elapsed * 1e9));
+      }
+    }
+    member.main_run_ns = threads.main_run_ns;
+    member.main_wait_ns = threads.main_wait_ns;
+    const bool stopped = stat->state == 'T' || stat->state == 't';
+    const WaitCounts* sampled = nullptr;
+    if (member.root || rank_main) {
+      main_pids.push_back(m->first);
+      if (interval.discovery) member.pin_thread = reader_.hasThreadNamed(m->first, "pt_data_pin");
+      if (auto w = interval.waits.find(m->first);
+          w != interval.waits.end() && w->second.samples > 0)
+        sampled = &w->second;
+    }
+    Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
+    for (Totals* t : into) {
+      if (!t) continue;
+      const bool main = t == &total ? member.root : rank_main;
+      (main ? t->main_cpu : t->workers_cpu) += cpu;
+      if (io && member.io) {
+        t->io_known = true;
+        t->read_bytes += static_cast<double>(forwardDelta(member.io->read_bytes, io->read_bytes));
+        t->write_bytes +=
+            static_cast<double>(forwardDelta(member.io->write_bytes, io->write_bytes));
+        t->rchar += static_cast<double>(forwardDelta(member.io->rchar, io->rchar));
+        t->syscr += static_cast<double>(forwardDelta(member.io->syscr, io->syscr));
+      }
+      t->d_state += threads.d_state;
+      for (const auto& w : threads.wchans) ++t->wchans[w];
+      if (main && t == &total && !threads.main_sleep_wchan.empty())
+        ++t->sleep_wchans[threads.main_sleep_wchan];
+      if (!main && !threads.main_sleep_wchan.empty())
+        ++t->workers_sleep_wchans[threads.main_sleep_wchan];
+      if (main && thread_cpu && (!t->main_thread_cpu || *thread_cpu < *t->main_thread_cpu)) {
+        t->main_thread_cpu = thread_cpu;
+        t->main_thread_runqueue = thread_runqueue;
+      }
+      if (main && sampled) {
+        const double loader = static_cast<double>(sampled->loader) / sampled->samples;
+        if (!t->loader_wait || loader > *t->loader_wait) {
+          t->loader_wait = loader;
+          t->futex_wait = static_cast<double>(sampled->futex) / sampled->samples;
+          t->pin_memory = member.pin_thread;
+        }
+      }
+      t->stopped += stopped ? 1 : 0;
+      ++t->processes;
+      if (!main) ++t->workers;
+    }
+    member.stat = *stat;
+    member.io = io;
+    ++m;
+  }
+}
+
 CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   std::string notice;
   if (ticks_ == 0) {
@@ -133,6 +266,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   // Where the main threads slept over the interval just ended.
   const std::map<uint32_t, WaitCounts> waits =
       sampler_ ? sampler_->take() : std::map<uint32_t, WaitCounts>{};
+  const Interval interval{discovery, have_interval, elapsed, waits};
   std::vector<uint32_t> main_pids;  // to sample from now on
   // Attributed now, before exited members are pruned: a process sends its last datagram as
   // it finishes, and it may be gone by this tick.
@@ -146,133 +280,13 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     Job& job = it->second;
     Totals total;
     std::map<int32_t, Totals> by_rank;
-    // When a parent reaps a child, the kernel adds the child's I/O counters to the parent's
-    // (wait_task_zombie), so the parent's next delta holds everything the child ever read.
-    // What we had already counted for a child reaped by a member is taken back out, from the
-    // job and from the rank of the parent that reaped it.
     std::map<std::optional<int32_t>, ProcIo> reaped;
-    for (auto m = job.members.begin(); m != job.members.end();) {
-      auto stat = m->second.files->stat();
-      if (!stat || stat->start_time_ticks != m->second.stat.start_time_ticks) {
-        const Member& gone = m->second;
-        if (auto parent = job.members.find(gone.stat.ppid);
-            gone.io && parent != job.members.end()) {
-          ProcIo& r = reaped[parent->second.rank];
-          r.read_bytes += gone.io->read_bytes;
-          r.write_bytes += gone.io->write_bytes;
-          r.rchar += gone.io->rchar;
-          r.syscr += gone.io->syscr;
-        }
-        m = job.members.erase(m);  // exited (or its pid was reused)
-        job.ranks_changed = true;
-        continue;
-      }
-      Member& member = m->second;
-      auto parent = job.members.find(stat->ppid);
-      const bool rank_main =
-          member.rank && (parent == job.members.end() || parent->second.rank != member.rank);
-      const double cpu =
-          static_cast<double>(forwardDelta(member.stat.utime_ticks + member.stat.stime_ticks,
-                                           stat->utime_ticks + stat->stime_ticks)) /
-          static_cast<double>(clock_ticks_per_second_);
-      auto io = member.files->io();
-      const ThreadStates threads = member.files->threadStates(stat->num_threads);
-      // Its main thread's CPU and run-queue wait over the interval, from its schedstat.
-      std::optional<double> thread_cpu, thread_runqueue;
-      if (have_interval && threads.main_run_ns && member.main_run_ns) {
-        thread_cpu = std::min(
-            1.0, static_cast<double>(forwardDelta(*member.main_run_ns, *threads.main_run_ns)) /
-                     (elapsed * 1e9));
-        if (threads.main_wait_ns && member.main_wait_ns) {
-          thread_runqueue = std::min(
-              1.0, static_cast<double>(forwardDelta(*member.main_wait_ns, *threads.main_wait_ns)) /
-                       (elapsed * 1e9));
-        }
-      }
-      member.main_run_ns = threads.main_run_ns;
-      member.main_wait_ns = threads.main_wait_ns;
-      const bool stopped = stat->state == 'T' || stat->state == 't';
-      const WaitCounts* sampled = nullptr;
-      if (member.root || rank_main) {
-        main_pids.push_back(m->first);
-        if (discovery) member.pin_thread = reader_.hasThreadNamed(m->first, "pt_data_pin");
-        if (auto w = waits.find(m->first); w != waits.end() && w->second.samples > 0)
-          sampled = &w->second;
-      }
-      Totals* const into[] = {&total, member.rank ? &by_rank[*member.rank] : nullptr};
-      for (Totals* t : into) {
-        if (!t) continue;
-        const bool main = t == &total ? member.root : rank_main;
-        (main ? t->main_cpu : t->workers_cpu) += cpu;
-        if (io && member.io) {
-          t->io_known = true;
-          t->read_bytes += static_cast<double>(forwardDelta(member.io->read_bytes, io->read_bytes));
-          t->write_bytes +=
-              static_cast<double>(forwardDelta(member.io->write_bytes, io->write_bytes));
-          t->rchar += static_cast<double>(forwardDelta(member.io->rchar, io->rchar));
-          t->syscr += static_cast<double>(forwardDelta(member.io->syscr, io->syscr));
-        }
-        t->d_state += threads.d_state;
-        for (const auto& w : threads.wchans) ++t->wchans[w];
-        if (main && t == &total && !threads.main_sleep_wchan.empty())
-          ++t->sleep_wchans[threads.main_sleep_wchan];
-        if (!main && !threads.main_sleep_wchan.empty())
-          ++t->workers_sleep_wchans[threads.main_sleep_wchan];
-        if (main && thread_cpu && (!t->main_thread_cpu || *thread_cpu < *t->main_thread_cpu)) {
-          t->main_thread_cpu = thread_cpu;
-          t->main_thread_runqueue = thread_runqueue;
-        }
-        if (main && sampled) {
-          const double loader = static_cast<double>(sampled->loader) / sampled->samples;
-          if (!t->loader_wait || loader > *t->loader_wait) {
-            t->loader_wait = loader;
-            t->futex_wait = static_cast<double>(sampled->futex) / sampled->samples;
-            t->pin_memory = member.pin_thread;
-          }
-        }
-        t->stopped += stopped ? 1 : 0;
-        ++t->processes;
-        if (!main) ++t->workers;
-      }
-      member.stat = *stat;
-      member.io = io;
-      ++m;
-    }
+    sumMembers(job, interval, total, by_rank, reaped, main_pids);
     if (auto reported = dataloader.by_job.find(job.description.key);
         reported != dataloader.by_job.end()) {
       total.reported = reported->second;
       total.any_reported = true;
     }
-    auto net = [](double counted, uint64_t taken_back) {
-      return std::max(0.0, counted - static_cast<double>(taken_back));
-    };
-    auto fill = [&](auto& sample, const Totals& t, const ProcIo& taken_back) {
-      sample.processes = t.processes;
-      sample.workers = t.workers;
-      sample.d_state_threads = t.d_state;
-      sample.stopped_processes = t.stopped;
-      sample.main_thread_cpu_ratio = t.main_thread_cpu;
-      sample.main_thread_runqueue_ratio = t.main_thread_runqueue;
-      sample.main_thread_loader_wait_ratio = t.loader_wait;
-      sample.main_thread_futex_wait_ratio = t.futex_wait;
-      sample.pin_memory = t.pin_memory;
-      if (have_interval) {
-        sample.main_cpu_ratio = perSecond(t.main_cpu, elapsed);
-        sample.workers_cpu_ratio = perSecond(t.workers_cpu, elapsed);
-        if (t.io_known) {
-          sample.read_bytes_per_second =
-              perSecond(net(t.read_bytes, taken_back.read_bytes), elapsed);
-          sample.write_bytes_per_second =
-              perSecond(net(t.write_bytes, taken_back.write_bytes), elapsed);
-        }
-      }
-      if (!t.wchans.empty()) sample.top_wchan = mostCommon(t.wchans);
-      if (t.any_reported) {
-        sample.steps = t.reported.steps;
-        sample.data_wait_seconds = t.reported.wait_seconds;
-        sample.step_seconds = t.reported.step_seconds;
-      }
-    };
     ProcIo all_reaped{};
     for (const auto& [rank, r] : reaped) {
       all_reaped.read_bytes += r.read_bytes;
@@ -283,14 +297,14 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     JobSample sample;
     sample.key = job.description.key;
     sample.gpus = job.description.gpus;
-    fill(sample, total, all_reaped);
+    fillSample(sample, total, all_reaped, interval);
     if (!total.sleep_wchans.empty()) sample.sleep_wchan = mostCommon(total.sleep_wchans);
     if (!total.workers_sleep_wchans.empty())
       sample.workers_sleep_wchan = mostCommon(total.workers_sleep_wchans);
     if (total.any_reported) sample.samples = total.reported.samples;
     if (have_interval && total.io_known) {
-      sample.rchar_per_second = perSecond(net(total.rchar, all_reaped.rchar), elapsed);
-      sample.read_syscalls_per_second = perSecond(net(total.syscr, all_reaped.syscr), elapsed);
+      sample.rchar_per_second = perSecond(netOf(total.rchar, all_reaped.rchar), elapsed);
+      sample.read_syscalls_per_second = perSecond(netOf(total.syscr, all_reaped.syscr), elapsed);
     }
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });
@@ -333,7 +347,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
           t.any_reported = true;
         }
         auto taken = reaped.find(rank);
-        fill(r, t, taken == reaped.end() ? ProcIo{} : taken->second);
+        fillSample(r, t, taken == reaped.end() ? ProcIo{} : taken->second, interval);
         if (auto cg = job.rank_cgroup_figures.find(rank); cg != job.rank_cgroup_figures.end()) {
           r.cgroup_limited_read_bytes_per_second = cg->second.limited_read_bytes_per_second;
           r.cgroup_read_limit_bytes_per_second = cg->second.read_limit_bytes_per_second;

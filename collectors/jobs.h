@@ -135,6 +135,23 @@ class JobTracker final : public Collector {
     std::set<Devnum> devices;
   };
   struct Totals;  // one rank's (or the job's) figures for an interval
+  // What every job's figures this tick are taken over.
+  struct Interval {
+    bool discovery = false;                       // a discovery tick
+    bool have = false;                            // a previous tick to take rates against
+    double elapsed = 0;                           // seconds since it
+    const std::map<uint32_t, WaitCounts>& waits;  // the main threads' sampled waits
+  };
+  // The job's members' figures this interval into TOTAL (and BY_RANK); members gone since
+  // are pruned, and what they had counted that their reaping parent now holds goes into REAPED
+  // (by the parent's rank). The main processes' pids are added to MAIN_PIDS.
+  void sumMembers(Job& job, const Interval& interval, Totals& total,
+                  std::map<int32_t, Totals>& by_rank,
+                  std::map<std::optional<int32_t>, ProcIo>& reaped,
+                  std::vector<uint32_t>& main_pids);
+  template <typename Sample>
+  static void fillSample(Sample& sample, const Totals& t, const ProcIo& taken_back,
+                         const Interval& interval);
 
   // Per job, and per (job, rank) of the sending process.
   struct ReportedSteps {

@@ -89,7 +89,7 @@ void MainThreadSampler::follow(const std::vector<uint32_t>& pids) {
   std::map<uint32_t, Target> next;
   for (uint32_t pid : pids) {
     if (auto it = targets_.find(pid); it != targets_.end()) {
-      next.emplace(pid, std::move(it->second));
+      next.emplace(pid, it->second);
       it->second.fd = -1;
       continue;
     }
@@ -97,7 +97,7 @@ void MainThreadSampler::follow(const std::vector<uint32_t>& pids) {
         (proc_ / std::to_string(pid) / "task" / std::to_string(pid) / "wchan").string();
     Target t;
     t.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    next.emplace(pid, std::move(t));
+    next.emplace(pid, t);
   }
   for (auto& [pid, t] : targets_) {
     if (t.fd >= 0) ::close(t.fd);

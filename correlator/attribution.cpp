@@ -262,6 +262,60 @@ void addIdleWait(const JobSeries& s, const std::vector<size_t>& base, Incident& 
   inc.evidence.push_back(e);
 }
 
+// Where the job's threads waited in D during INC says which layer held them: named in DSTATE
+// (FUSE, NFS/RPC, writeback, block I/O...).
+void nameDStateWait(const JobSeries& s, const Incident& inc, EvidenceItem& dstate) {
+  if (dstate.during < 1) return;
+  std::vector<std::string> waits;
+  for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
+    if (at(s.d_state_threads, i).value_or(0) >= 1) waits.push_back(s.d_state_wchan[i]);
+  }
+  if (const std::string wait = mostCommonText(waits); !wait.empty()) {
+    const std::string subsystem = waitSubsystem(wait);
+    dstate.signal += " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+  }
+}
+
+// A checkpoint's device (the one the job wrote in AROUND), named on INC with what slowed it: the
+// device's latency against its own before (TARGET_LATENCY), a write limit in LIMITS.
+void nameCheckpoint(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    const std::vector<size_t>& around, const std::string& limits,
+                    const std::optional<Check>& target_latency, Incident& inc) {
+  const auto chosen = checkpointTarget(s, around);
+  const DeviceSeries* target = chosen.first;
+  const DeviceSeries* below = chosen.second;
+  if (target) {
+    inc.device = target->name;
+    if (below) inc.physical_device = below->name;
+    Check device_writes = compare(
+        "write_bytes_per_s " + target->name, base, inc.first, inc.last,
+        [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
+        cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
+    // Its device slowed it: the device's latency against its own before, said either way.
+    if (target_latency) {
+      EvidenceItem slowed = target_latency->item;
+      slowed.signal = "checkpoint_slowed_by await_ms " + target->name;
+      inc.evidence.push_back(slowed);
+    }
+    // A write limit on the job's cgroup for that device held the checkpoint back: named.
+    const std::string io_limits = limitText(limits, "io.max");
+    const size_t wbps = io_limits.find("wbps=");
+    if (io_limits.find("(" + target->name + ")") != std::string::npos &&
+        wbps != std::string::npos) {
+      device_writes.item.signal += " under " + io_limits;
+      // Held by the limit: a throttled write waits before it reaches the device, so the
+      // device's own latency does not show it; its writes sitting at the limit do.
+      const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
+      if (limit_bytes > 0) {
+        inc.evidence.push_back({"checkpoint_held_by " + io_limits, limit_bytes,
+                                device_writes.item.during,
+                                device_writes.item.during >= kAtLimitShare * limit_bytes});
+      }
+    }
+    inc.evidence.push_back(device_writes.item);
+  }
+}
+
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
@@ -378,19 +432,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   Check dstate = compare(
       "job_d_state_threads", base, inc.first, inc.last,
       [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
-  // Where they waited says which layer held them: the evidence names it (FUSE, NFS/RPC,
-  // writeback, block I/O...).
-  if (dstate.item.during >= 1) {
-    std::vector<std::string> waits;
-    for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
-      if (at(s.d_state_threads, i).value_or(0) >= 1) waits.push_back(s.d_state_wchan[i]);
-    }
-    if (const std::string wait = mostCommonText(waits); !wait.empty()) {
-      const std::string subsystem = waitSubsystem(wait);
-      dstate.item.signal +=
-          " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
-    }
-  }
+  nameDStateWait(s, inc, dstate.item);
   const Check cpu = compare(
       own_cpu ? "cpu_some (the job's cgroup)" : "cpu_some", base, inc.first, inc.last,
       [&](size_t i) { return at(cpu_series, i); }, false, cfg.pressure_rise, 0, 0);
@@ -442,39 +484,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
     inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
-    const auto chosen = checkpointTarget(s, around);
-    const DeviceSeries* target = chosen.first;
-    const DeviceSeries* below = chosen.second;
-    if (target) {
-      inc.device = target->name;
-      if (below) inc.physical_device = below->name;
-      Check device_writes = compare(
-          "write_bytes_per_s " + target->name, base, inc.first, inc.last,
-          [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
-          cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
-      // Its device slowed it: the device's latency against its own before, said either way.
-      if (target_latency) {
-        EvidenceItem slowed = target_latency->item;
-        slowed.signal = "checkpoint_slowed_by await_ms " + target->name;
-        inc.evidence.push_back(slowed);
-      }
-      // A write limit on the job's cgroup for that device held the checkpoint back: named.
-      const std::string io_limits = limitText(limits, "io.max");
-      const size_t wbps = io_limits.find("wbps=");
-      if (io_limits.find("(" + target->name + ")") != std::string::npos &&
-          wbps != std::string::npos) {
-        device_writes.item.signal += " under " + io_limits;
-        // Held by the limit: a throttled write waits before it reaches the device, so the
-        // device's own latency does not show it; its writes sitting at the limit do.
-        const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
-        if (limit_bytes > 0) {
-          inc.evidence.push_back({"checkpoint_held_by " + io_limits, limit_bytes,
-                                  device_writes.item.during,
-                                  device_writes.item.during >= kAtLimitShare * limit_bytes});
-        }
-      }
-      add(device_writes);
-    }
+    nameCheckpoint(s, cfg, base, around, limits, target_latency, inc);
     return;
   }
   // A limit on the job's own cgroup that it ran into explains a device that looks slow above

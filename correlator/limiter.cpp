@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "correlator/evidence.h"
 #include "correlator/wait_channel.h"
@@ -13,7 +14,6 @@ namespace {
 
 using evidence::at;
 using model::Limiter;
-using model::LimiterFigure;
 using model::LimiterVerdict;
 using model::WaitSource;
 
@@ -236,6 +236,163 @@ std::string mb(double bytes_per_s) { return fmt::format("{:.1f} MB/s", bytes_per
 
 }  // namespace
 
+namespace {
+
+// The busiest device the job reads, as the input-side rules see it.
+struct BusiestDevice {
+  std::string name, via;
+  bool direct = false, mount = false;
+  double busy = 0;  // %util, or for a mount the equivalent of its queue
+  double aqu = 0;   // requests waiting on average
+  std::optional<double> await_ms;
+  double read_bytes_per_s = 0;
+};
+
+// What the rules for an input-bound job judge by, from its figures.
+struct InputSide {
+  double workers = 0, cpu_per_worker = 0, d_per_worker = 0;
+  bool have_workers = false;
+  std::optional<double> workers_cpu, free_cores, online, host_busy, throttled;
+  std::string sleeps, d_state_wchan;  // where the workers slept, where threads waited in D
+  double seconds = 0, read_bytes = 0, rchar = 0;
+  double wait_q25 = 0, wait_q75 = 0;  // the quartiles of the intervals' wait shares
+  std::optional<BusiestDevice> busiest;
+};
+
+void addFigure(LimiterVerdict& v, std::string name, double value, bool decides = false) {
+  v.figures.push_back({std::move(name), value, decides});
+}
+
+// An input-bound job (its wait past the threshold, no io.max or memory pressure holding it, with
+// workers): storage, the workers' CPU, or too few workers.
+void judgeInputSide(LimiterVerdict& v, const InputSide& in, double clarity_input,
+                    const LimiterConfig& cfg,
+                    const std::function<double(double, double)>& confidence) {
+  const double device_busy = in.busiest ? in.busiest->busy : 0;
+  const auto& busiest = in.busiest;
+  // Requests waiting at a mount per worker: its readers (FUSE, NFS) may wait in S, not D, but
+  // its queue holds their reads. (A block device's readers wait in D, counted above; its queue
+  // is every user's.)
+  const double queue_per_worker =
+      busiest && busiest->mount && in.workers > 0 ? busiest->aqu / in.workers : 0.0;
+  if (busiest && queue_per_worker >= 0.05)
+    addFigure(v, "device_queue_per_worker", queue_per_worker);
+  const double io_wait_per_worker = std::max(in.d_per_worker, queue_per_worker);
+  const bool io_bound =
+      in.have_workers && (io_wait_per_worker >= cfg.worker_io_bound ||
+                          (in.d_per_worker >= 0.1 && device_busy >= cfg.device_busy_percent));
+  if (io_bound) {
+    v.limiter = Limiter::kInputStorage;
+    for (auto& x : v.figures) {
+      x.decides =
+          x.decides ||
+          (x.name == "d_state_threads_per_worker" && in.d_per_worker >= cfg.worker_io_bound) ||
+          (x.name == "device_queue_per_worker" && queue_per_worker >= cfg.worker_io_bound);
+    }
+    if (busiest) {
+      v.device = busiest->direct ? busiest->name : busiest->via;
+      if (!busiest->direct) v.physical_device = busiest->name;
+      v.device_at_limit = !busiest->mount && device_busy >= cfg.device_busy_percent;
+      if (!busiest->mount)
+        addFigure(v, "device_busy_percent " + busiest->name, device_busy, v.device_at_limit);
+      if (busiest->await_ms) addFigure(v, "r_await_ms " + busiest->name, *busiest->await_ms);
+      addFigure(v, "aqu_sz " + busiest->name, busiest->aqu);
+      addFigure(v, "read_bytes_per_s " + busiest->name, busiest->read_bytes_per_s);
+    }
+    if (const std::string wait = in.d_state_wchan; !wait.empty()) {
+      const std::string subsystem = waitSubsystem(wait);
+      addFigure(v, "d_state_wait " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 1);
+    }
+    v.confidence = confidence(clarity_input, io_wait_per_worker / cfg.worker_io_bound - 1.0 +
+                                                 (v.device_at_limit ? 0.5 : 0.0));
+    const std::string where = v.device.empty() ? "the device" : v.device;
+    if (busiest && busiest->mount) {
+      // A mount has no %util of its own: its queue (requests waiting for the server or daemon).
+      v.device_at_limit = false;
+      v.advice.push_back(fmt::format(
+          "more DataLoader workers, to read in parallel, or a faster store: {} held {:.1f} "
+          "requests waiting on average, {:.2f} a worker",
+          where, busiest->aqu, queue_per_worker));
+    } else if (v.device_at_limit) {
+      v.advice.push_back(fmt::format(
+          "the data on a faster device, or in the page cache: {} was busy {:.0f} % of the time "
+          "(the workers' threads waited on reads {:.2f} of the time each)",
+          where, device_busy, io_wait_per_worker));
+    } else {
+      v.advice.push_back(fmt::format(
+          "more DataLoader workers, to read in parallel: {} was busy only {:.0f} % of the time "
+          "while each worker waited on reads {:.2f} of its time",
+          where, device_busy, io_wait_per_worker));
+    }
+    if (in.rchar > 0 && in.read_bytes >= 0.8 * in.rchar) {
+      v.advice.push_back(fmt::format(
+          "the reads miss the page cache ({} of the {} read reached the device): a dataset that "
+          "fits in memory can be kept there",
+          mb(in.read_bytes / in.seconds), mb(in.rchar / in.seconds)));
+    }
+    return;
+  }
+  const bool cores_free = !in.free_cores || *in.free_cores >= cfg.free_cores;
+  if (in.have_workers && in.cpu_per_worker >= cfg.worker_cpu_bound) {
+    v.limiter = Limiter::kInputCpu;
+    for (auto& x : v.figures)
+      x.decides = x.decides || x.name == "workers_cpu_per_worker" || x.name == "cpus_free";
+    v.confidence = confidence(
+        clarity_input, (in.cpu_per_worker - cfg.worker_cpu_bound) / (1 - cfg.worker_cpu_bound));
+    if (cores_free && in.free_cores) {
+      // Each worker adds its cores' worth of batches: enough to keep up, within the free cores.
+      const double needed = std::ceil(in.workers * v.speedup);
+      const double fit = in.workers + std::floor(*in.free_cores / std::max(0.1, in.cpu_per_worker));
+      v.advice.push_back(
+          fmt::format("more DataLoader workers: the {:.0f} workers used {:.1f} cores and {:.1f} "
+                      "are free; about "
+                      "{:.0f} workers would keep up{}",
+                      in.workers, in.workers_cpu.value_or(0), *in.free_cores, needed,
+                      fit < needed ? fmt::format(" (the free cores hold about {:.0f})", fit) : ""));
+    }
+    if (in.throttled && *in.throttled >= 0.15) {
+      v.advice.push_back(
+          fmt::format("raise the job's CPU quota (cpu.max): it was throttled {:.0f} % of the time",
+                      *in.throttled * 100));
+    }
+    v.advice.push_back(fmt::format(
+        "faster decoding and augmentation: each worker kept {:.0f} % of a core busy (a faster "
+        "decoder, smaller stored images, augmentation on the GPU)",
+        in.cpu_per_worker * 100));
+    return;
+  }
+  if (cores_free) {
+    v.limiter = Limiter::kInputWorkers;
+    v.confidence = confidence(clarity_input,
+                              (cfg.worker_cpu_bound - in.cpu_per_worker) / cfg.worker_cpu_bound);
+    v.advice.push_back(fmt::format(
+        "more DataLoader workers: the {:.0f} workers were neither CPU- nor I/O-bound ({:.2f} "
+        "cores, {:.2f} threads waiting on reads each){}{}",
+        in.workers, in.cpu_per_worker, in.d_per_worker,
+        in.sleeps.empty() ? "" : "; they slept in " + in.sleeps,
+        in.free_cores ? fmt::format(", and {:.1f} cores are free", *in.free_cores) : ""));
+    const double spread = in.wait_q75 - in.wait_q25;
+    if (spread >= 0.2) {
+      v.advice.push_back(fmt::format(
+          "a larger prefetch_factor: the wait comes in bursts (a quarter of the intervals waited "
+          "{:.0f} % or more, a quarter {:.0f} % or less)",
+          in.wait_q75 * 100, in.wait_q25 * 100));
+    }
+    return;
+  }
+  // No core left to give: the workers get no more CPU than they have.
+  v.limiter = Limiter::kInputCpu;
+  for (auto& x : v.figures) x.decides = x.decides || x.name == "cpus_free";
+  v.confidence = confidence(clarity_input, 0.5);
+  v.advice.push_back(fmt::format(
+      "the host's CPUs are all in use ({:.1f} of {:.0f} busy): faster decoding and augmentation, "
+      "or fewer other tenants on the node",
+      in.host_busy.value_or(0), in.online.value_or(0)));
+  return;
+}
+
+}  // namespace
+
 LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   LimiterVerdict v;
   v.seconds = f.seconds_;
@@ -437,123 +594,35 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
         free_cores ? fmt::format(" ({:.1f} cores free)", std::max(0.0, *free_cores)) : ""));
     return v;
   }
-  const double device_busy = busiest ? busyOf(*busiest) : 0;
-  // Requests waiting at a mount per worker: its readers (FUSE, NFS) may wait in S, not D, but
-  // its queue holds their reads. (A block device's readers wait in D, counted above; its queue
-  // is every user's.)
-  const double queue_per_worker =
-      busiest && busiest->mount && workers > 0 ? busiest->aqu_ / busiest->seconds_ / workers : 0.0;
-  if (busiest && queue_per_worker >= 0.05) figure("device_queue_per_worker", queue_per_worker);
-  const double io_wait_per_worker = std::max(d_per_worker, queue_per_worker);
-  const bool io_bound =
-      have_workers && (io_wait_per_worker >= cfg.worker_io_bound ||
-                       (d_per_worker >= 0.1 && device_busy >= cfg.device_busy_percent));
-  if (io_bound) {
-    v.limiter = Limiter::kInputStorage;
-    for (auto& x : v.figures) {
-      x.decides = x.decides ||
-                  (x.name == "d_state_threads_per_worker" && d_per_worker >= cfg.worker_io_bound) ||
-                  (x.name == "device_queue_per_worker" && queue_per_worker >= cfg.worker_io_bound);
-    }
-    if (busiest) {
-      v.device = busiest->direct ? busiest_name : busiest->via;
-      if (!busiest->direct) v.physical_device = busiest_name;
-      v.device_at_limit = !busiest->mount && device_busy >= cfg.device_busy_percent;
-      if (!busiest->mount)
-        figure("device_busy_percent " + busiest_name, device_busy, v.device_at_limit);
-      if (busiest->await_seconds_ > 0)
-        figure("r_await_ms " + busiest_name, busiest->await_ / busiest->await_seconds_);
-      figure("aqu_sz " + busiest_name, busiest->aqu_ / busiest->seconds_);
-      figure("read_bytes_per_s " + busiest_name, busiest->read_ / busiest->seconds_);
-    }
-    if (const std::string wait = mostHeld(f.d_state_wchans_); !wait.empty()) {
-      const std::string subsystem = waitSubsystem(wait);
-      figure("d_state_wait " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 1);
-    }
-    v.confidence = confidence(clarity_input, io_wait_per_worker / cfg.worker_io_bound - 1.0 +
-                                                 (v.device_at_limit ? 0.5 : 0.0));
-    const std::string where = v.device.empty() ? "the device" : v.device;
-    if (busiest && busiest->mount) {
-      // A mount has no %util of its own: its queue (requests waiting for the server or daemon).
-      v.device_at_limit = false;
-      v.advice.push_back(fmt::format(
-          "more DataLoader workers, to read in parallel, or a faster store: {} held {:.1f} "
-          "requests waiting on average, {:.2f} a worker",
-          where, busiest->aqu_ / busiest->seconds_, queue_per_worker));
-    } else if (v.device_at_limit) {
-      v.advice.push_back(fmt::format(
-          "the data on a faster device, or in the page cache: {} was busy {:.0f} % of the time "
-          "(the workers' threads waited on reads {:.2f} of the time each)",
-          where, device_busy, io_wait_per_worker));
-    } else {
-      v.advice.push_back(fmt::format(
-          "more DataLoader workers, to read in parallel: {} was busy only {:.0f} % of the time "
-          "while each worker waited on reads {:.2f} of its time",
-          where, device_busy, io_wait_per_worker));
-    }
-    if (f.rchar_ > 0 && f.read_bytes_ >= 0.8 * f.rchar_) {
-      v.advice.push_back(fmt::format(
-          "the reads miss the page cache ({} of the {} read reached the device): a dataset that "
-          "fits in memory can be kept there",
-          mb(f.read_bytes_ / f.seconds_), mb(f.rchar_ / f.seconds_)));
-    }
-    return v;
+  InputSide in;
+  in.workers = workers;
+  in.have_workers = have_workers;
+  in.cpu_per_worker = cpu_per_worker;
+  in.d_per_worker = d_per_worker;
+  in.workers_cpu = workers_cpu;
+  in.free_cores = free_cores;
+  in.online = online;
+  in.host_busy = host_busy;
+  in.throttled = throttled;
+  in.sleeps = sleeps;
+  in.seconds = f.seconds_;
+  in.read_bytes = f.read_bytes_;
+  in.rchar = f.rchar_;
+  in.wait_q25 = waitQuantile(f.wait_bins_, 0.25);
+  in.wait_q75 = waitQuantile(f.wait_bins_, 0.75);
+  in.d_state_wchan = mostHeld(f.d_state_wchans_);
+  if (busiest) {
+    BusiestDevice& d = in.busiest.emplace();
+    d.name = busiest_name;
+    d.via = busiest->via;
+    d.direct = busiest->direct;
+    d.mount = busiest->mount;
+    d.busy = busyOf(*busiest);
+    d.aqu = busiest->aqu_ / busiest->seconds_;
+    if (busiest->await_seconds_ > 0) d.await_ms = busiest->await_ / busiest->await_seconds_;
+    d.read_bytes_per_s = busiest->read_ / busiest->seconds_;
   }
-  const bool cores_free = !free_cores || *free_cores >= cfg.free_cores;
-  if (have_workers && cpu_per_worker >= cfg.worker_cpu_bound) {
-    v.limiter = Limiter::kInputCpu;
-    for (auto& x : v.figures)
-      x.decides = x.decides || x.name == "workers_cpu_per_worker" || x.name == "cpus_free";
-    v.confidence = confidence(clarity_input,
-                              (cpu_per_worker - cfg.worker_cpu_bound) / (1 - cfg.worker_cpu_bound));
-    if (cores_free && free_cores) {
-      // Each worker adds its cores' worth of batches: enough to keep up, within the free cores.
-      const double needed = std::ceil(workers * v.speedup);
-      const double fit = workers + std::floor(*free_cores / std::max(0.1, cpu_per_worker));
-      v.advice.push_back(
-          fmt::format("more DataLoader workers: the {:.0f} workers used {:.1f} cores and {:.1f} "
-                      "are free; about "
-                      "{:.0f} workers would keep up{}",
-                      workers, workers_cpu.value_or(0), *free_cores, needed,
-                      fit < needed ? fmt::format(" (the free cores hold about {:.0f})", fit) : ""));
-    }
-    if (throttled && *throttled >= 0.15) {
-      v.advice.push_back(
-          fmt::format("raise the job's CPU quota (cpu.max): it was throttled {:.0f} % of the time",
-                      *throttled * 100));
-    }
-    v.advice.push_back(fmt::format(
-        "faster decoding and augmentation: each worker kept {:.0f} % of a core busy (a faster "
-        "decoder, smaller stored images, augmentation on the GPU)",
-        cpu_per_worker * 100));
-    return v;
-  }
-  if (cores_free) {
-    v.limiter = Limiter::kInputWorkers;
-    v.confidence =
-        confidence(clarity_input, (cfg.worker_cpu_bound - cpu_per_worker) / cfg.worker_cpu_bound);
-    v.advice.push_back(fmt::format(
-        "more DataLoader workers: the {:.0f} workers were neither CPU- nor I/O-bound ({:.2f} "
-        "cores, {:.2f} threads waiting on reads each){}{}",
-        workers, cpu_per_worker, d_per_worker, sleeps.empty() ? "" : "; they slept in " + sleeps,
-        free_cores ? fmt::format(", and {:.1f} cores are free", *free_cores) : ""));
-    const double spread = waitQuantile(f.wait_bins_, 0.75) - waitQuantile(f.wait_bins_, 0.25);
-    if (spread >= 0.2) {
-      v.advice.push_back(fmt::format(
-          "a larger prefetch_factor: the wait comes in bursts (a quarter of the intervals waited "
-          "{:.0f} % or more, a quarter {:.0f} % or less)",
-          waitQuantile(f.wait_bins_, 0.75) * 100, waitQuantile(f.wait_bins_, 0.25) * 100));
-    }
-    return v;
-  }
-  // No core left to give: the workers get no more CPU than they have.
-  v.limiter = Limiter::kInputCpu;
-  for (auto& x : v.figures) x.decides = x.decides || x.name == "cpus_free";
-  v.confidence = confidence(clarity_input, 0.5);
-  v.advice.push_back(fmt::format(
-      "the host's CPUs are all in use ({:.1f} of {:.0f} busy): faster decoding and augmentation, "
-      "or fewer other tenants on the node",
-      host_busy.value_or(0), online.value_or(0)));
+  judgeInputSide(v, in, clarity_input, cfg, confidence);
   return v;
 }
 
