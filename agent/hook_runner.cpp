@@ -24,13 +24,17 @@ HookRunner::HookRunner(HookConfig config)
   thread_ = std::thread([this] { run(); });
 }
 
-HookRunner::~HookRunner() {
+HookRunner::~HookRunner() { stop(config_.timeout); }
+
+void HookRunner::stop(std::chrono::milliseconds max) {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
+    stop_within_ = std::max(max, std::chrono::milliseconds(0));
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void HookRunner::submit(std::string stdin_json,
@@ -116,7 +120,7 @@ void HookRunner::reap() {
     if (!it->killed && now >= it->deadline) {
       spdlog::warn("hook {} (pid {}) still running after {} ms: killed", config_.argv[0], it->pid,
                    config_.timeout.count());
-      common::killGroup(it->pid);  // its whole process group: what it started goes too
+      common::killTree(it->pid);  // its process group and all it started: setsid children too
       it->killed = true;
     }
     ++it;
@@ -140,11 +144,12 @@ void HookRunner::run() {
     if (queue_.empty() && running_.empty()) idle_.notify_all();
     if (stopping_) {
       if (queue_.empty() && running_.empty()) break;
-      // Stopping: what runs gets its timeout; what waits still starts within it.
-      if (!give_up) give_up = std::chrono::steady_clock::now() + config_.timeout;
+      // Stopping: what runs gets until the stop's deadline; what waits still starts within it.
+      if (!give_up) give_up = std::chrono::steady_clock::now() + stop_within_;
       if (std::chrono::steady_clock::now() >= *give_up) {
         for (auto& r : running_) {
-          common::killGroup(r.pid);
+          if (r.killed) continue;
+          common::killTree(r.pid);
           r.killed = true;
         }
         stats_.dropped += queue_.clear();

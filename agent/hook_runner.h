@@ -43,7 +43,10 @@ struct HookStats {
 class HookRunner {
  public:
   explicit HookRunner(HookConfig config);
-  ~HookRunner();  // waits for running hooks up to their timeout, then kills them
+  ~HookRunner();  // stop(timeout), where stop was not called
+  // Takes no more events; what runs and waits gets until MAX, after which the hooks still
+  // running are killed with their process trees. Returns when none is left.
+  void stop(std::chrono::milliseconds max);
   HookRunner(const HookRunner&) = delete;
   HookRunner& operator=(const HookRunner&) = delete;
 
@@ -74,6 +77,7 @@ class HookRunner {
   std::vector<Running> running_;
   HookStats stats_;
   bool stopping_ = false;
+  std::chrono::milliseconds stop_within_{0};  // set with stopping_
   std::thread thread_;
 };
 

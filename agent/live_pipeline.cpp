@@ -117,7 +117,10 @@ void LivePipeline::drain(std::chrono::milliseconds max) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                  std::chrono::steady_clock::now());
   };
-  if (hooks_) hooks_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));
+  // Hooks past the deadline are killed with what they started, so that a stop ends on time
+  // and the summary counts them.
+  for (auto& retired : retired_hooks_) retired->stop(left());
+  if (hooks_) hooks_->stop(left());
   if (webhook_) webhook_->waitIdle(std::max(left(), std::chrono::milliseconds(0)));
 }
 

@@ -59,7 +59,8 @@ class LivePipeline {
   // Also tell FN about each event (replay prints them).
   void onEvent(std::function<void(const model::IncidentEvent&)> fn) { on_event_ = std::move(fn); }
 
-  // Lets hooks and webhook posts still queued finish (bounded by their timeouts).
+  // Lets hooks and webhook posts still queued finish within MAX; hooks still running then are
+  // killed with their process trees (the stop deadline is a deadline).
   void drain(std::chrono::milliseconds max);
   // A reload (SIGHUP): the hook, the webhook and the correlator's timing from OPTIONS, from the
   // next event on; what is queued for the old hook and webhook still goes out (bounded by their

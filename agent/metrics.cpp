@@ -7,13 +7,23 @@
 #include <set>
 #include <utility>
 
+#include "common/text.h"
 #include "model/run.h"
 
 namespace stallwatch::agent {
 namespace {
 
-// Label values: backslash, double quote and newline escaped, as the text format requires.
-std::string escape(const std::string& value) {
+// The longest label value written: ids and mount points are bounded where they enter
+// (common/text.h); this bounds the page whatever a label was built from.
+constexpr size_t kMaxLabelValueBytes = 1024;
+
+// Label values: valid UTF-8 (a byte that is not makes Prometheus reject the whole page and
+// mark the target down), bounded, and backslash, double quote and newline escaped, as the
+// text format requires.
+std::string escape(const std::string& raw) {
+  const bool safe = raw.size() <= kMaxLabelValueBytes && common::isUtf8(raw);
+  const std::string bounded = safe ? std::string() : common::boundedUtf8(raw, kMaxLabelValueBytes);
+  const std::string& value = safe ? raw : bounded;
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
@@ -119,6 +129,10 @@ void renderAgent(const MetricsSnapshot& s, Writer& w) {
   w.family("stallwatch_writer_failed_writes_total", "counter",
            "Database transactions that failed.");
   w.sample(static_cast<double>(s.writer.failed_writes));
+  w.family("stallwatch_outside_texts_changed_total", "counter",
+           "Texts from outside (job ids, command lines, mount points) that were not valid UTF-8 "
+           "or were too long, and were replaced or cut where they entered.");
+  w.sample(static_cast<double>(common::outsideTextsChanged()));
 }
 
 // Mounts no block device serves, over the last interval: NFS (nfsiostat's figures) and FUSE

@@ -187,13 +187,15 @@ void MetricsServer::run() {
           done = n == 0 || (errno != EAGAIN && errno != EINTR);
         } else {
           c.in.append(buffer, static_cast<size_t>(n));
-          if (headComplete(c.in)) {
-            c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
-            c.deadline = now + kRequestTimeout;
-          } else if (c.in.size() > kMaxRequestHead) {
+          // The bound first: a head past it is refused even when it arrived whole in one
+          // read (a GET has no body, so whatever came is head).
+          if (c.in.size() > kMaxRequestHead) {
             c.out =
                 "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
                 "Connection: close\r\n\r\n";
+          } else if (headComplete(c.in)) {
+            c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
+            c.deadline = now + kRequestTimeout;
           }
         }
       }

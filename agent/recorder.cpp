@@ -285,8 +285,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
            summary);
 
   for (const auto& line : collectors.finalReports()) spdlog::info("{}", line);
-  // Hooks and posts of the last events get their timeouts; then the run is closed.
-  live.drain(std::chrono::seconds(10));
+  // Hooks and posts of the last events get until --stop-timeout (a hook still running then is
+  // killed with what it started); then the run is closed.
+  live.drain(options.stop_timeout);
   summary.health = health.stop();
   summary.incident_events = live.eventCounts();
   summary.hooks = live.hookStats();

@@ -8,6 +8,7 @@
 #include "cli/root_options.h"
 #include "collectors/block_devices.h"
 #include "collectors/gpu.h"
+#include "common/text.h"
 
 namespace stallwatch::cli {
 namespace {
@@ -127,7 +128,7 @@ int runDevices(const DevicesArgs& args) {
       out["gpus"].push_back(j);
     }
     if (gpus.empty()) out["gpu_unavailable_reason"] = gpu_note;
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
 
@@ -137,7 +138,8 @@ int runDevices(const DevicesArgs& args) {
   for (const auto& d : tree.devices) {
     std::string where;
     for (const auto& m : d.mounts)
-      where += (where.empty() ? "" : " ") + m.mount_point + " (" + m.fs_type + ")";
+      where += (where.empty() ? "" : " ") + common::printable(m.mount_point) + " (" +
+               common::printable(m.fs_type) + ")";
     const std::string under = underneath(tree, d);
     if (!under.empty()) where += (where.empty() ? "" : "; ") + under;
     const std::string name = d.kind == collectors::BlockKind::kPartition ? "└─" + d.name : d.name;

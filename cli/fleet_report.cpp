@@ -44,15 +44,24 @@ FleetInputs recordingPaths(const std::vector<std::string>& args) {
   FleetInputs in;
   std::set<std::string> seen;
   auto add = [&](const std::string& p) {
-    if (seen.insert(fs::weakly_canonical(p).string()).second) in.paths.push_back(p);
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(p, ec);
+    if (seen.insert(ec ? p : canonical.string()).second) in.paths.push_back(p);
   };
   for (const auto& arg : args) {
     std::error_code ec;
     if (fs::is_directory(arg, ec)) {
       std::vector<std::string> found;
       for (const auto& e : fs::directory_iterator(arg, ec)) {
-        if (e.is_regular_file() && e.path().extension() == ".db")
+        if (e.path().extension() != ".db") continue;
+        // A link loop or a dangling link among them is said, and the rest reported.
+        std::error_code entry_ec;
+        const bool regular = e.is_regular_file(entry_ec);
+        if (entry_ec) {
+          in.problems.push_back(e.path().string() + ": " + entry_ec.message());
+        } else if (regular) {
           found.push_back(e.path().string());
+        }
       }
       std::sort(found.begin(), found.end());
       if (found.empty()) in.problems.push_back(arg + ": a directory with no *.db file in it");

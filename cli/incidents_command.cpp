@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
+#include "common/text.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -22,7 +23,11 @@ int runIncidents(const IncidentsArgs& args) {
   try {
     // A stallwatch recording of a version this one reads, before anything is written to it:
     // --recompute must not install stallwatch's tables into someone else's SQLite file.
-    storage::Recording::open(path);
+    if (args.job && storage::Recording::open(path).jobs(args.job).empty()) {
+      std::cerr << "stallwatch incidents: no job " << *args.job << " in " << path
+                << " (`stallwatch jobs` lists them)\n";
+      return 1;
+    }
     if (args.recompute) {
       // Through Store::open, so that an older DB gains the incidents table first.
       auto store = storage::Store::open(path);
@@ -53,19 +58,22 @@ int runIncidents(const IncidentsArgs& args) {
         j["detected_ms"] = s.detected_ms;
         out.push_back(j);
       }
-      std::cout << out.dump(2) << "\n";
+      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
     if (incidents.empty()) std::cout << "no incidents in " << path << "\n";
     for (const auto& s : incidents) {
-      std::cout << "#" << s.incident_id << "  job " << s.job_id << " " << s.job_label << "\n    "
-                << render::describeIncident(s.incident) << "  [" << s.source << "]\n";
+      std::cout << "#" << s.incident_id << "  job " << s.job_id << " "
+                << common::printable(s.job_label) << "\n    "
+                << common::printableLines(render::describeIncident(s.incident)) << "  [" << s.source
+                << "]\n";
       if (const std::string ranks = correlator::rankSummary(s.incident); !ranks.empty()) {
         std::cout << "    " << ranks << "\n";
       }
       for (const auto& e : s.incident.evidence) {
         if (!e.supports) continue;
-        std::cout << "      * " << e.signal << ": " << e.baseline << " -> " << e.during << "\n";
+        std::cout << "      * " << common::printable(e.signal) << ": " << e.baseline << " -> "
+                  << e.during << "\n";
       }
     }
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "common/text.h"
 #include "correlator/limiter.h"
 #include "storage/recording.h"
 #include "storage/store.h"
@@ -106,7 +107,7 @@ int runJobs(const JobsArgs& args) {
                      {"limiter", render::limiterJson(limiter)},
                      {"devices", devices}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   if (jobs.empty()) {
@@ -114,11 +115,12 @@ int runJobs(const JobsArgs& args) {
     return 0;
   }
   for (const auto& [job, j, gpus, limiter] : jobs) {
-    std::cout << fmt::format("job {}  {}  ({})\n", job.job_id, job.label, job.key);
+    std::cout << fmt::format("job {}  {}  ({})\n", job.job_id, common::printable(job.label),
+                             common::printable(job.key));
     std::cout << fmt::format("  span        {} .. {}\n", render::timeText(job.started_ms),
                              job.ended_ms ? render::timeText(*job.ended_ms)
                                           : std::string("running (or agent stopped first)"));
-    if (!job.labels.empty()) std::cout << "  labels      " << job.labels << "\n";
+    if (!job.labels.empty()) std::cout << "  labels      " << common::printable(job.labels) << "\n";
     std::cout << "  gpus        " << (gpus.empty() ? "-" : gpus) << "\n";
     std::cout << fmt::format("  processes   {} ({} workers), root pid {}\n", j.processes, j.workers,
                              job.root_pid);

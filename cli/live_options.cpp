@@ -7,8 +7,10 @@
 #include <iostream>
 
 #include "agent/recorder.h"
+#include "cli/app.h"
 #include "cli/commands.h"
 #include "cli/duration.h"
+#include "cli/input_file.h"
 
 namespace stallwatch::cli {
 
@@ -110,6 +112,11 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   o.correlator.idle_open_after_s = std::chrono::duration<double>(*idle_open_after).count();
   o.repeat_window = std::chrono::duration_cast<std::chrono::milliseconds>(*repeat);
   if (!args.hook.empty()) {
+    if (const std::string why = whyNotRunnable(args.hook.front()); !why.empty()) {
+      std::cerr << "stallwatch " << command << ": --on-incident " << args.hook.front() << ": "
+                << why << "\n";
+      return std::nullopt;
+    }
     agent::HookConfig h;
     h.argv = args.hook;
     h.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*hook_timeout);
@@ -118,6 +125,11 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   }
   std::string webhook = args.webhook;
   if (!args.webhook_file.empty()) {
+    if (const std::string why = whyNotARegularFile(args.webhook_file); !why.empty()) {
+      std::cerr << "stallwatch " << command << ": --webhook-file " << args.webhook_file << ": "
+                << why << "\n";
+      return std::nullopt;
+    }
     std::ifstream in(args.webhook_file);
     if (!in || !std::getline(in, webhook)) {
       std::cerr << "stallwatch " << command << ": cannot read a URL from --webhook-file "
@@ -184,8 +196,9 @@ std::optional<std::string> configSyntaxError(const std::string& path) {
 
 }  // namespace
 
-std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::string>& command_line,
-                                                    const std::string& command) {
+std::optional<agent::LiveOptions> reloadLiveOptions(
+    const std::vector<std::string>& command_line, const std::string& command,
+    const std::map<std::string, std::string>& fixed_at_start) {
   // The same parser as at start, knowing only the options that can change: the others, on
   // the command line or in the file, are let through unread.
   CLI::App app;
@@ -199,6 +212,9 @@ std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::strin
   cmd->allow_extras();
   LiveArgs args;
   addLiveOptions(*cmd, args);
+  // Options that only a restart changes: read, to say so when the file changed them.
+  std::map<std::string, std::string> fixed = fixed_at_start;
+  for (auto& [name, value] : fixed) cmd->add_option("--" + name, value);
   std::vector<std::string> reversed(command_line.rbegin(), command_line.rend());
   try {
     app.parse(reversed);
@@ -213,6 +229,19 @@ std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::strin
   if (auto error = configSyntaxError(app.get_config_ptr()->as<std::string>())) {
     spdlog::error("reload: {}", *error);
     return std::nullopt;
+  }
+  // The whole parser, as at start: a key that names no option is refused here too.
+  if (const std::string error = validateCommandLine(command_line); !error.empty()) {
+    spdlog::error("reload: {}; the options in force are kept", error);
+    return std::nullopt;
+  }
+  for (const auto& [name, value] : fixed) {
+    if (value != fixed_at_start.at(name)) {
+      spdlog::warn(
+          "reload: --{} changed from {} to {}: not reloaded, it takes effect at the "
+          "next start",
+          name, fixed_at_start.at(name), value);
+    }
   }
   const auto level = spdlog::level::from_str(log_level);
   spdlog::set_level(level);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,12 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args);
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command);
 // SIGHUP: the live options and the log level read again as at start, COMMAND_LINE (the
 // program's arguments) over the --config file it names over the defaults, for the subcommand
-// COMMAND. Sets the log level; nullopt after logging why the file cannot be used.
-std::optional<agent::LiveOptions> reloadLiveOptions(const std::vector<std::string>& command_line,
-                                                    const std::string& command);
+// COMMAND. Sets the log level; nullopt after logging why the file cannot be used (its syntax, or
+// anything the whole parser refuses, an unknown key included). FIXED_AT_START: options only a
+// restart changes (name without "--" -> value at start), said in a warning when changed.
+std::optional<agent::LiveOptions> reloadLiveOptions(
+    const std::vector<std::string>& command_line, const std::string& command,
+    const std::map<std::string, std::string>& fixed_at_start = {});
 void logLiveSummary(const std::array<uint64_t, 3>& events, const agent::NotifierStats& notifier,
                     const std::optional<agent::HookStats>& hooks,
                     const std::optional<agent::WebhookStats>& webhook);

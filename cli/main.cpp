@@ -6,53 +6,30 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
-#include "cli/commands.h"
+#include "cli/app.h"
 
 namespace {
 
 int run(int argc, char** argv) {
   stallwatch::cli::rememberCommandLine(argc, argv);
   CLI::App app{"stallwatch: finds the storage behind GPU stalls in training jobs"};
-  app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
-  app.require_subcommand(1);
-  // Every option can come from a file too (a [record] section for the record command's, and
-  // so on): long command lines, and no webhook secret in `ps`. The command line wins.
-  app.set_config(
-      "--config", stallwatch::cli::kDefaultConfigFile,
-      "Read options from this TOML/INI file, one [COMMAND] section per command, "
-      "e.g. [record] webhook = \"https://...\" (default: /etc/stallwatch/stallwatch.conf "
-      "where it exists)");
-  // A key that names no option is a typo to report, not a setting to drop silently.
-  app.allow_config_extras(CLI::config_extras_mode::error);
-  app.fallthrough();  // global options (--log-level) also after the subcommand
-  std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-
-  std::map<CLI::App*, stallwatch::cli::CommandRunner> runners;
-  auto add = [&](stallwatch::cli::CommandRunner (*adder)(CLI::App&)) {
-    const size_t before = app.get_subcommands({}).size();
-    auto runner = adder(app);
-    runners[app.get_subcommands({}).at(before)] = std::move(runner);
-  };
-  add(stallwatch::cli::addRecordCommand);
-  add(stallwatch::cli::addDevicesCommand);
-  add(stallwatch::cli::addJobsCommand);
-  add(stallwatch::cli::addIncidentsCommand);
-  add(stallwatch::cli::addReportCommand);
-  add(stallwatch::cli::addReplayCommand);
-  add(stallwatch::cli::addExportCommand);
-  add(stallwatch::cli::addHealthCommand);
-  add(stallwatch::cli::addTopCommand);
-
+  stallwatch::cli::AppCommands commands;
+  stallwatch::cli::configureApp(app, commands);
+  if (const std::string problem =
+          stallwatch::cli::configFileProblem(std::vector<std::string>(argv + 1, argv + argc));
+      !problem.empty()) {
+    std::fprintf(stderr, "stallwatch: %s\n", problem.c_str());
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).
   spdlog::set_default_logger(spdlog::stderr_color_mt("stallwatch"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_level(spdlog::level::from_str(commands.log_level));
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL overrides, as spdlog users expect
-  for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
+  for (CLI::App* sub : app.get_subcommands()) return commands.runners.at(sub)();
   return 2;
 }
 

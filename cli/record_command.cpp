@@ -13,6 +13,7 @@
 #include "cli/duration.h"
 #include "cli/live_options.h"
 #include "cli/root_options.h"
+#include "collectors/job_cgroup.h"
 #include "health/smartctl_reader.h"
 #include "storage/store.h"
 
@@ -170,6 +171,19 @@ int runRecord(const RecordArgs& args) {
   options.queue_capacity = args.queue_capacity;
   auto& jobs = options.collector_config.jobs;
   jobs.pids = args.pids;
+  // What the flags name must exist, and be what they say, or nothing is followed.
+  for (uint32_t pid : args.pids) {
+    if (!std::filesystem::exists(options.collector_config.root.proc / std::to_string(pid))) {
+      std::cerr << "stallwatch record: --pid " << pid << ": no such process\n";
+      return 2;
+    }
+  }
+  for (const auto& c : args.cgroups) {
+    if (const std::string why = collectors::notACgroupV2(c); !why.empty()) {
+      std::cerr << "stallwatch record: --cgroup " << c << ": " << why << "\n";
+      return 2;
+    }
+  }
   jobs.wait_sample_hz = args.wait_sample_hz;
   options.collector_config.gpu.only = args.gpus;
   jobs.only_gpus = args.gpus;
@@ -179,6 +193,15 @@ int runRecord(const RecordArgs& args) {
   if (!toSocketOptions(args, jobs.socket)) return 2;
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
+  }
+  // A duration that deletes history needs its unit: a bare 14 (meant as days) read as seconds
+  // pruned everything at start. 0 alone keeps everything, whatever the unit.
+  if (!args.retain.empty() && args.retain != "0" &&
+      args.retain.find_first_not_of("0123456789.") == std::string::npos) {
+    std::cerr << "stallwatch record: --retain '" << args.retain
+              << "' needs a unit: it deletes older history (examples: 14d, 36h; 0 keeps "
+                 "everything)\n";
+    return 2;
   }
   if (auto retain = parseDuration(args.retain)) {
     options.retain = std::chrono::duration_cast<std::chrono::milliseconds>(*retain);
@@ -194,7 +217,10 @@ int runRecord(const RecordArgs& args) {
     return 2;
   }
   // SIGHUP reads the config file again for what can change without a restart.
-  options.reload = [] { return reloadLiveOptions(commandLine(), "record"); };
+  options.reload = [fixed = std::map<std::string, std::string>{
+                        {"interval", args.interval}, {"db", args.db}, {"retain", args.retain}}] {
+    return reloadLiveOptions(commandLine(), "record", fixed);
+  };
 
   // Block the stop signals in this thread before any other starts, so that every thread
   // inherits the mask and the recorder alone takes them with sigtimedwait.
@@ -278,7 +304,12 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Intervals held in memory while the database is slow; the oldest are dropped "
                   "beyond this")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            const long n = std::strtol(v.c_str(), nullptr, 10);
+            return n >= 1 ? std::string() : "must be at least 1 interval, not '" + v + "'";
+          },
+          "INT >= 1"));
   addRootOptions(*cmd, args->root);
   for (const auto& entry : collectors::collectorTable()) {
     args->collectors[entry.name] = entry.enabled_by_default;

@@ -1,3 +1,9 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -7,6 +13,7 @@
 #include "cli/fleet_report.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
+#include "common/text.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -20,14 +27,41 @@ struct ReportArgs {
   std::string since, until;
   bool json = false;
   std::string html;
+  bool force = false;  // --html may replace a file that exists
 };
 
-bool writeHtml(const std::string& path, const std::string& page) {
-  std::ofstream out(path, std::ios::trunc);
-  out << page;
-  if (!out) {
-    std::cerr << "stallwatch report: cannot write " << path << "\n";
+// The page, written with the intent stated: a new file (0640), never through a symbolic link
+// and never over a file that exists unless FORCE; then a whole page replaces it (a temporary
+// file renamed over the name: a link there is replaced, its target left alone).
+bool writeHtml(const std::string& path, const std::string& page, bool force) {
+  auto fail = [&](const std::string& why) {
+    std::cerr << "stallwatch report: cannot write " << path << ": " << why << "\n";
     return false;
+  };
+  struct stat st {};
+  const bool exists = ::lstat(path.c_str(), &st) == 0;
+  if (exists && !force) return fail("it exists (--force replaces it)");
+  if (exists && S_ISDIR(st.st_mode)) return fail("it is a folder");
+  std::string temp = force ? path + ".XXXXXX" : path;
+  const int fd =
+      force ? ::mkstemp(temp.data())
+            : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+  if (fd < 0) return fail(std::strerror(errno));
+  if (force) ::fchmod(fd, 0640);
+  size_t written = 0;
+  while (written < page.size()) {
+    const ssize_t n = ::write(fd, page.data() + written, page.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  const bool ok = written == page.size() && ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!ok || (force && ::rename(temp.c_str(), path.c_str()) != 0)) {
+    const std::string why = std::strerror(ok ? errno : saved);
+    ::unlink(temp.c_str());
+    return fail(why);
   }
   std::cerr << "wrote " << path << "\n";
   return true;
@@ -55,12 +89,15 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
   }
   if (!args.html.empty() &&
       !writeHtml(args.html,
-                 render::renderFleetHtml(reports, inputs, "stallwatch report across nodes")))
+                 render::renderFleetHtml(reports, inputs, "stallwatch report across nodes"),
+                 args.force))
     return 1;
   if (args.json) {
-    std::cout << render::renderFleetJson(reports, inputs).dump(2) << "\n";
+    std::cout << render::renderFleetJson(reports, inputs)
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else if (args.html.empty()) {
-    std::cout << render::renderFleetText(reports, inputs);
+    std::cout << common::printableLines(render::renderFleetText(reports, inputs));
   }
   return 0;
 }
@@ -83,6 +120,11 @@ int runReport(const ReportArgs& args) {
   model::JobSeries host;  // what the devices did, when no job has samples in the range
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
+    if (args.job && recording.jobs(args.job).empty()) {
+      std::cerr << "stallwatch report: no job " << *args.job << " in " << path
+                << " (`stallwatch jobs` lists them)\n";
+      return 1;
+    }
     reports = buildReports(recording, args.job, range);
     if (reports.empty() && !args.job) host = recording.hostSeries(range);
   } catch (const std::exception& e) {
@@ -90,12 +132,16 @@ int runReport(const ReportArgs& args) {
     return 1;
   }
   if (!args.html.empty() &&
-      !writeHtml(args.html, render::renderHtml(reports, "stallwatch report: " + path, &host)))
+      !writeHtml(args.html, render::renderHtml(reports, "stallwatch report: " + path, &host),
+                 args.force))
     return 1;
   if (args.json) {
-    std::cout << render::renderJson(reports).dump(2) << "\n";
+    std::cout << render::renderJson(reports).dump(2, ' ', false,
+                                                  nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else if (args.html.empty()) {
-    std::cout << (reports.empty() ? render::renderHostText(host) : render::renderText(reports));
+    std::cout << common::printableLines(reports.empty() ? render::renderHostText(host)
+                                                        : render::renderText(reports));
   }
   return 0;
 }
@@ -120,7 +166,10 @@ CommandRunner addReportCommand(CLI::App& app) {
                   "epoch seconds or milliseconds, or a duration ago (2h, 1h30m)");
   cmd->add_option("--until", args->until, "Up to this time (same forms)");
   cmd->add_flag("--json", args->json, "Print JSON");
-  cmd->add_option("--html", args->html, "Write a self-contained HTML page with a timeline to FILE");
+  cmd->add_option("--html", args->html,
+                  "Write a self-contained HTML page with a timeline to FILE (a new file, 0640; "
+                  "never through a symbolic link)");
+  cmd->add_flag("--force", args->force, "With --html: replace FILE if it exists");
   return [args] { return runReport(*args); };
 }
 

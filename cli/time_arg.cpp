@@ -99,6 +99,11 @@ std::optional<int64_t> parseIso8601(std::string_view s) {
       tm.tm_min > 59 || tm.tm_sec > 60) {
     return std::nullopt;
   }
+  // A day the month does not have (2026-02-30): timegm would roll it into the next month.
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const int year = tm.tm_year + 1900;
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (tm.tm_mday > kDays[tm.tm_mon] + (tm.tm_mon == 1 && leap ? 1 : 0)) return std::nullopt;
   const int64_t utc_s = static_cast<int64_t>(timegm(&tm)) - *offset;
   return utc_s * 1000 + static_cast<int64_t>(std::llround(fraction * 1000));
 }
@@ -149,6 +154,11 @@ bool parseTimeRange(const std::string& since, const std::string& until, storage:
                    "1795318660 or milliseconds 1795318660000, or a duration ago: 2h, 1h30m)\n";
       return false;
     }
+  }
+  if (range.since_ms && range.until_ms && *range.since_ms > *range.until_ms) {
+    std::cerr << "stallwatch " << command << ": --since '" << since << "' is after --until '"
+              << until << "': the range is empty (swapped?)\n";
+    return false;
   }
   return true;
 }

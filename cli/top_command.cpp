@@ -3,6 +3,7 @@
 // so it never slows the agent. Keys: j/k or the arrows switch job, v switches between the
 // job's figures and its open incident's evidence, q quits.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -64,9 +65,22 @@ int runTop(const TopArgs& args) {
     return 2;
   }
   if (args.once) {  // one frame on stdout, for scripts and for people without a terminal
+    try {           // a recording that cannot be read is an error here, not a frame that says so
+      storage::Recording::open(path, storage::Recording::Needs::kJobTables);
+    } catch (const std::exception& e) {
+      std::cerr << "stallwatch top: cannot read " << path << ": " << e.what() << "\n";
+      return 1;
+    }
     for (const auto& line : frame(path, state, args.width, args.height, jobs, at))
       std::cout << line << "\n";
     return 0;
+  }
+  // The live view redraws a terminal forever: into a file or a pipe it would write screen
+  // codes until killed.
+  if (::isatty(STDOUT_FILENO) == 0 || ::isatty(STDIN_FILENO) == 0) {
+    std::cerr << "stallwatch top: the live view needs a terminal (stdin and stdout); for a "
+                 "script or a file, use --once\n";
+    return 2;
   }
   std::signal(SIGINT, [](int) { g_stop = true; });
   std::signal(SIGTERM, [](int) { g_stop = true; });

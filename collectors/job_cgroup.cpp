@@ -1,5 +1,7 @@
 #include "collectors/job_cgroup.h"
 
+#include <sys/statfs.h>
+
 #include <algorithm>
 
 #include "collectors/counter_rates.h"
@@ -422,6 +424,20 @@ CgroupFigures cgroupFigures(const std::map<fs::path, CgroupReading>& previous,
     }
   }
   return f;
+}
+
+std::string notACgroupV2(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "not a directory";
+  constexpr long kCgroupV1Magic = 0x27e0eb;  // CGROUP_SUPER_MAGIC (linux/magic.h)
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kCgroupV1Magic) {
+    return "a cgroup v1 hierarchy: stallwatch follows cgroup v2 directories (the unified "
+           "hierarchy, usually under /sys/fs/cgroup)";
+  }
+  if (!std::filesystem::exists(dir / "cgroup.procs", ec))
+    return "not a cgroup v2 directory (it has no cgroup.procs)";
+  return {};
 }
 
 }  // namespace stallwatch::collectors

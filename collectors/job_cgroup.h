@@ -127,6 +127,10 @@ std::vector<DeviceUser> deviceUsers(
     const std::function<std::string(uint32_t, uint32_t)>& name_of, size_t top = 3,
     double floor = 1e6);
 
+// Why DIR cannot be followed as a job's cgroup ("" where it can): not a directory, a cgroup v1
+// hierarchy, or no cgroup.procs in it (/etc, a typo).
+std::string notACgroupV2(const std::filesystem::path& dir);
+
 // Reads the cgroups of the jobs' processes under the cgroup2 mount of ROOT.
 class CgroupReader {
  public:

@@ -1,17 +1,25 @@
 // The jobs collector's discovery: which processes make up each job (collectors/jobs.h says how
 // jobs are found and grouped), what names a job, and following each job's children.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
 #include "collectors/jobs.h"
 #include "collectors/kubernetes_pod.h"
+#include "common/text.h"
 
 namespace stallwatch::collectors {
 namespace {
 
 constexpr int kMaxAncestorDepth = 64;
 constexpr size_t kMaxCmdlineBytes = 512;
+// A job id from a process's environment (SLURM_JOB_ID, TORCHELASTIC_RUN_ID...): what any process
+// can set, so bounded (it becomes a label value on /metrics) and made valid UTF-8.
+constexpr size_t kMaxIdBytes = 128;
+
+std::string idText(const std::string& value) { return common::boundedUtf8(value, kMaxIdBytes); }
 
 std::string joinCmdline(const std::vector<std::string>& args) {
   std::string out;
@@ -19,21 +27,20 @@ std::string joinCmdline(const std::vector<std::string>& args) {
     if (out.size() >= kMaxCmdlineBytes) break;
     out += (out.empty() ? "" : " ") + a;
   }
-  return out.substr(0, kMaxCmdlineBytes);
+  return common::boundedUtf8(out, kMaxCmdlineBytes);
 }
 
 // A short name for people: "python3 train.py" rather than the whole command line.
 std::string labelFromCmdline(const std::vector<std::string>& args, const std::string& comm) {
   constexpr size_t kMaxLabelBytes = 80;
-  if (args.empty()) return comm;
+  if (args.empty()) return common::boundedUtf8(comm, kMaxLabelBytes);
   std::string label = std::filesystem::path(args[0]).filename().string();
   for (size_t i = 1; i < args.size() && i < 3; ++i) label += " " + args[i];
   // One line for a table: control characters (a `python -c` script's newlines) become spaces.
   for (char& c : label) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
-  if (label.size() > kMaxLabelBytes) label = label.substr(0, kMaxLabelBytes - 3) + "...";
-  return label;
+  return common::boundedUtf8(label, kMaxLabelBytes);
 }
 
 std::string jobLabels(const std::map<std::string, std::string>& env) {
@@ -42,7 +49,7 @@ std::string jobLabels(const std::map<std::string, std::string>& env) {
   std::string out;
   for (const char* k : kKeys) {
     if (auto it = env.find(k); it != env.end())
-      out += (out.empty() ? "" : ",") + std::string(k) + "=" + it->second;
+      out += (out.empty() ? "" : ",") + std::string(k) + "=" + idText(it->second);
   }
   return out;
 }
@@ -61,16 +68,16 @@ std::optional<int32_t> parseRank(const std::string& text) {
 std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env) {
   if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty()) {
     auto step = env.find("SLURM_STEP_ID");
-    return "slurm:" + it->second + (step != env.end() ? "." + step->second : "");
+    return "slurm:" + idText(it->second) + (step != env.end() ? "." + idText(step->second) : "");
   }
   if (auto it = env.find("TORCHELASTIC_RUN_ID"); it != env.end() && !it->second.empty()) {
-    return "torchelastic:" + it->second;
+    return "torchelastic:" + idText(it->second);
   }
   // torch.distributed started without torchrun (mp.spawn, a hand-written launcher): the
   // rendezvous address is what the ranks of one run share.
   auto addr = env.find("MASTER_ADDR"), port = env.find("MASTER_PORT");
   if (addr != env.end() && port != env.end() && !addr->second.empty() && !port->second.empty()) {
-    return "dist:" + addr->second + ":" + port->second;
+    return "dist:" + idText(addr->second) + ":" + idText(port->second);
   }
   return {};
 }
@@ -145,7 +152,7 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   // In a Kubernetes pod without a run id of its own: the pod names the job, so that its
   // series keep one label for the pod's life.
   const auto pod = podOf(pid);
-  if (key.empty() && pod) key = "k8s:" + pod->ns + "/" + pod->name;
+  if (key.empty() && pod) key = "k8s:" + idText(pod->ns) + "/" + idText(pod->name);
   // Senders without a job label that one launcher forked are one job, keyed by the first of
   // them, for as long as the launcher lives (issue 19: a flood of short-lived senders made a
   // job each). A job whose senders have all exited comes back under the same key.
@@ -163,6 +170,18 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   if (key.empty())
     key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
+  // Identity: a job id in the environment is what any process can set. A process of another
+  // user that names the same id is a job of its own, never merged into this one (its steps
+  // would count as this job's); the operator's --pid and --cgroup say what they follow.
+  struct stat owner {};
+  const std::optional<uint32_t> uid =
+      ::stat(reader_.dir(pid).c_str(), &owner) == 0 ? std::optional(owner.st_uid) : std::nullopt;
+  if (forced_key.empty()) {
+    if (auto same = jobs_.find(key);
+        same != jobs_.end() && uid && same->second.uid && *same->second.uid != *uid) {
+      key += "~uid" + std::to_string(*uid);
+    }
+  }
   if (jobs_.size() >= options_.max_jobs && !jobs_.count(key)) {
     ++jobs_refused_;
     return nullptr;
@@ -181,6 +200,7 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
                                 std::string("K8S_NAMESPACE=") + pod->ns + ",K8S_POD=" + pod->name;
     }
     job.description.started_ms = now_ms;
+    job.uid = uid;
   }
   addMember(job, pid, true, out);
   if (launcher) launcher_jobs_[*launcher] = key;

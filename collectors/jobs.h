@@ -108,6 +108,7 @@ class JobTracker final : public Collector {
   };
   struct Job {
     JobDescription description;
+    std::optional<uint32_t> uid;  // its first process's owner: others' processes never join
     std::map<uint32_t, Member> members;
     std::set<std::string> gpus;
     std::map<uint32_t, std::pair<std::string, uint64_t>> gpu_of_pid;  // GPU, memory used there

@@ -6,6 +6,7 @@
 
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
+#include "common/text.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -21,6 +22,10 @@ bool pathIsUnder(const std::string& path, const std::string& mount_point) {
   return path.size() >= mount_point.size() &&
          path.compare(0, mount_point.size(), mount_point) == 0 &&
          (path.size() == mount_point.size() || path[mount_point.size()] == '/');
+}
+
+std::string mountText(std::string_view escaped) {
+  return common::boundedUtf8(unescapeMountPath(escaped), kMaxMountTextBytes);
 }
 
 std::string unescapeMountPath(std::string_view path) {
@@ -78,10 +83,10 @@ MountinfoParse parseMountinfo(std::string_view text) {
     m.major = devnum->first;
     m.minor = devnum->second;
     m.root = unescapeMountPath(f[3]);
-    m.mount_point = unescapeMountPath(f[4]);
+    m.mount_point = mountText(f[4]);
     m.options = std::string(f[5]);
-    m.fs_type = std::string(f[separator + 1]);
-    m.source = unescapeMountPath(f[separator + 2]);
+    m.fs_type = common::boundedUtf8(f[separator + 1], 64);
+    m.source = mountText(f[separator + 2]);
     if (separator + 3 < count) m.super_options = std::string(f[separator + 3]);
     result.mounts.push_back(std::move(m));
   });

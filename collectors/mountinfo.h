@@ -45,6 +45,11 @@ bool pathIsUnder(const std::string& path, const std::string& mount_point);
 
 // Undoes the kernel's octal escapes in a mountinfo path.
 std::string unescapeMountPath(std::string_view path);
+// A mount point or source as the kernel escapes it, unescaped and made a safe text (valid UTF-8,
+// at most kMaxMountTextBytes): it names a device in the DB, JSON and /metrics. Paths the
+// agent opens or matches by prefix use unescapeMountPath alone.
+inline constexpr size_t kMaxMountTextBytes = 1024;
+std::string mountText(std::string_view escaped);
 
 // The agent's own view (ROOT/proc/self/mountinfo; ROOT/proc/1/mountinfo where a fixture tree
 // has no self link). nullopt if neither can be read.

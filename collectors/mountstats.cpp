@@ -2,6 +2,7 @@
 
 #include "collectors/mountinfo.h"
 #include "collectors/text_scan.h"
+#include "common/text.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -20,9 +21,9 @@ std::optional<std::string> parseHeader(std::string_view line, NfsMountStats& m, 
       f[5] != "with" || f[6] != "fstype") {
     return "expected 'device SOURCE mounted on PATH with fstype TYPE [statvers=V]'";
   }
-  m.source = unescapeMountPath(f[1]);
-  m.mount_point = unescapeMountPath(f[4]);
-  m.fs_type = std::string(f[7]);
+  m.source = mountText(f[1]);
+  m.mount_point = mountText(f[4]);
+  m.fs_type = common::boundedUtf8(f[7], 64);
   has_stats = count == 9;
   if (has_stats) {
     if (!startsWith(f[8], "statvers="))

@@ -1,12 +1,18 @@
 #include "common/spawn.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace stallwatch::common {
 
@@ -72,6 +78,53 @@ pid_t spawnDirect(const SpawnSpec& spec, std::string& error) {
 void killGroup(pid_t pid) {
   ::kill(-pid, SIGKILL);
   ::kill(pid, SIGKILL);
+}
+
+namespace {
+
+// The parent of every process, from /proc/N/stat (the field after the command's ')').
+std::map<pid_t, std::vector<pid_t>> childrenByParent() {
+  std::map<pid_t, std::vector<pid_t>> children;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return children;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::string path = std::string("/proc/") + e->d_name + "/stat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    const char* close = std::strrchr(buf, ')');
+    if (!close) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2)
+      children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return children;
+}
+
+}  // namespace
+
+void killTree(pid_t pid) {
+  const auto children = childrenByParent();
+  std::vector<pid_t> tree{pid};
+  for (size_t i = 0; i < tree.size() && tree.size() < 4096; ++i) {
+    if (auto it = children.find(tree[i]); it != children.end())
+      tree.insert(tree.end(), it->second.begin(), it->second.end());
+  }
+  // Stopped first, so that none forks again between the reading and the kill.
+  for (pid_t p : tree) ::kill(p, SIGSTOP);
+  for (pid_t p : tree) {
+    ::kill(-p, SIGKILL);  // its group, where it leads one (ESRCH otherwise)
+    ::kill(p, SIGKILL);
+  }
 }
 
 }  // namespace stallwatch::common

@@ -31,4 +31,9 @@ pid_t spawnDirect(const SpawnSpec& spec, std::string& error);
 // Kills PID's whole process group and PID itself.
 void killGroup(pid_t pid);
 
+// Kills PID, its process group, and every process descended from it with their groups: a
+// child that left the group (setsid, a daemonising hook) goes too. Descendants are found by
+// their parent links in /proc at the time of the call.
+void killTree(pid_t pid);
+
 }  // namespace stallwatch::common

@@ -2,9 +2,12 @@
 // children lists); the first byte picks the parser.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
+#include "collectors/jobs.h"
 #include "collectors/proc_pid.h"
+#include "common/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -16,9 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1:
       stallwatch::collectors::parseProcIo(text);
       break;
-    case 2:
-      stallwatch::collectors::parseEnviron(text);
+    case 2: {
+      // A job's key from its environment: valid UTF-8 and bounded, whatever the bytes.
+      const std::string key =
+          stallwatch::collectors::jobKeyFromEnvironment(stallwatch::collectors::parseEnviron(text));
+      if (!stallwatch::common::isUtf8(key) || key.size() > 512) __builtin_trap();
       break;
+    }
     case 3:
       stallwatch::collectors::parsePidList(text);
       break;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/text.h"
 #include "render/report.h"
 
 namespace stallwatch::render {
@@ -78,7 +79,7 @@ nlohmann::json meansJson(const std::vector<std::optional<double>>& means) {
 // What the page's script needs to redraw a timeline (zoom) and read values (hover).
 // "</" is escaped: a title may hold anything, and this sits inside a <script> element.
 std::string timelineData(const nlohmann::json& data, size_t index) {
-  std::string text = data.dump();
+  std::string text = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   for (size_t at = text.find("</"); at != std::string::npos; at = text.find("</", at + 3))
     text.replace(at, 2, "<\\/");
   return fmt::format("<script type=\"application/json\" id=\"timeline-data-{}\">{}</script>\n",
@@ -200,7 +201,9 @@ constexpr const char* kTimelineScript = R"JS(<script>
 
 }  // namespace
 
-std::string escape(const std::string& s) {
+std::string escape(const std::string& raw) {
+  // A page with a byte that is not UTF-8 in it is not the UTF-8 it says it is.
+  const std::string s = common::isUtf8(raw) ? raw : common::printable(raw);
   std::string out;
   for (char c : s) {
     switch (c) {

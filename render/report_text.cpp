@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "common/text.h"
 #include "correlator/limiter.h"
 #include "render/report.h"
 
@@ -113,7 +114,8 @@ std::string renderText(const std::vector<JobReport>& reports) {
   if (reports.empty()) return "no job with samples in the range\n";
   for (const auto& r : reports) {
     const auto& s = r.series;
-    out += fmt::format("job {}  {}  ({})\n", r.job.job_id, r.job.label, r.job.key);
+    out += fmt::format("job {}  {}  ({})\n", r.job.job_id, common::printable(r.job.label),
+                       common::printable(r.job.key));
     out += fmt::format("  span        {} .. {}  ({} intervals)\n", timeText(s.ts_ms.front()),
                        timeText(s.ts_ms.back()), s.size());
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/text.h"
 #include "correlator/limiter.h"
 #include "render/report.h"
 
@@ -150,7 +151,7 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
   const size_t first = selected < shown ? 0 : selected - shown + 1;
   for (size_t i = first; i < first + shown && i < data.jobs.size(); ++i) {
     const Figures f = figuresOf(data.series[i]);
-    std::string label = data.jobs[i].label.substr(0, 36);
+    std::string label = common::printable(data.jobs[i].label).substr(0, 36);
     add(fmt::format("{}{} {:<4} {:<36} {:>8} {:>6} {:>6} {:>9}", i == selected ? ">" : " ",
                     data.jobs[i].ended_ms ? "x" : " ", data.jobs[i].job_id, label,
                     num(f.steps, "{:.1f}"), num(f.wait, "{:.0f}%", 100), num(f.gpu, "{:.0f}%"),
@@ -160,7 +161,8 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
   const storage::JobRecord& job = data.jobs[selected];
   const JobSeries& s = data.series[selected];
   const Figures f = figuresOf(s);
-  add(fmt::format("JOB {} {}  ({})", job.job_id, job.label, job.key));
+  add(fmt::format("JOB {} {}  ({})", job.job_id, common::printable(job.label),
+                  common::printable(job.key)));
   add(fmt::format("  {} {}   steps/s {}   data wait {}   GPU {} (work {})",
                   job.ended_ms ? "ended" : "since", clock(job.ended_ms.value_or(job.started_ms)),
                   num(f.steps, "{:.1f}"), num(f.wait, "{:.0f} %", 100), num(f.gpu, "{:.0f} %"),

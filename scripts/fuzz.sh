@@ -26,6 +26,10 @@ seed mountinfo $(find "$fx" -name mountinfo)
 seed mountstats $(find "$fx" -name mountstats)
 seed proc_pid $(find "$fx" -path '*/proc/[0-9]*' -type f -name 'stat' -o -path '*/proc/[0-9]*' -name io -type f | head -20)
 seed statsd "$root/tests/fixtures/README.md"
+# Hostile text (issue 36): bytes that are not UTF-8, control characters, escaped newlines.
+printf '36 25 0:32 / /mnt/m\\377\\012x\033[2J rw - ext4 /dev/x\377 rw\n' > "$build/corpus/mountinfo/hostile"
+printf '\002SLURM_JOB_ID=bad\377\033[31m\000SLURM_STEP_ID=\300\257\000' > "$build/corpus/proc_pid/environ-hostile"
+printf 'stallwatch.steps:1|c|#job:\377\033\n\377:2|ms\n' > "$build/corpus/statsd/hostile"
 printf 'stallwatch.steps:1|c\nstallwatch.data_wait:0.25|ms|#rank:0\n' > "$build/corpus/statsd/lines"
 seed udev_db $(find "$fx" -path '*udev/data/b*' -type f | head -20)
 seed smartctl_json $(ls "$fx"/smartctl/*.json | head -40)

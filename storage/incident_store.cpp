@@ -35,7 +35,7 @@ std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
                  {"during", e.during},
                  {"supports", e.supports}});
   }
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {

@@ -1,6 +1,11 @@
 #include "storage/recording.h"
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -50,16 +55,45 @@ const char* whatNeeds(Recording::Needs needs) {
   return "";
 }
 
+// PATH as the path of a file: URI (RFC 3986's reserved '%', '?' and '#' escaped).
+std::string uriPath(const std::string& path) {
+  std::string out;
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out += '%';
+      out += kHex[static_cast<unsigned char>(c) >> 4];
+      out += kHex[static_cast<unsigned char>(c) & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Recording::Recording(std::string path, SQLite::Database db, int version)
     : path_(std::move(path)), db_(std::move(db)), version_(version) {}
 
 Recording Recording::open(const std::string& path, Needs needs) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw StoreError(path + ": no such file");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw StoreError(
+        path + (errno == ENOENT ? ": no such file" : ": " + std::string(std::strerror(errno))));
+  }
+  // Opening a FIFO would wait for a writer, deaf to signals; a device is no recording.
+  if (!S_ISREG(st.st_mode))
+    throw StoreError(path +
+                     " is not a regular file (a FIFO, a device or a folder): not a recording");
+  // On a read-only filesystem SQLite cannot make the WAL index (-shm) a reader of a WAL
+  // database needs: opened immutable there, as nothing on it can change under the reader.
+  struct statvfs fs {};
+  const bool read_only_fs = ::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
   // One thread uses this connection: SQLite's per-call mutexes are pure cost (10 % of a report).
-  SQLite::Database db(path, SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX);
+  SQLite::Database db(
+      read_only_fs ? "file:" + uriPath(path) + "?immutable=1" : path,
+      SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX | (read_only_fs ? SQLite::OPEN_URI : 0));
   const int version = checkRecording(db, path);
   if (version < static_cast<int>(needs)) {
     throw StoreError(path + " has no " + whatNeeds(needs) +

@@ -50,11 +50,32 @@ void prepareFile(const fs::path& path) {
     fs::permissions(parent, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
                     ec);
   }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // The DB is opened with the intent stated: never through a symbolic link (a link planted
+  // where the DB goes would have a database written into its target), never a FIFO or a device
+  // (opening a FIFO blocks until a writer comes, deaf to signals).
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      throw StoreError(path.string() +
+                       " is a symbolic link: the database is not written through links; give "
+                       "the path of the file itself");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      throw StoreError(path.string() +
+                       " is not a regular file (a FIFO, a device or a folder): refused as the "
+                       "database");
+    }
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw StoreError("cannot open " + path.string() + ": " + std::strerror(errno));
   }
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  // An empty file made by someone else's hand (touch, mktemp) is made owner-only before any
+  // history goes into it.
+  if (regular && st.st_size == 0 && (st.st_mode & 077) != 0) ::fchmod(fd, 0600);
   ::close(fd);
+  if (!regular) throw StoreError(path.string() + " is not a regular file: refused as the database");
 }
 
 // SQLite's header says how many pages the database has (bytes 28..31, valid when the change
@@ -107,33 +128,35 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
     throw StoreError(path.string() + " is not a usable stallwatch database: " + e.what());
   }
   auto& db = store->db_;
-  store->insert_disk_ = std::make_unique<SQLite::Statement>(
-      db, insertSql("disk_samples",
-                    "ts_ms, device_id, interval_ms, reads_per_second, writes_per_second, "
-                    "read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
-                    "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, "
-                    "util_percent, in_flight"));
-  store->insert_nfs_ = std::make_unique<SQLite::Statement>(
-      db, insertSql("nfs_samples",
-                    "ts_ms, device_id, read_rtt_ms, write_rtt_ms, metadata_ops_per_second, "
-                    "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
-  store->insert_pressure_ = std::make_unique<SQLite::Statement>(
-      db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
-  store->insert_cpu_ = std::make_unique<SQLite::Statement>(
-      db, insertSql("cpu_samples", "ts_ms, interval_ms, busy_cores, iowait_cores, online_cpus"));
-  store->insert_gpu_ = std::make_unique<SQLite::Statement>(
-      db, insertSql(
-              "gpu_samples",
-              "ts_ms, gpu_id, interval_ms, utilization_percent, utilization_sample_count, "
-              "memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
-              "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
-              "sm_occupancy_percent, tensor_active_percent, dram_active_percent"));
-  store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
-      db, insertSql("gpu_process_samples",
-                    "ts_ms, gpu_id, pid, sm_utilization_percent, memory_utilization_percent"));
-  store->insert_job_sample_ = std::make_unique<SQLite::Statement>(
-      db,
-      insertSql("job_samples",
+  try {
+    store->insert_disk_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("disk_samples",
+                      "ts_ms, device_id, interval_ms, reads_per_second, writes_per_second, "
+                      "read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
+                      "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, "
+                      "util_percent, in_flight"));
+    store->insert_nfs_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("nfs_samples",
+                      "ts_ms, device_id, read_rtt_ms, write_rtt_ms, metadata_ops_per_second, "
+                      "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
+    store->insert_pressure_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
+    store->insert_cpu_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("cpu_samples", "ts_ms, interval_ms, busy_cores, iowait_cores, online_cpus"));
+    store->insert_gpu_ = std::make_unique<SQLite::Statement>(
+        db,
+        insertSql(
+            "gpu_samples",
+            "ts_ms, gpu_id, interval_ms, utilization_percent, utilization_sample_count, "
+            "memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
+            "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
+            "sm_occupancy_percent, tensor_active_percent, dram_active_percent"));
+    store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("gpu_process_samples",
+                      "ts_ms, gpu_id, pid, sm_utilization_percent, memory_utilization_percent"));
+    store->insert_job_sample_ = std::make_unique<SQLite::Statement>(
+        db, insertSql(
+                "job_samples",
                 "ts_ms, job_id, interval_ms, processes, workers, read_bytes_per_second, "
                 "write_bytes_per_second, rchar_per_second, read_syscalls_per_second, "
                 "main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, steps, samples, "
@@ -144,17 +167,22 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "main_thread_runqueue_ratio, stopped_processes, workers_sleep_wchan, cpus_allowed, "
                 "cgroup_read_limit, main_thread_loader_wait_ratio, main_thread_futex_wait_ratio, "
                 "pin_memory"));
-  store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
-      db,
-      insertSql(
-          "rank_samples",
-          "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "
-          "write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, d_state_threads, top_wchan, "
-          "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
-          "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
-          "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
-          "cgroup_cpu_throttled_ratio, cgroup_io_some, main_thread_loader_wait_ratio, "
-          "main_thread_futex_wait_ratio, pin_memory"));
+    store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
+        db,
+        insertSql("rank_samples",
+                  "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "
+                  "write_bytes_per_second, main_cpu_ratio, workers_cpu_ratio, d_state_threads, "
+                  "top_wchan, "
+                  "steps, data_wait_seconds, step_seconds, gpu_util_percent, gpu_work_percent, "
+                  "main_thread_cpu_ratio, main_thread_runqueue_ratio, stopped_processes, "
+                  "cgroup_limited_read_bytes_per_second, cgroup_read_limit_bytes_per_second, "
+                  "cgroup_cpu_throttled_ratio, cgroup_io_some, main_thread_loader_wait_ratio, "
+                  "main_thread_futex_wait_ratio, pin_memory"));
+  } catch (const SQLite::Exception& e) {
+    // Of this schema's version, yet a table or column missing (dropped by hand, a partial
+    // restore): damaged, as a corrupt file is, so moved aside rather than failed on forever.
+    throw CorruptDatabase(path.string() + " is missing part of its schema (" + e.what() + ")");
+  }
   return store;
 }
 

@@ -1,0 +1,18 @@
+#pragma once
+// Files the commands read that an operator names (--config, --webhook-file, an --on-incident
+// program): checked before they are opened, so that a FIFO or a device given by mistake is a
+// clear error rather than a read that blocks for ever, deaf to signals.
+
+#include <string>
+
+namespace stallwatch::cli {
+
+// Why PATH cannot be read as a small input file ("" where it can): missing, or not a regular
+// file (a FIFO, a device, a folder).
+std::string whyNotARegularFile(const std::string& path);
+
+// Why PROGRAM cannot be started ("" where it can): a path that is missing, not a regular file
+// or not executable; a bare name found nowhere on $PATH.
+std::string whyNotRunnable(const std::string& program);
+
+}  // namespace stallwatch::cli
