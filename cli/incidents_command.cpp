@@ -23,7 +23,8 @@ int runIncidents(const IncidentsArgs& args) {
   try {
     // A stallwatch recording of a version this one reads, before anything is written to it:
     // --recompute must not install stallwatch's tables into someone else's SQLite file.
-    if (args.job && storage::Recording::open(path).jobs(args.job).empty()) {
+    auto checked = storage::Recording::open(path);
+    if (args.job && checked.jobs(args.job).empty()) {
       std::cerr << "stallwatch incidents: no job " << *args.job << " in " << path
                 << " (`stallwatch jobs` lists them)\n";
       return 1;

@@ -72,7 +72,7 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
     SQLite::Database& db = store->db();
     {
       SQLite::Statement attach(db, "ATTACH DATABASE :path AS src");
-      attach.bind(":path", source.string());
+      attach.bind(":path", readOnlyMountUri(source.string()).value_or(source.string()));
       attach.exec();
     }
     SQLite::Transaction tx(db);

@@ -55,11 +55,12 @@ const char* whatNeeds(Recording::Needs needs) {
   return "";
 }
 
-// PATH as the path of a file: URI (RFC 3986's reserved '%', '?' and '#' escaped).
-std::string uriPath(const std::string& path) {
-  std::string out;
+}  // namespace
+
+std::string fileUri(const std::string& path) {
+  std::string out = "file:";
   for (const char c : path) {
-    if (c == '%' || c == '?' || c == '#') {
+    if (c == '%' || c == '?' || c == '#') {  // RFC 3986's reserved characters of a path
       static constexpr char kHex[] = "0123456789ABCDEF";
       out += '%';
       out += kHex[static_cast<unsigned char>(c) >> 4];
@@ -71,7 +72,13 @@ std::string uriPath(const std::string& path) {
   return out;
 }
 
-}  // namespace
+std::optional<std::string> readOnlyMountUri(const std::string& path) {
+  // On a read-only filesystem SQLite cannot make the WAL index (-shm) a reader of a WAL
+  // database needs: opened immutable there, as nothing on it can change under the reader.
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0 || (fs.f_flag & ST_RDONLY) == 0) return std::nullopt;
+  return fileUri(path) + "?immutable=1";
+}
 
 Recording::Recording(std::string path, SQLite::Database db, int version)
     : path_(std::move(path)), db_(std::move(db)), version_(version) {}
@@ -86,14 +93,10 @@ Recording Recording::open(const std::string& path, Needs needs) {
   if (!S_ISREG(st.st_mode))
     throw StoreError(path +
                      " is not a regular file (a FIFO, a device or a folder): not a recording");
-  // On a read-only filesystem SQLite cannot make the WAL index (-shm) a reader of a WAL
-  // database needs: opened immutable there, as nothing on it can change under the reader.
-  struct statvfs fs {};
-  const bool read_only_fs = ::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+  const std::optional<std::string> uri = readOnlyMountUri(path);
   // One thread uses this connection: SQLite's per-call mutexes are pure cost (10 % of a report).
-  SQLite::Database db(
-      read_only_fs ? "file:" + uriPath(path) + "?immutable=1" : path,
-      SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX | (read_only_fs ? SQLite::OPEN_URI : 0));
+  SQLite::Database db(uri.value_or(path),
+                      SQLite::OPEN_READONLY | SQLite::OPEN_NOMUTEX | (uri ? SQLite::OPEN_URI : 0));
   const int version = checkRecording(db, path);
   if (version < static_cast<int>(needs)) {
     throw StoreError(path + " has no " + whatNeeds(needs) +

@@ -85,6 +85,12 @@ struct ReplayStats {
   int64_t last_ms = 0;
 };
 
+// PATH as a file: URI.
+std::string fileUri(const std::string& path);
+// The file: URI that opens PATH read-only where it lies on a read-only filesystem (immutable:
+// SQLite can make no WAL index there); nullopt where the plain path will do.
+std::optional<std::string> readOnlyMountUri(const std::string& path);
+
 class Recording {
  public:
   // What a reader needs of the schema; an older recording without it is refused by name.

@@ -108,7 +108,11 @@ void checkNotTruncated(const fs::path& path) {
 }  // namespace
 
 Store::Store(const fs::path& path, int busy_timeout_ms)
-    : db_(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_timeout_ms) {}
+    // URIs on: an export ATTACHes a recording on a read-only mount as one (readOnlyMountUri).
+    // The DB's own name is a plain path, never read as a URI (it does not start with "file:").
+    : db_(path.is_absolute() || path.string().rfind("file:", 0) != 0 ? path.string()
+                                                                     : "./" + path.string(),
+          SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_URI, busy_timeout_ms) {}
 
 std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   prepareFile(path);
