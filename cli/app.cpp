@@ -65,7 +65,7 @@ std::string validateCommandLine(const std::vector<std::string>& command_line) {
   AppCommands commands;
   configureApp(app, commands);
   std::vector<std::string> reversed(command_line.rbegin(), command_line.rend());
-  if (const std::string problem = configFileProblem(command_line); !problem.empty()) return problem;
+  if (std::string problem = configFileProblem(command_line); !problem.empty()) return problem;
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {

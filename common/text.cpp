@@ -103,7 +103,10 @@ std::string escapeControls(std::string_view text, bool lines) {
     const bool c1 = c == 0xC2 && i + 1 < valid.size() &&
                     static_cast<unsigned char>(valid[i + 1]) >= 0x80 &&
                     static_cast<unsigned char>(valid[i + 1]) <= 0x9F;
-    if (lines && (c == '\n' || c == '\t' || c == '\\')) {
+    // A whole output keeps its own line breaks, tabs and backslashes.
+    const bool kept = lines && (c == '\n' || c == '\t' || c == '\\');
+    const bool escaped = !kept && (c == '\\' || c < 0x20 || c == 0x7F || c1);
+    if (!escaped) {
       out += static_cast<char>(c);
     } else if (c == '\\') {
       out += "\\\\";
@@ -113,13 +116,11 @@ std::string escapeControls(std::string_view text, bool lines) {
       out += "\\t";
     } else if (c == '\r') {
       out += "\\r";
-    } else if (c < 0x20 || c == 0x7F || c1) {
+    } else {  // another control character, C0, DEL or C1
       const unsigned char v = c1 ? static_cast<unsigned char>(valid[++i]) : c;
       out += "\\x";
       out += kHex[v >> 4];
       out += kHex[v & 0xF];
-    } else {
-      out += static_cast<char>(c);
     }
   }
   return out;
