@@ -78,6 +78,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   }
   noteRunShares(run_shares_, batch);
   if (!server_) return;
+  addIoLatency(batch.io_latency, io_latency_);
   auto s = std::make_shared<MetricsSnapshot>();
   s->version = STALLWATCH_VERSION;
   s->last_sample_ms = batch.wall_time_ms;
@@ -92,6 +93,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->ranks = rankMetrics(batch, run_shares_);
   s->stalls = correlator_.active();
   s->limiters = correlator_.limiters();
+  for (const auto& [key, m] : io_latency_) s->io_latency.push_back(m);
   s->incidents_opened = opened_;
   s->incident_events = events_;
   if (counters.collectors) s->collectors = *counters.collectors;

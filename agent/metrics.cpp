@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "collectors/io_latency_histogram.h"
 #include "common/text.h"
 #include "model/run.h"
 
@@ -74,6 +75,13 @@ class Writer {
     out_ += '\n';
   }
   void sample(double value) { sample({}, value); }
+  // A sample of the family's series SUFFIX (a histogram's _bucket, _sum, _count).
+  void sample(const char* suffix, const Labels& labels, double value) {
+    const std::string family = name_;
+    name_ = family + suffix;
+    sample(labels, value);
+    name_ = family;
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -290,6 +298,27 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
   for (const auto& p : s.pressure) {
     if (p.full_total_us)
       w.sample({{"resource", p.resource}}, static_cast<double>(*p.full_total_us) / 1e6);
+  }
+}
+
+// Every I/O's latency, per device and operation, since the agent started.
+void renderIoLatency(const MetricsSnapshot& s, Writer& w) {
+  if (s.io_latency.empty()) return;
+  w.family("stallwatch_io_latency_seconds", "histogram",
+           "Every I/O's latency from its start (or issue) to its completion, per device and "
+           "operation (eBPF; --collector.io_latency). A slot of the kernel's histogram counts at "
+           "the first bound at or above its top: within 1/8 of a value.");
+  for (const auto& m : s.io_latency) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
+      cumulative += m.at_or_below[i];
+      w.sample("_bucket", {{"device", m.device}, {"op", m.op}, {"le", number(kIoLatencyBounds[i])}},
+               static_cast<double>(cumulative));
+    }
+    w.sample("_bucket", {{"device", m.device}, {"op", m.op}, {"le", "+Inf"}},
+             static_cast<double>(m.count));
+    w.sample("_sum", {{"device", m.device}, {"op", m.op}}, m.sum_seconds);
+    w.sample("_count", {{"device", m.device}, {"op", m.op}}, static_cast<double>(m.count));
   }
 }
 
@@ -532,6 +561,7 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   renderAgent(s, w);
   renderDevices(s, w);
   renderGpus(s, w);
+  renderIoLatency(s, w);
   renderJobs(s, w);
   renderRanks(s, w);
   renderStalls(s, w);
@@ -547,6 +577,33 @@ void MetricsBoard::publish(std::shared_ptr<const MetricsSnapshot> snapshot) {
 std::shared_ptr<const MetricsSnapshot> MetricsBoard::latest() const {
   std::lock_guard lock(mutex_);
   return latest_;
+}
+
+void addIoLatency(const std::vector<collectors::IoLatencySample>& rows,
+                  std::map<std::pair<std::string, std::string>, IoLatencyMetric>& totals,
+                  size_t max_series) {
+  for (const auto& r : rows) {
+    auto it = totals.find({r.device, r.op});
+    if (it == totals.end()) {
+      if (totals.size() >= max_series) continue;  // bounded: a node's devices and five ops
+      it = totals.emplace(std::pair{r.device, r.op}, IoLatencyMetric{r.device, r.op}).first;
+    }
+    IoLatencyMetric& m = it->second;
+    m.count += r.count;
+    m.sum_seconds += r.mean_ms / 1000 * static_cast<double>(r.count);
+    collectors::IoLatencySlots slots{};
+    collectors::addEncodedIoLatencySlots(r.slots, slots);
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (slots[s] == 0) continue;
+      const double top = collectors::ioLatencySlotHigh(s) / 1e6;
+      for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
+        if (top <= kIoLatencyBounds[i] * (1 + 1e-9)) {
+          m.at_or_below[i] += slots[s];
+          break;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace stallwatch::agent

@@ -51,6 +51,23 @@ struct RankMetric {
   std::optional<double> steps_per_second;
 };
 
+// Every I/O's latency of one device and operation since the agent started (the eBPF
+// collector's), as a Prometheus histogram: cumulative counts at each bound of kIoLatencyBounds.
+inline constexpr std::array<double, 17> kIoLatencyBounds = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
+struct IoLatencyMetric {
+  std::string device, op;
+  uint64_t count = 0;
+  double sum_seconds = 0;
+  std::array<uint64_t, kIoLatencyBounds.size()> at_or_below{};  // per bound, not cumulated
+};
+// Adds an interval's rows to TOTALS (by device and operation, every owner summed), at most
+// MAX_SERIES device-operation pairs.
+void addIoLatency(const std::vector<collectors::IoLatencySample>& rows,
+                  std::map<std::pair<std::string, std::string>, IoLatencyMetric>& totals,
+                  size_t max_series = 256);
+
 struct MetricsSnapshot {
   std::string version;
   int64_t last_sample_ms = 0;
@@ -73,6 +90,7 @@ struct MetricsSnapshot {
   std::optional<WebhookStats> webhook;
   NotifierStats notifier;
   std::vector<DriveHealthMetric> health;
+  std::vector<IoLatencyMetric> io_latency;
 };
 
 std::string renderMetrics(const MetricsSnapshot& snapshot);

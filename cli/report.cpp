@@ -24,6 +24,9 @@ std::vector<JobReport> buildReports(storage::Recording& recording, std::optional
     r.gaps = std::move(summary.gaps);
     r.ranks = std::move(summary.ranks);
     r.served_by = served_by;
+    r.io_latency = recording.ioLatency(
+        r.job, r.series.ts_ms.front() - static_cast<int64_t>(r.series.interval_s.front() * 1000),
+        r.series.ts_ms.back());
     for (auto& latency : summary.devices) {
       DeviceRow row{std::move(latency), "", "", ""};
       if (auto it = served_by.find(row.name); it != served_by.end()) row.served_by = it->second;

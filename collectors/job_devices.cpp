@@ -1,6 +1,8 @@
 // The jobs collector's view of what a job reads: its open files mapped to devices, who else
 // uses those devices (other cgroups, other processes), and the cgroups the job runs in with the
 // limits set on them.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <tuple>
 
@@ -174,11 +176,17 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     job.cgroups_looked_up = true;
     job.cgroups.clear();
     job.cgroup_of_root.clear();
+    job.cgroup_ids.clear();
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
       if (auto dir = cgroups_.cgroupOf(pid)) {
         job.cgroups.insert(*dir);
         job.cgroup_of_root[pid] = *dir;
+        // Its id, as the block layer tags the job's I/O (the cgroup directory's inode); not
+        // the root cgroup's, which is everyone's.
+        struct stat st {};
+        if (*dir != cgroups_.base() && ::stat(dir->c_str(), &st) == 0)
+          job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
       }
     }
     // The cgroups above them: a limit there binds the job as much as one on its own.

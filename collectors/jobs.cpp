@@ -308,7 +308,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     }
     const bool any_root = std::any_of(job.members.begin(), job.members.end(),
                                       [](const auto& m) { return m.second.root; });
-    if (any_root) readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
+    if (any_root) {
+      readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
+      sample.cgroup_ids.assign(job.cgroup_ids.begin(), job.cgroup_ids.end());
+    }
     if (discovery && any_root) {
       describeDevices(job, out);
       if (!job.devices.empty()) {

@@ -2,6 +2,7 @@
 
 #include "collectors/cpu_stat.h"
 #include "collectors/diskstats.h"
+#include "collectors/io_latency.h"
 #include "collectors/mount_targets.h"
 #include "collectors/pressure.h"
 
@@ -31,6 +32,11 @@ const std::vector<CollectorEntry>& collectorTable() {
          auto gpu = c.jobs.follow_gpu_processes ? makeNvmlDriver(c.nvml_library, c.nvml) : nullptr;
          return std::make_unique<JobTracker>(c.root, c.jobs, std::move(gpu));
        }},
+      // After jobs: it tells their I/O from others' by the cgroups the jobs collector found.
+      {"io_latency",
+       "every I/O's latency per device, operation and job through eBPF (block tracepoints): "
+       "percentiles and histograms, not interval averages; needs root or CAP_BPF+CAP_PERFMON",
+       false, [](const CollectorConfig& c) { return makeIoLatencyCollector(c.root); }},
   };
   return table;
 }

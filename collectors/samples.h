@@ -129,6 +129,9 @@ struct JobDescription {
 
 struct JobSample {
   std::string key;
+  // The ids of the job's cgroups (their directories' inodes, as bio->bi_blkg names them): the
+  // per-I/O latency collector tells the job's I/O from others' by them. Not stored.
+  std::vector<uint64_t> cgroup_ids;
   uint32_t processes = 0;
   uint32_t workers = 0;                         // processes other than the job's root(s)
   std::optional<double> read_bytes_per_second;  // block-layer reads (/proc/<pid>/io read_bytes)
@@ -247,6 +250,20 @@ struct JobProcessFact {
 
 // One tick: interval figures (rates and shares over the interval just ended) and facts
 // (descriptions of what was found, true whenever they were seen).
+// Per-I/O latency over one interval (collectors/io_latency.h, eBPF): one device, one operation,
+// and whose I/O it was: a followed job's (its key) or everyone else's ("").
+struct IoLatencySample {
+  std::string device;  // as the device tree names it; "major:minor" when it does not
+  uint32_t major = 0, minor = 0;
+  std::string op;       // read, write, flush, discard, other
+  std::string job_key;  // "" for the I/O of every cgroup that is not a followed job's
+  uint64_t count = 0;
+  double mean_ms = 0;          // allocation (or issue) to completion
+  double service_mean_ms = 0;  // issue to completion
+  std::optional<double> p50_ms, p99_ms, p999_ms;
+  std::string slots;  // encodeIoLatencySlots: the histogram itself
+};
+
 struct SampleBatch {
   int64_t wall_time_ms = 0;     // end of the interval, Unix epoch milliseconds
   double interval_seconds = 0;  // measured on the monotonic clock
@@ -258,6 +275,7 @@ struct SampleBatch {
   std::vector<GpuProcessSample> gpu_processes;
   std::vector<JobSample> jobs;
   std::vector<RankSample> ranks;  // jobs of two or more ranks only
+  std::vector<IoLatencySample> io_latency;
   // Facts.
   std::vector<GpuInfo> gpu_updates;         // GPUs described: with their first samples
   std::vector<JobDescription> job_updates;  // jobs that started, changed or ended
@@ -275,6 +293,7 @@ struct SampleBatch {
     gpu_processes.clear();
     jobs.clear();
     ranks.clear();
+    io_latency.clear();
   }
   bool hasFacts() const {
     return !gpu_updates.empty() || !job_updates.empty() || !job_devices.empty() ||

@@ -33,7 +33,12 @@ struct JobReport {
   std::vector<correlator::RankFigures> ranks;
   // What serves each storage target that is a mount (the recording's), by name.
   std::map<std::string, std::string> served_by;
+  // Every I/O's latency over the job's span (the eBPF collector's; empty without it).
+  std::vector<storage::IoLatencySummary> io_latency;
 };
+
+// "p50 0.16  p99 0.32  p99.9 1.68 ms" of SLOTS ("" for none).
+std::string ioLatencyText(const collectors::IoLatencySlots& slots);
 
 std::string timeText(int64_t ms);
 std::string describeIncident(const model::Incident& inc);

@@ -158,6 +158,20 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
            {"served_by",
             d.served_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.served_by)}});
     }
+    nlohmann::json io_latency = nlohmann::json::array();
+    auto quantiles = [](const collectors::IoLatencySlots& slots, uint64_t count) {
+      return nlohmann::json{{"count", count},
+                            {"p50_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.5))},
+                            {"p99_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.99))},
+                            {"p999_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.999))}};
+    };
+    for (const auto& l : r.io_latency) {
+      io_latency.push_back({{"device", l.device},
+                            {"op", l.op},
+                            {"all", quantiles(l.all, l.all_count)},
+                            {"job", quantiles(l.job, l.job_count)},
+                            {"others", quantiles(l.others, l.others_count)}});
+    }
     out.push_back(
         {{"job_id", r.job.job_id},
          {"key", r.job.key},
@@ -180,6 +194,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
          {"ranks", ranks},
          {"gaps", gaps},
          {"devices", devices}});
+    if (!io_latency.empty()) out.back()["io_latency"] = io_latency;
   }
   return out;
 }

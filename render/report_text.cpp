@@ -265,11 +265,30 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
     }
     if (r.devices.empty()) out += "    (no device seen under the job's open files)\n";
+    if (!r.io_latency.empty()) {
+      out += "  per-I/O     (every I/O's latency, eBPF; the job's own and everyone else's)\n";
+      for (const auto& l : r.io_latency) {
+        out += fmt::format("    {:<12} {:<7} {:>9} I/Os  {}\n", l.device, l.op, l.all_count,
+                           ioLatencyText(l.all));
+        if (l.job_count > 0 && l.others_count > 0) {
+          out += fmt::format("      the job's {} I/Os: {}; others' {}: {}\n", l.job_count,
+                             ioLatencyText(l.job), l.others_count, ioLatencyText(l.others));
+        }
+      }
+    }
     if (!any_health)
       out += "  health      not recorded (stallwatch record reads it every --health-interval)\n";
     out += "\n";
   }
   return out;
+}
+
+std::string ioLatencyText(const collectors::IoLatencySlots& slots) {
+  const auto p50 = collectors::ioLatencyQuantileMs(slots, 0.5);
+  if (!p50) return "";
+  return fmt::format("p50 {:.3f}  p99 {:.3f}  p99.9 {:.3f} ms", *p50,
+                     collectors::ioLatencyQuantileMs(slots, 0.99).value_or(0),
+                     collectors::ioLatencyQuantileMs(slots, 0.999).value_or(0));
 }
 
 }  // namespace stallwatch::render

@@ -10,6 +10,7 @@ build_deps=(
   libjson-c-dev  # libnvme.pc requires it
   libgtest-dev libgmock-dev libbenchmark-dev
   help2man  # the man page, from --help
+  libbpf-dev bpftool  # the eBPF per-I/O latency collector (built with clang, CO-RE)
 )
 # Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
 # real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);

@@ -297,4 +297,38 @@ std::vector<StoredIncident> Recording::openIncidents(int64_t at_ms) {
   return readIncidents(db_, version_, std::nullopt, at_ms);
 }
 
+std::vector<IoLatencySummary> Recording::ioLatency(const JobRecord& job, int64_t from_ms,
+                                                   int64_t to_ms) {
+  std::vector<IoLatencySummary> out;
+  if (version_ < 12) return out;
+  SQLite::Statement q(db_,
+                      "SELECT d.name AS device, l.op AS op, l.job_id AS job_id, l.count AS count, "
+                      "l.slots AS slots FROM io_latency_samples l JOIN block_devices d "
+                      "USING (device_id) WHERE l.ts_ms > :from_ms AND l.ts_ms <= :to_ms");
+  q.bind(":from_ms", from_ms);
+  q.bind(":to_ms", to_ms);
+  const Columns c(q);
+  std::map<std::pair<std::string, std::string>, IoLatencySummary> by;
+  while (q.executeStep()) {
+    const std::string device = c.text("device"), op = c.text("op");
+    IoLatencySummary& s = by[{device, op}];
+    s.device = device;
+    s.op = op;
+    const std::string slots = c.text("slots");
+    const auto count = static_cast<uint64_t>(c.int64("count"));
+    const std::optional<int64_t> owner = c.optionalInt64("job_id");
+    collectors::addEncodedIoLatencySlots(slots, s.all);
+    s.all_count += count;
+    if (owner && *owner == job.job_id) {
+      collectors::addEncodedIoLatencySlots(slots, s.job);
+      s.job_count += count;
+    } else {
+      collectors::addEncodedIoLatencySlots(slots, s.others);
+      s.others_count += count;
+    }
+  }
+  for (auto& [key, s] : by) out.push_back(std::move(s));
+  return out;
+}
+
 }  // namespace stallwatch::storage

@@ -16,12 +16,21 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/io_latency_histogram.h"
 #include "collectors/samples.h"
 #include "health/drive_reading.h"
 #include "model/series.h"
 #include "storage/incident_store.h"
 
 namespace stallwatch::storage {
+
+// One device's and operation's I/Os over a span, from the eBPF collector's histograms.
+struct IoLatencySummary {
+  std::string device;
+  std::string op;
+  collectors::IoLatencySlots all{}, job{}, others{};
+  uint64_t all_count = 0, job_count = 0, others_count = 0;
+};
 
 struct JobRecord {
   int64_t job_id = 0;
@@ -127,6 +136,9 @@ class Recording {
   // grid of its device samples, the host's I/O and CPU pressure, and every device with samples
   // there (job_reads false). Empty without device samples.
   model::JobSeries hostSeries(const TimeRange& range);
+  // Every I/O's latency (the eBPF collector's) over (FROM_MS, TO_MS], per device and operation:
+  // all of it, JOB's own and everyone else's. Empty before schema 12 or without the collector.
+  std::vector<IoLatencySummary> ioLatency(const JobRecord& job, int64_t from_ms, int64_t to_ms);
   // The job's series over RANGE, as much of it as DETAIL says.
   model::JobSeries jobSeries(const JobRecord& job, const TimeRange& range,
                              Detail detail = Detail::kFull);

@@ -33,7 +33,7 @@ struct Migration {
 const Migration kMigrations[] = {
     {1, kSchemaV1Sql}, {2, kSchemaV2Sql},   {3, kSchemaV3Sql},   {4, kSchemaV4Sql},
     {5, kSchemaV5Sql}, {6, kSchemaV6Sql},   {7, kSchemaV7Sql},   {8, kSchemaV8Sql},
-    {9, kSchemaV9Sql}, {10, kSchemaV10Sql}, {11, kSchemaV11Sql},
+    {9, kSchemaV9Sql}, {10, kSchemaV10Sql}, {11, kSchemaV11Sql}, {12, kSchemaV12Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -145,6 +145,10 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                       "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
     store->insert_pressure_ = std::make_unique<SQLite::Statement>(
         db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
+    store->insert_io_latency_ = std::make_unique<SQLite::Statement>(
+        db, insertSql("io_latency_samples",
+                      "ts_ms, device_id, interval_ms, op, job_id, count, mean_ms, service_mean_ms, "
+                      "p50_ms, p99_ms, p999_ms, slots"));
     store->insert_cpu_ = std::make_unique<SQLite::Statement>(
         db, insertSql("cpu_samples", "ts_ms, interval_ms, busy_cores, iowait_cores, online_cpus"));
     store->insert_gpu_ = std::make_unique<SQLite::Statement>(
@@ -515,6 +519,28 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       st.reset();
     }
     writeJobFacts(b);
+    // After the jobs' facts: a job that started this interval has its id.
+    for (const auto& l : b.io_latency) {
+      auto& st = *insert_io_latency_;
+      st.bind(":ts_ms", b.wall_time_ms);
+      st.bind(":device_id", deviceId(l.device, l.major, l.minor, b.wall_time_ms));
+      st.bind(":interval_ms", interval_ms);
+      st.bind(":op", l.op);
+      if (l.job_key.empty()) {
+        st.bind(":job_id");
+      } else {
+        st.bind(":job_id", jobId(l.job_key));
+      }
+      st.bind(":count", static_cast<int64_t>(l.count));
+      st.bind(":mean_ms", l.mean_ms);
+      st.bind(":service_mean_ms", l.service_mean_ms);
+      bindOptional(st, ":p50_ms", l.p50_ms);
+      bindOptional(st, ":p99_ms", l.p99_ms);
+      bindOptional(st, ":p999_ms", l.p999_ms);
+      st.bind(":slots", l.slots);
+      st.exec();
+      st.reset();
+    }
     for (const auto& p : b.gpu_processes) {
       auto& st = *insert_gpu_process_;
       st.bind(":ts_ms", b.wall_time_ms);
@@ -536,7 +562,7 @@ uint64_t Store::pruneBefore(int64_t cutoff_ms) {
       {"disk_samples", "ts_ms"}, {"pressure_samples", "ts_ms"},    {"cpu_samples", "ts_ms"},
       {"gpu_samples", "ts_ms"},  {"gpu_process_samples", "ts_ms"}, {"job_samples", "ts_ms"},
       {"rank_samples", "ts_ms"}, {"agent_events", "ts_ms"},        {"incident_events", "ts_ms"},
-      {"drive_health", "ts_ms"}, {"incidents", "end_ms"},
+      {"drive_health", "ts_ms"}, {"incidents", "end_ms"},          {"io_latency_samples", "ts_ms"},
   };
   constexpr int kChunk = 20000;
   uint64_t deleted = 0;

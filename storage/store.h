@@ -23,7 +23,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 12;
 
 class StoreError : public std::runtime_error {
  public:
@@ -125,6 +125,7 @@ class Store {
   std::map<uint64_t, int64_t> live_incident_ids_;  // live_id -> incident_id
   std::unique_ptr<SQLite::Statement> insert_job_sample_;
   std::unique_ptr<SQLite::Statement> insert_rank_sample_;
+  std::unique_ptr<SQLite::Statement> insert_io_latency_;
 };
 
 // The SQL that takes a database from VERSION-1 to VERSION (1-based); null past the last.

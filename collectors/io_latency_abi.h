@@ -1,0 +1,40 @@
+/* What the per-I/O latency program (collectors/bpf/io_latency.bpf.c) and the agent share: its
+   maps' keys and values. C, for both compilers. */
+#ifndef STALLWATCH_IO_LATENCY_ABI_H
+#define STALLWATCH_IO_LATENCY_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Slots 0..7 hold 0..7 us; then 8 linear steps per power of two, up to 2^34 us. */
+#define SW_IO_SLOTS 256
+#define SW_IO_MAX_IN_FLIGHT 65536
+#define SW_IO_MAX_KEYS 4096
+/* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
+#define SW_IO_OP_OTHER 4
+
+/* A request in flight, by its address: when it began (its accounting started, in the
+   submitter's context; else its allocation, where the kernel kept it), when it was issued to
+   the driver (0: not yet), and whose it is. */
+struct sw_io_issued {
+  __u64 start_ns;
+  __u64 issue_ns;
+  __u64 cgroup;
+};
+
+struct sw_io_key {
+  __u32 dev; /* the kernel's dev_t: major << 20 | minor */
+  __u32 op;
+  __u64 cgroup; /* the cgroup v2 id (its directory's inode) whose I/O it is; 0: unknown */
+};
+
+struct sw_io_hist {
+  __u64 count;
+  __u64 total_ns;   /* allocation (or issue) to completion, summed */
+  __u64 service_ns; /* issue to completion, summed */
+  __u64 latency[SW_IO_SLOTS];
+  __u64 service[SW_IO_SLOTS];
+};
+
+#endif

@@ -1,0 +1,33 @@
+#pragma once
+// The per-I/O latency histograms of the eBPF collector (collectors/bpf/io_latency.bpf.c), on
+// this side: what each slot holds, percentiles from slots, and the compact text the DB keeps.
+// Slots 0..7 hold 0..7 us as they are; from 8 us on, each power of two is cut in 8 linear steps
+// (a step is at most 1/8 of its values: a percentile read within about 6 %).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace stallwatch::collectors {
+
+inline constexpr size_t kIoLatencySlots = 256;
+using IoLatencySlots = std::array<uint64_t, kIoLatencySlots>;
+
+// The slot of a latency of US microseconds (the BPF program's rule).
+size_t ioLatencySlot(uint64_t us);
+// The microseconds slot SLOT covers: [low, high).
+double ioLatencySlotLow(size_t slot);
+double ioLatencySlotHigh(size_t slot);
+
+// The Q-quantile (0..1) in milliseconds of the I/Os counted in SLOTS, interpolated within its
+// slot; nullopt for none.
+std::optional<double> ioLatencyQuantileMs(const IoLatencySlots& slots, double q);
+
+// "slot:count" pairs of the slots that counted, comma separated; and back (malformed pairs
+// skipped).
+std::string encodeIoLatencySlots(const IoLatencySlots& slots);
+void addEncodedIoLatencySlots(std::string_view text, IoLatencySlots& into);
+
+}  // namespace stallwatch::collectors
