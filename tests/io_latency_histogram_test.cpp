@@ -43,7 +43,8 @@ TEST(IoLatencyHistogram, PercentilesAreWithinSixPercentOfTheExactOnes) {
   }
   std::sort(values.begin(), values.end());
   for (double q : {0.5, 0.9, 0.995, 0.999}) {
-    const double exact_ms = values[static_cast<size_t>(q * values.size())] / 1000;
+    const double exact_ms =
+        values[static_cast<size_t>(q * static_cast<double>(values.size()))] / 1000;
     const auto read = ioLatencyQuantileMs(slots, q);
     ASSERT_TRUE(read);
     EXPECT_NEAR(*read, exact_ms, exact_ms * 0.06) << q;
