@@ -46,18 +46,12 @@ std::optional<int> offsetSeconds(std::string_view z) {
   if (z[0] != '+' && z[0] != '-') return std::nullopt;
   const int sign = z[0] == '-' ? -1 : 1;
   z.remove_prefix(1);
-  int h = 0, m = 0;
-  if (z.size() == 2 && digits(z, 0, 2)) {
-    h = number(z, 0, 2);
-  } else if (z.size() == 4 && digits(z, 0, 4)) {
-    h = number(z, 0, 2);
-    m = number(z, 2, 2);
-  } else if (z.size() == 5 && digits(z, 0, 2) && z[2] == ':' && digits(z, 3, 2)) {
-    h = number(z, 0, 2);
-    m = number(z, 3, 2);
-  } else {
+  // HH, then MM after it or after a colon.
+  const size_t minutes_at = z.size() == 5 && z[2] == ':' ? 3 : 2;
+  const bool minutes = z.size() == minutes_at + 2;
+  if (!digits(z, 0, 2) || (z.size() != 2 && !minutes) || (minutes && !digits(z, minutes_at, 2)))
     return std::nullopt;
-  }
+  const int h = number(z, 0, 2), m = minutes ? number(z, minutes_at, 2) : 0;
   if (h > 23 || m > 59) return std::nullopt;
   return sign * (h * 3600 + m * 60);
 }

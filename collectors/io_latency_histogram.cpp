@@ -69,4 +69,9 @@ void addEncodedIoLatencySlots(std::string_view text, IoLatencySlots& into) {
   }
 }
 
+void IoLatencySplit::add(bool the_jobs, uint64_t count, std::string_view encoded_slots) {
+  addEncodedIoLatencySlots(encoded_slots, the_jobs ? job : others);
+  (the_jobs ? job_count : others_count) += count;
+}
+
 }  // namespace stallwatch::collectors

@@ -30,4 +30,12 @@ std::optional<double> ioLatencyQuantileMs(const IoLatencySlots& slots, double q)
 std::string encodeIoLatencySlots(const IoLatencySlots& slots);
 void addEncodedIoLatencySlots(std::string_view text, IoLatencySlots& into);
 
+// One device's I/Os of one operation over a span, told by whose they were: one job's own and
+// everyone else's (the live correlator and a recording's reader add rows into it alike).
+struct IoLatencySplit {
+  IoLatencySlots job{}, others{};
+  uint64_t job_count = 0, others_count = 0;
+  void add(bool the_jobs, uint64_t count, std::string_view encoded_slots);
+};
+
 }  // namespace stallwatch::collectors

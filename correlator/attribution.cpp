@@ -10,6 +10,7 @@
 
 #include "collectors/job_cgroup.h"
 #include "correlator/evidence.h"
+#include "correlator/read_tail.h"
 #include "correlator/straggler.h"
 #include "correlator/wait_channel.h"
 
@@ -405,9 +406,15 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     }
     add(l);
     add(q);
-    if (d.job_reads && (latency.item.supports || queue.item.supports)) {
-      slow.push_back({&d, std::max(latency.ratio, queue.ratio),
-                      std::max(latency.share_of_intervals, queue.share_of_intervals)});
+    // Per I/O, where it was measured: a tail of the job's own reads that rose is a slow device
+    // of its own, even while the interval average (await) and the queue held.
+    const ReadTail tail = d.job_reads ? readTail(d, cfg, base, inc.first, inc.last) : ReadTail{};
+    for (const EvidenceItem& e : tail.items) inc.evidence.push_back(e);
+    const bool slow_tail = tail.job && tail.job->item.supports;
+    if (d.job_reads && (latency.item.supports || queue.item.supports || slow_tail)) {
+      slow.push_back({&d, std::max({latency.ratio, queue.ratio, slow_tail ? tail.job->ratio : 0}),
+                      std::max({latency.share_of_intervals, queue.share_of_intervals,
+                                slow_tail ? tail.job->share_of_intervals : 0})});
     }
     if (d.job_reads && std::max(latency.ratio, queue.ratio) > most_risen_ratio) {
       most_risen_ratio = std::max(latency.ratio, queue.ratio);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "collectors/io_latency_histogram.h"
+
 namespace stallwatch::correlator {
 namespace {
 
@@ -35,6 +37,25 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
   s.main_thread_loader_wait[i] = x.main_thread_loader_wait_ratio;
   s.main_thread_futex_wait[i] = x.main_thread_futex_wait_ratio;
   s.pin_memory[i] = x.pin_memory ? 1.0 : 0.0;
+}
+
+// Interval I of device D's per-I/O read latency (where the eBPF collector ran): the job's own
+// reads and everyone else's, told apart by the sample's owner.
+void setReadTail(DeviceSeries& d, size_t i, const std::string& job_key,
+                 const collectors::SampleBatch& b) {
+  collectors::IoLatencySplit split;
+  bool any = false;
+  for (const auto& row : b.io_latency) {
+    if (row.device != d.name || row.op != "read") continue;
+    split.add(row.job_key == job_key, row.count, row.slots);
+    any = true;
+  }
+  if (!any) return;
+  const double seconds = std::max(b.interval_seconds, 1e-3);
+  d.job_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.job, 0.99);
+  d.others_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.others, 0.99);
+  d.job_reads_per_s[i] = static_cast<double>(split.job_count) / seconds;
+  d.others_reads_per_s[i] = static_cast<double>(split.others_count) / seconds;
 }
 
 }  // namespace
@@ -84,6 +105,7 @@ void LiveCorrelator::append(JobState& job, const collectors::JobSample& j,
       d.util_percent[i] = disk.rates.util_percent;
       break;
     }
+    setReadTail(d, i, j.key, b);
   }
   // Ranks: this tick's sample of each; a rank with no sample this tick (exited, or not seen)
   // keeps an empty interval.

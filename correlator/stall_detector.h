@@ -10,7 +10,8 @@
 //
 // Each incident is attributed by comparing every candidate cause with its own baseline:
 //   checkpoint   the job's own writes jumped              (checked first: they slow its disk)
-//   disk-slow    a device the job reads got slow: await and/or queue far above normal
+//   disk-slow    a device the job reads got slow: await and/or queue far above normal, or the
+//                99th percentile of the job's own reads (per I/O) while the average held
 //   io-throttled I/O pressure or D-state workers up while the job's devices answer normally
 //   input-cpu    CPU pressure up / input workers saturated, storage healthy
 //   not-storage  none of these: said so, and no disk is blamed
@@ -75,6 +76,9 @@ struct DetectorConfig {
   // Attribution thresholds: "far above normal" is this ratio over the baseline median.
   double latency_ratio = 3.0;
   double latency_floor_ms = 1.0;  // baselines below this count as this (NVMe at 0.1 ms)
+  // The 99th percentile of the job's own reads (per I/O, from the eBPF collector) far above its
+  // baseline: latency_ratio over it, the baseline floored at this (an SSD's p99 of a few ms).
+  double tail_floor_ms = 5.0;
   double queue_ratio = 3.0;
   double pressure_rise = 0.15;  // absolute rise of a PSI share over its baseline
   double write_ratio = 5.0;

@@ -22,6 +22,9 @@ struct DeviceSeries {
   Series write_bytes_per_s;  // what the device wrote (all writers), to tell where a burst went
   Series read_bytes_per_s;   // what it read (all readers)
   Series util_percent;       // iostat's %util: busy time, meaningful for one-queue devices only
+  // Per I/O (the eBPF collector, where it ran): the 99th percentile of the latency of the job's
+  // own reads and of everyone else's on the device, and how many of each completed per second.
+  Series job_read_p99_ms, others_read_p99_ms, job_reads_per_s, others_reads_per_s;
   bool also_direct = false;  // with VIA set: files were also seen on this device itself
 
   bool direct() const { return via.empty() || also_direct; }
@@ -30,13 +33,15 @@ struct DeviceSeries {
   template <typename Fn>
   void forEachSeries(Fn fn) {
     for (auto* x :
-         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent})
+         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent,
+          &job_read_p99_ms, &others_read_p99_ms, &job_reads_per_s, &others_reads_per_s})
       fn(*x);
   }
   template <typename Fn>
   void forEachSeries(Fn fn) const {
     for (auto* x :
-         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent})
+         {&r_await_ms, &w_await_ms, &aqu_sz, &write_bytes_per_s, &read_bytes_per_s, &util_percent,
+          &job_read_p99_ms, &others_read_p99_ms, &job_reads_per_s, &others_reads_per_s})
       fn(*x);
   }
 };

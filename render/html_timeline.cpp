@@ -254,6 +254,8 @@ std::string readableSignal(const std::string& signal) {
       {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
       {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
       {"neighbour_bytes_per_s", "another cgroup's or process's reads and writes on it (bytes/s)"},
+      {"read_p99_ms", "99th percentile of each read's latency (ms)"},
+      {"others_share_of_reads", "share of its reads that were others'"},
       {"job_d_state_threads", "the job's threads in uninterruptible I/O wait"},
       {"job_processes_idle",
        "the job's processes idle (no CPU, reads or I/O wait): share of intervals its main "
@@ -343,8 +345,10 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
     // (a wait longer than the interval it is reported in) raises the top rather than being cut.
     const bool share = panel.unit == "%" && !panel.fit;
     double y_max = share ? 100.0 : 1.0;
-    for (const auto& v : panel.values) {
-      if (v && (!share || *v > 100.0)) y_max = std::max(y_max, *v * (share ? 1.05 : 1.1));
+    for (const auto* values : {&panel.values, &panel.second}) {
+      for (const auto& v : *values) {
+        if (v && (!share || *v > 100.0)) y_max = std::max(y_max, *v * (share ? 1.05 : 1.1));
+      }
     }
     svg +=
         fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",

@@ -44,8 +44,12 @@ std::string timeline(const JobReport& r, size_t job_index) {
   }
   if (device_name.empty() && !r.devices.empty()) device_name = r.devices.front().name;
   model::Series latency(s.size());
+  const model::DeviceSeries* shown = nullptr;
   for (const auto& d : s.devices) {
-    if (d.name == device_name) latency = awaitOf(d, s.size());
+    if (d.name == device_name) {
+      latency = awaitOf(d, s.size());
+      shown = &d;
+    }
   }
   model::Series wait_share(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -89,6 +93,15 @@ std::string timeline(const JobReport& r, size_t job_index) {
       {"series-io-pressure", "I/O pressure (some)", "%", io, "#9467bd", {}, "", false},
       {"series-data-wait", "dataloader wait share", "%", wait_share, "#2ca02c", {}, "", false},
   };
+  // Per I/O, where the eBPF collector ran: the tail an interval's await averages away.
+  if (shown && std::any_of(shown->job_read_p99_ms.begin(), shown->job_read_p99_ms.end(),
+                           [](const auto& v) { return v.has_value(); })) {
+    panels.insert(
+        panels.begin() + 2,
+        Panel{"series-read-tail",
+              "p99 of each read on " + device_name + ": the job's (solid), others' (dashed)", "ms",
+              shown->job_read_p99_ms, "#8c564b", shown->others_read_p99_ms, "#c49c94", false});
+  }
   // One lane per rank: its GPU's utilisation (solid) and GPM work (dashed). The rank that held
   // the job back in an incident is marked; the others' utilisation stays high while they wait.
   for (const auto& rank : s.ranks) {

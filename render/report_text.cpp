@@ -178,6 +178,24 @@ std::string renderText(const std::vector<JobReport>& reports) {
                            rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
                            e.baseline / 1e6);
       }
+      // Per I/O (the eBPF collector's): the tail of the job's own reads beside everyone
+      // else's on the device, and how much of its reading was others'.
+      for (const auto& e : inc.evidence) {
+        constexpr std::string_view kTail = "read_p99_ms ", kOwn = " (the job's I/Os)";
+        if (!e.signal.starts_with(kTail) || !e.signal.ends_with(kOwn)) continue;
+        const std::string device =
+            e.signal.substr(kTail.size(), e.signal.size() - kTail.size() - kOwn.size());
+        std::string line = fmt::format("      {}: the job's reads p99 {:.1f} ms (before: {:.1f})",
+                                       device, e.during, e.baseline);
+        for (const auto& o : inc.evidence) {
+          if (o.signal == std::string(kTail) + device + " (others' I/Os)" && o.during > 0)
+            line += fmt::format(", others' {:.1f} ms (before: {:.1f})", o.during, o.baseline);
+          if (o.signal == "others_share_of_reads " + device)
+            line += fmt::format("; others made {:.0f} % of its reads (before: {:.0f} %)",
+                                o.during * 100, o.baseline * 100);
+        }
+        out += line + "\n";
+      }
       // A hang with processes stopped: who was stopped, and where the main process waited.
       for (const auto& e : inc.evidence) {
         if (e.signal != "job_processes_stopped" || !e.supports) continue;

@@ -109,6 +109,9 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
          "t.ts_ms <= :to_ms AND t.ts_ms >= coalesce((SELECT max(d.ts_ms) FROM src.drive_health d "
          "WHERE d.device = t.device AND d.ts_ms <= :from_ms), :from_ms)"},
         {"agent_events", in_span},
+        // Per-I/O latency: the job's own rows and everyone else's; another followed job's rows
+        // are added below as others', that job not being in the slice.
+        {"io_latency_samples", in_span + " AND (t.job_id IS NULL OR " + of_jobs + ")"},
     };
     for (const auto& [table, where] : tables) {
       SQLite::Statement q(db,
@@ -116,6 +119,19 @@ ExportResult exportJobs(const std::filesystem::path& source, const std::vector<J
       q.bind(":name", table);
       if (!q.executeStep()) continue;  // a table the source's schema does not have yet
       result.rows[table] = copyRows(db, table, where, result.from_ms, result.to_ms, job_ids);
+    }
+    if (result.rows.contains("io_latency_samples")) {
+      SQLite::Statement others(
+          db,
+          "INSERT INTO main.io_latency_samples (ts_ms, device_id, interval_ms, op, job_id, count, "
+          "mean_ms, service_mean_ms, p50_ms, p99_ms, p999_ms, slots) SELECT ts_ms, device_id, "
+          "interval_ms, op, NULL, count, mean_ms, service_mean_ms, p50_ms, p99_ms, p999_ms, slots "
+          "FROM src.io_latency_samples AS t WHERE " +
+              in_span + " AND t.job_id IS NOT NULL AND NOT (" + of_jobs + ")");
+      others.bind(":from_ms", result.from_ms);
+      others.bind(":to_ms", result.to_ms);
+      others.bind(":jobs", job_ids);
+      result.rows["io_latency_samples"] += others.exec();
     }
     {
       SQLite::Statement host(db, "SELECT hostname FROM main.runs ORDER BY started_ms DESC LIMIT 1");

@@ -3,6 +3,7 @@
 // around the windows a post-mortem explains.
 #include <algorithm>
 
+#include "collectors/io_latency_histogram.h"
 #include "storage/recording.h"
 #include "storage/sql_row.h"
 
@@ -52,6 +53,42 @@ void loadDevice(SQLite::Database& db, int64_t device_id, const std::vector<int64
     d.util_percent[i] = optionalReal(q.getColumn(util));
     any = true;
   });
+}
+
+// Device D's per-I/O read latency on the series' ticks (schema 12, where the eBPF collector ran):
+// JOB_ID's own reads and everyone else's, each interval's rows merged.
+void loadReadTail(SQLite::Database& db, int64_t device_id, int64_t job_id,
+                  const model::JobSeries& s, int64_t from_ms, int64_t to_ms,
+                  model::DeviceSeries& d) {
+  SQLite::Statement q(db,
+                      "SELECT ts_ms, job_id, count, slots FROM io_latency_samples "
+                      "WHERE device_id = :device_id AND op = 'read' AND ts_ms BETWEEN :from_ms "
+                      "AND :to_ms ORDER BY ts_ms");
+  q.bind(":device_id", device_id);
+  q.bind(":from_ms", from_ms);
+  q.bind(":to_ms", to_ms);
+  const Columns c(q);
+  const int owner = c.index("job_id"), count = c.index("count"), slots = c.index("slots");
+  std::optional<size_t> current;
+  collectors::IoLatencySplit split;
+  auto flush = [&] {
+    if (!current) return;
+    const size_t i = *current;
+    const double seconds = std::max(s.interval_s[i], 1e-3);
+    d.job_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.job, 0.99);
+    d.others_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.others, 0.99);
+    d.job_reads_per_s[i] = static_cast<double>(split.job_count) / seconds;
+    d.others_reads_per_s[i] = static_cast<double>(split.others_count) / seconds;
+    split = {};
+  };
+  mergeByTime(q, s.ts_ms, [&](size_t i) {
+    if (current != i) flush();
+    current = i;
+    const bool the_jobs = !q.getColumn(owner).isNull() && q.getColumn(owner).getInt64() == job_id;
+    split.add(the_jobs, static_cast<uint64_t>(q.getColumn(count).getInt64()),
+              q.getColumn(slots).getString());
+  });
+  flush();
 }
 
 // The host's I/O, CPU and memory pressure on the series' ticks, and its CPUs (schema 11).
@@ -378,6 +415,8 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   for (auto it = s.devices.begin(); it != s.devices.end();) {
     bool any = false;
     loadDevice(db_, device_ids.at(it->name), s.ts_ms, from, to, *it, any);
+    if (any && version_ >= 12)
+      loadReadTail(db_, device_ids.at(it->name), job.job_id, s, from, to, *it);
     it = any ? std::next(it) : s.devices.erase(it);
   }
   if (version_ >= 6) loadRanks(db_, version_, job.job_id, from, to, s);

@@ -63,8 +63,9 @@ TEST(TimeArg, Iso8601DatesTimesAndOffsets) {
   EXPECT_EQ(parseTimeArg("2026-11-22T04:00+02:00", 0), kMidnight + 7'200'000);
   EXPECT_EQ(parseTimeArg("2026-11-22T04:00+0200", 0), kMidnight + 7'200'000);
   EXPECT_EQ(parseTimeArg("2026-11-21T21:00-05", 0), kMidnight + 7'200'000);
-  for (const char* bad : {"2026-13-01", "2026-11-22T25:00", "2026-11-22T02", "2026-11-22T02:00+2",
-                          "2026-11-22x", "2026-11-22T02:00:30.", "1.2.3", "."}) {
+  for (const char* bad :
+       {"2026-13-01", "2026-11-22T25:00", "2026-11-22T02", "2026-11-22T02:00+2", "2026-11-22x",
+        "2026-11-22T04:00+02:3", "2026-11-22T04:00+02x00", "2026-11-22T02:00:30.", "1.2.3", "."}) {
     EXPECT_FALSE(parseTimeArg(bad, 0)) << bad;
   }
 }

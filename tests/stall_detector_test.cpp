@@ -540,6 +540,92 @@ TEST(StallDetector, NothingToJudgeByGivesNoVerdict) {
   EXPECT_STREQ(model::toString(a.progress_signal), "");
 }
 
+// Per I/O (the eBPF collector): one read in fifty held for 120 ms moves loop1's average by
+// ~2 ms and its queue little, so the interval figures stay under their thresholds; the 99th
+// percentile of the job's own reads does not, and names the device (issue 33).
+struct TailScenario : Scenario {
+  explicit TailScenario(double job_p99_during_ms, double others_share_during = 0.1) {
+    DeviceSeries& loop1 = device("loop1");
+    for (size_t i = 0; i < kIntervals; ++i) {
+      loop1.job_read_p99_ms.push_back(noise(0.5, 0.9));
+      loop1.others_read_p99_ms.push_back(noise(0.4, 0.8));
+      loop1.job_reads_per_s.push_back(noise(900, 1100));
+      loop1.others_reads_per_s.push_back(noise(90, 120));
+    }
+    gpuIdle().during([&](size_t i) {
+      loop1.job_read_p99_ms[i] = noise(0.9, 1.1) * job_p99_during_ms;
+      loop1.r_await_ms[i] = noise(1.8, 2.6);  // under 3x its floored 1 ms baseline
+      const double total = noise(500, 600);
+      loop1.job_reads_per_s[i] = total * (1 - others_share_during);
+      loop1.others_reads_per_s[i] = total * others_share_during;
+      s.io_some[i] = noise(0.3, 0.5);  // the job's readers waiting: io-throttled without the tail
+      s.read_bytes_per_s[i] = 40e6;
+    });
+  }
+};
+
+const EvidenceItem* findEvidence(const Incident& inc, const std::string& signal) {
+  for (const auto& e : inc.evidence) {
+    if (e.signal == signal) return &e;
+  }
+  return nullptr;
+}
+
+TEST(StallDetector, TheTailOfTheJobsReadsIsDiskSlowWhileTheAverageHolds) {
+  TailScenario sc(120);
+  const Analysis a = analyzeJob(sc.s);
+  expectOneIncident(a, StallClass::kDiskSlow, "loop1", "vda");
+  const Incident& inc = a.incidents[0];
+  const EvidenceItem* tail = findEvidence(inc, "read_p99_ms loop1 (the job's I/Os)");
+  ASSERT_TRUE(tail);
+  EXPECT_TRUE(tail->supports);
+  EXPECT_NEAR(tail->during, 120, 15);
+  EXPECT_LT(tail->baseline, 1);
+  const EvidenceItem* others = findEvidence(inc, "read_p99_ms loop1 (others' I/Os)");
+  ASSERT_TRUE(others);
+  EXPECT_FALSE(others->supports);  // the neighbours' reads answered as before
+  const EvidenceItem* await = findEvidence(inc, "await_ms loop1");
+  ASSERT_TRUE(await);
+  EXPECT_FALSE(await->supports);  // the interval average alone would not have said it
+}
+
+TEST(StallDetector, WithoutPerIoFiguresTheSameStallIsNotBlamedOnTheDisk) {
+  TailScenario sc(120);
+  for (auto& d : sc.s.devices) {
+    for (auto* x :
+         {&d.job_read_p99_ms, &d.others_read_p99_ms, &d.job_reads_per_s, &d.others_reads_per_s})
+      x->assign(kIntervals, std::nullopt);
+  }
+  const Analysis a = analyzeJob(sc.s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_EQ(a.incidents[0].cls, StallClass::kIoThrottled);
+  EXPECT_FALSE(findEvidence(a.incidents[0], "read_p99_ms loop1 (the job's I/Os)"));
+}
+
+TEST(StallDetector, ATailUnderItsFloorIsNoSlowDevice) {
+  TailScenario sc(4);  // 0.7 -> 4 ms: within what an SSD's p99 wanders (tail_floor_ms 5, x3)
+  const Analysis a = analyzeJob(sc.s);
+  ASSERT_EQ(a.incidents.size(), 1u);
+  EXPECT_EQ(a.incidents[0].cls, StallClass::kIoThrottled);
+  const EvidenceItem* tail = findEvidence(a.incidents[0], "read_p99_ms loop1 (the job's I/Os)");
+  ASSERT_TRUE(tail);
+  EXPECT_FALSE(tail->supports);
+}
+
+TEST(StallDetector, ANeighboursRisingShareOfTheDevicesReadsIsNamed) {
+  TailScenario quiet(120), busy(120, 0.8);
+  const Analysis calm = analyzeJob(quiet.s);
+  const EvidenceItem* before = findEvidence(calm.incidents.at(0), "others_share_of_reads loop1");
+  ASSERT_TRUE(before);
+  EXPECT_FALSE(before->supports);
+  const Analysis a = analyzeJob(busy.s);
+  const EvidenceItem* share = findEvidence(a.incidents.at(0), "others_share_of_reads loop1");
+  ASSERT_TRUE(share);
+  EXPECT_TRUE(share->supports);
+  EXPECT_NEAR(share->during, 0.8, 0.02);
+  EXPECT_NEAR(share->baseline, 0.1, 0.03);
+}
+
 TEST(Percentile, Interpolates) {
   const Series v = {1.0, std::nullopt, 2.0, 3.0, 4.0};
   EXPECT_DOUBLE_EQ(*percentile(v, 50), 2.5);

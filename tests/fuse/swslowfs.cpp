@@ -5,8 +5,9 @@
 //   swslowfs SOURCE MOUNTPOINT --delay-file FILE [fuse options, e.g. -f]
 //
 // FILE holds a number of milliseconds that every read waits before it is served (0 or a
-// missing file: none); it is read again every 50 ms, so a test can open and close a slow
-// window while a job runs. Files are opened with direct_io, so that every read of the job
+// missing file: none), or "MS EVERY": one read in EVERY waits (a tail that barely moves the
+// mean); it is read again every 50 ms, so a test can open and close a slow window while a job
+// runs. Files are opened with direct_io, so that every read of the job
 // reaches the daemon rather than the page cache.
 #define FUSE_USE_VERSION 31
 
@@ -20,6 +21,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,15 +34,19 @@ namespace {
 std::string g_source;
 std::string g_delay_file;
 std::atomic<int> g_delay_ms{0};
+std::atomic<int> g_delay_every{1};  // one read in this many waits
+std::atomic<uint64_t> g_reads{0};
 std::atomic<bool> g_running{true};
 
 std::string real(const char* path) { return g_source + path; }
 
 void watchDelayFile() {
   while (g_running) {
-    int ms = 0;
+    int ms = 0, every = 1;
     std::ifstream in(g_delay_file);
     if (in) in >> ms;
+    if (in) in >> every;
+    g_delay_every = every > 0 ? every : 1;
     g_delay_ms = ms > 0 ? ms : 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -82,7 +88,9 @@ int slowOpen(const char* path, fuse_file_info* fi) {
 }
 
 int slowRead(const char*, char* buf, size_t size, off_t offset, fuse_file_info* fi) {
-  if (const int ms = g_delay_ms.load(); ms > 0) {
+  const uint64_t nth = g_reads.fetch_add(1);
+  if (const int ms = g_delay_ms.load();
+      ms > 0 && nth % static_cast<uint64_t>(g_delay_every.load()) == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
   const ssize_t n = ::pread(static_cast<int>(fi->fh), buf, size, offset);
