@@ -185,11 +185,11 @@ std::string renderText(const std::vector<JobReport>& reports) {
         if (!e.signal.starts_with(kTail) || !e.signal.ends_with(kOwn)) continue;
         const std::string device =
             e.signal.substr(kTail.size(), e.signal.size() - kTail.size() - kOwn.size());
-        std::string line = fmt::format("      {}: the job's reads p99 {:.1f} ms (before: {:.1f})",
+        std::string line = fmt::format("      {}: the job's reads p99 {:.3g} ms (before: {:.3g})",
                                        device, e.during, e.baseline);
         for (const auto& o : inc.evidence) {
           if (o.signal == std::string(kTail) + device + " (others' I/Os)" && o.during > 0)
-            line += fmt::format(", others' {:.1f} ms (before: {:.1f})", o.during, o.baseline);
+            line += fmt::format(", others' {:.3g} ms (before: {:.3g})", o.during, o.baseline);
           if (o.signal == "others_share_of_reads " + device)
             line += fmt::format("; others made {:.0f} % of its reads (before: {:.0f} %)",
                                 o.during * 100, o.baseline * 100);

@@ -11,11 +11,17 @@ speed-up measured when the next configuration removed the limit, or with the job
 Issue 32 (h100-explain/): a limit on the job's parent cgroup, workers stopped, a FUSE daemon that
 stops answering, a checkpoint to a write-limited disk, a stall 10 s after the first step, and two
 DDP ranks sharing one GPU with one rank's reads limited, no hook: each verdict explains itself,
-names its device, and the live page (replayed) comes as soon as the evidence allows."""
+names its device, and the live page (replayed) comes as soon as the evidence allows.
+
+Issue 33 (h100-iolatency/, tests/gpu/io_latency_runs.sh, on a host whose io controller is
+cgroup v2's): a job reporting through the hook reads a loop device while io.max limits its reads
+and a neighbour cgroup reads the same device: the verdict tells the job's per-I/O latency from
+the neighbour's."""
 
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import unittest
@@ -215,3 +221,42 @@ class ExplainRecordings(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IoLatencyRecordings(unittest.TestCase):
+    def test_a_limited_job_beside_a_neighbour_is_told_from_it(self):
+        db = copied(self, "h100-iolatency", "neighbour")
+        with open(os.path.join(RECORDINGS, "h100-iolatency", "neighbour.window")) as f:
+            t_in, t_out = (int(x) for x in f.read().split()[:2])
+        r = report(db)
+        self.assertEqual(len(r), 1)
+        self.assertEqual(len(r[0]["incidents"]), 1, r[0]["incidents"])
+        inc = r[0]["incidents"][0]
+        self.assertEqual((inc["class"], inc["device"]), ("io-throttled", "loop1"))
+        self.assertLessEqual(abs(inc["start_ms"] - t_in), 2000)
+        self.assertLessEqual(abs(inc["end_ms"] - t_out), 2000)
+        evidence = {e["signal"]: e for e in inc["evidence"]}
+        self.assertTrue(evidence["job_cgroup_read_bytes_per_s at io.max 7:1 (loop1) rbps=1.0 MiB/s in "
+                                 "/sys/fs/cgroup/swjob"]["supports"])
+        # The limit held the job's reads before the device: each of them was as fast as before,
+        # while a neighbour made nearly all of the device's reads.
+        own = evidence["read_p99_ms loop1 (the job's I/Os)"]
+        self.assertFalse(own["supports"])
+        self.assertLess(own["during"], 1.0)
+        share = evidence["others_share_of_reads loop1"]
+        self.assertTrue(share["supports"])
+        self.assertGreater(share["during"], 0.9)
+        self.assertLess(share["baseline"], 0.1)
+        text = subprocess.run([BIN, "--log-level", "off", "report", "--db", db], capture_output=True,
+                              text=True, check=True).stdout
+        self.assertRegex(text, r"loop1: the job's reads p99 0\.\d+ ms \(before: 0\.\d+\), others' 0\.\d+ "
+                               r"ms \(before: 0\.\d+\); others made 99 % of its reads \(before: 0 %\)")
+        # The reads the limit held back were started by a kernel thread; they are still the
+        # job's: 256 a second, its 1 MiB/s limit in 4 KiB reads.
+        with sqlite3.connect(db) as c:
+            counts = [n for (n,) in c.execute(
+                "SELECT l.count FROM io_latency_samples l JOIN block_devices d USING (device_id) "
+                "WHERE d.name = 'loop1' AND l.op = 'read' AND l.job_id IS NOT NULL AND l.ts_ms "
+                "BETWEEN ? AND ?", (t_in + 2000, t_out - 1000))]
+        self.assertGreater(len(counts), 8)
+        self.assertTrue(all(abs(n - 256) <= 2 for n in counts), counts)

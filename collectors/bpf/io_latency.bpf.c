@@ -76,13 +76,21 @@ static __always_inline __u64 cgroup_of(struct request* rq) {
   return BPF_CORE_READ(blkg, blkcg, css.cgroup, kn, id);
 }
 
+// A kernel thread's task flag (include/linux/sched.h).
+#define SW_PF_KTHREAD 0x00200000
+
 // Where the kernel has it (6.5 on): the request's accounting starts in the submitter's
 // context, so the submitter's cgroup v2 id is the one whose I/O it is, whatever the hierarchy
-// the io controller sits in (a v1 blkio on hybrid hosts). Not loaded where the kernel lacks it.
+// the io controller sits in (a v1 blkio on hybrid hosts). A kernel thread starts requests on
+// others' behalf (reads an io.max limit held back, writeback, a loop device's reads of its
+// backing file): those carry their owner's cgroup in the bio (on hybrid hosts a v1 blkio
+// cgroup, which is no job's: counted as others'). Not loaded where the kernel lacks it.
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_io_start, struct request* rq) {
+  struct task_struct* task = (struct task_struct*)bpf_get_current_task();
+  const int worker = (BPF_CORE_READ(task, flags) & SW_PF_KTHREAD) != 0;
   struct sw_io_issued i = {.start_ns = bpf_ktime_get_ns(), .issue_ns = 0,
-                           .cgroup = bpf_get_current_cgroup_id()};
+                           .cgroup = worker ? cgroup_of(rq) : bpf_get_current_cgroup_id()};
   __u64 key = (__u64)rq;
   if (bpf_map_update_elem(&in_flight, &key, &i, BPF_ANY) != 0) count_dropped(0);
   return 0;
