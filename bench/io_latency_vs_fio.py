@@ -7,7 +7,12 @@ random by fio at queue depths 1, 8 and 64 (RUN_S seconds each) from a cgroup the
 completion-latency p50/p99/p99.9 against the agent's for the job's reads of the loop device
 over the same seconds, from the DB's histograms. Root; prints a Markdown table.
 
-Usage: bench/io_latency_vs_fio.py BUILD/stallwatch [RUN_S (default 8)]
+With SLOW_MS, the image lives on swslowfs (tests/fuse/swslowfs.cpp; SWSLOWFS_BIN, default
+build/tests/swslowfs) whose every read waits SLOW_MS: a device whose own time dominates, so
+that fio's submission and reaping in user space, which the block layer does not see, weigh
+little in the comparison.
+
+Usage: bench/io_latency_vs_fio.py BUILD/stallwatch [RUN_S (default 8)] [SLOW_MS]
 """
 import json
 import os
@@ -20,6 +25,8 @@ import time
 
 BIN = sys.argv[1]
 RUN_S = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+SLOW_MS = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+SLOWFS = os.environ.get("SWSLOWFS_BIN", "build/tests/swslowfs")
 
 
 def slot_bounds(s):
@@ -52,7 +59,15 @@ tmp = tempfile.mkdtemp(prefix="stallwatch-iolat-bench-")
 image = os.path.join(tmp, "disk.img")
 with open(image, "wb") as f:
     f.write(os.urandom(256 << 20))
-loop = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", image], capture_output=True,
+mounted = None
+if SLOW_MS:
+    mounted = os.path.join(tmp, "slowfs")
+    os.mkdir(mounted)
+    with open(os.path.join(tmp, "delay_ms"), "w") as f:
+        f.write(f"{SLOW_MS}\n")
+    subprocess.run([SLOWFS, tmp, mounted, "--delay-file", os.path.join(tmp, "delay_ms")], check=True)
+    image = os.path.join(mounted, "disk.img")
+loop = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", "-r", image], capture_output=True,
                       text=True, check=True).stdout.strip()
 cg = os.path.join(cgroup2_mount(), f"stallwatch-iolat-bench-{os.getpid()}")
 os.mkdir(cg)
@@ -83,9 +98,14 @@ finally:
     time.sleep(0.3)
     os.rmdir(cg)
     subprocess.run(["losetup", "-d", loop])
+    if mounted:
+        time.sleep(0.3)
+        subprocess.run(["umount", "-l", mounted])
 
 dev = os.path.basename(loop)
 c = sqlite3.connect(db)
+print(f"{dev}: " + (f"an image on swslowfs, every read {SLOW_MS} ms" if SLOW_MS else "an image on this disk") +
+      f", {RUN_S} s per depth")
 print(f"| QD | fio p50 / p99 / p99.9 (ms) | stallwatch p50 / p99 / p99.9 (ms) | ratio p50 / p99 | I/Os |")
 print("|---|---|---|---|---|")
 for qd, t0, t1, fio in rows:
