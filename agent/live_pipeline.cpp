@@ -79,6 +79,9 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   noteRunShares(run_shares_, batch);
   if (!server_) return;
   addIoLatency(batch.io_latency, io_latency_);
+  for (const auto& u : batch.job_updates) {
+    if (u.ended_ms) forgetIoLatencyOf(u.key, io_latency_);
+  }
   auto s = std::make_shared<MetricsSnapshot>();
   s->version = STALLWATCH_VERSION;
   s->last_sample_ms = batch.wall_time_ms;

@@ -91,7 +91,7 @@ class LivePipeline {
   std::function<void(const model::IncidentEvent&)> on_event_;
   RunShares run_shares_;
   std::shared_ptr<const collectors::DeviceTree> tree_;
-  std::map<std::pair<std::string, std::string>, IoLatencyMetric> io_latency_;  // since start
+  IoLatencyTotals io_latency_;  // everyone's since start, each followed job's while it runs
 };
 
 }  // namespace stallwatch::agent

@@ -7,87 +7,15 @@
 #include <set>
 #include <utility>
 
-#include "collectors/io_latency_histogram.h"
+#include "agent/metrics_io_latency.h"
+#include "agent/metrics_writer.h"
 #include "common/text.h"
 #include "model/run.h"
 
 namespace stallwatch::agent {
 namespace {
 
-// The longest label value written: ids and mount points are bounded where they enter
-// (common/text.h); this bounds the page whatever a label was built from.
-constexpr size_t kMaxLabelValueBytes = 1024;
-
-// Label values: valid UTF-8 (a byte that is not makes Prometheus reject the whole page and
-// mark the target down), bounded, and backslash, double quote and newline escaped, as the
-// text format requires.
-std::string escape(const std::string& raw) {
-  const bool safe = raw.size() <= kMaxLabelValueBytes && common::isUtf8(raw);
-  const std::string bounded = safe ? std::string() : common::boundedUtf8(raw, kMaxLabelValueBytes);
-  const std::string& value = safe ? raw : bounded;
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return fmt::format("{}", v);
-}
-
-class Writer {
- public:
-  // Starts a family: HELP and TYPE once, then its samples.
-  void family(const char* name, const char* type, const char* help) {
-    name_ = name;
-    fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
-                   type);
-  }
-  using Labels = std::vector<std::pair<const char*, std::string>>;
-  void sample(const Labels& labels, double value) {
-    out_ += name_;
-    if (!labels.empty()) {
-      out_ += '{';
-      for (size_t i = 0; i < labels.size(); ++i) {
-        fmt::format_to(std::back_inserter(out_), "{}{}=\"{}\"", i ? "," : "", labels[i].first,
-                       escape(labels[i].second));
-      }
-      out_ += '}';
-    }
-    out_ += ' ';
-    out_ += number(value);
-    out_ += '\n';
-  }
-  void sample(double value) { sample({}, value); }
-  // A sample of the family's series SUFFIX (a histogram's _bucket, _sum, _count).
-  void sample(const char* suffix, const Labels& labels, double value) {
-    const std::string family = name_;
-    name_ = family + suffix;
-    sample(labels, value);
-    name_ = family;
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-  std::string name_;
-};
+using metrics_text::Writer;
 
 // The agent itself: build, intervals, each collector's health, the writer.
 void renderAgent(const MetricsSnapshot& s, Writer& w) {
@@ -298,27 +226,6 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
   for (const auto& p : s.pressure) {
     if (p.full_total_us)
       w.sample({{"resource", p.resource}}, static_cast<double>(*p.full_total_us) / 1e6);
-  }
-}
-
-// Every I/O's latency, per device and operation, since the agent started.
-void renderIoLatency(const MetricsSnapshot& s, Writer& w) {
-  if (s.io_latency.empty()) return;
-  w.family("stallwatch_io_latency_seconds", "histogram",
-           "Every I/O's latency from its start (or issue) to its completion, per device and "
-           "operation (eBPF; --collector.io_latency). A slot of the kernel's histogram counts at "
-           "the first bound at or above its top: within 1/8 of a value.");
-  for (const auto& m : s.io_latency) {
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
-      cumulative += m.at_or_below[i];
-      w.sample("_bucket", {{"device", m.device}, {"op", m.op}, {"le", number(kIoLatencyBounds[i])}},
-               static_cast<double>(cumulative));
-    }
-    w.sample("_bucket", {{"device", m.device}, {"op", m.op}, {"le", "+Inf"}},
-             static_cast<double>(m.count));
-    w.sample("_sum", {{"device", m.device}, {"op", m.op}}, m.sum_seconds);
-    w.sample("_count", {{"device", m.device}, {"op", m.op}}, static_cast<double>(m.count));
   }
 }
 
@@ -561,7 +468,7 @@ std::string renderMetrics(const MetricsSnapshot& s) {
   renderAgent(s, w);
   renderDevices(s, w);
   renderGpus(s, w);
-  renderIoLatency(s, w);
+  renderIoLatency(s.io_latency, w);
   renderJobs(s, w);
   renderRanks(s, w);
   renderStalls(s, w);
@@ -577,33 +484,6 @@ void MetricsBoard::publish(std::shared_ptr<const MetricsSnapshot> snapshot) {
 std::shared_ptr<const MetricsSnapshot> MetricsBoard::latest() const {
   std::lock_guard lock(mutex_);
   return latest_;
-}
-
-void addIoLatency(const std::vector<collectors::IoLatencySample>& rows,
-                  std::map<std::pair<std::string, std::string>, IoLatencyMetric>& totals,
-                  size_t max_series) {
-  for (const auto& r : rows) {
-    auto it = totals.find({r.device, r.op});
-    if (it == totals.end()) {
-      if (totals.size() >= max_series) continue;  // bounded: a node's devices and five ops
-      it = totals.emplace(std::pair{r.device, r.op}, IoLatencyMetric{r.device, r.op}).first;
-    }
-    IoLatencyMetric& m = it->second;
-    m.count += r.count;
-    m.sum_seconds += r.mean_ms / 1000 * static_cast<double>(r.count);
-    collectors::IoLatencySlots slots{};
-    collectors::addEncodedIoLatencySlots(r.slots, slots);
-    for (size_t s = 0; s < slots.size(); ++s) {
-      if (slots[s] == 0) continue;
-      const double top = collectors::ioLatencySlotHigh(s) / 1e6;
-      for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
-        if (top <= kIoLatencyBounds[i] * (1 + 1e-9)) {
-          m.at_or_below[i] += slots[s];
-          break;
-        }
-      }
-    }
-  }
 }
 
 }  // namespace stallwatch::agent

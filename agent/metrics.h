@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "agent/hook_runner.h"
@@ -51,22 +52,28 @@ struct RankMetric {
   std::optional<double> steps_per_second;
 };
 
-// Every I/O's latency of one device and operation since the agent started (the eBPF
-// collector's), as a Prometheus histogram: cumulative counts at each bound of kIoLatencyBounds.
+// Every I/O's latency of one device and operation (the eBPF collector's), as a Prometheus
+// histogram: cumulative counts at each bound of kIoLatencyBounds. Everyone's I/O since the agent
+// started (TRAINING_JOB empty), or a followed job's own since it started, until it ends.
 inline constexpr std::array<double, 17> kIoLatencyBounds = {
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
     0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
 struct IoLatencyMetric {
-  std::string device, op;
+  std::string device, op, training_job;
   uint64_t count = 0;
   double sum_seconds = 0;
   std::array<uint64_t, kIoLatencyBounds.size()> at_or_below{};  // per bound, not cumulated
 };
-// Adds an interval's rows to TOTALS (by device and operation, every owner summed), at most
-// MAX_SERIES device-operation pairs.
-void addIoLatency(const std::vector<collectors::IoLatencySample>& rows,
-                  std::map<std::pair<std::string, std::string>, IoLatencyMetric>& totals,
-                  size_t max_series = 256);
+// By device, operation and job ("" for everyone's).
+using IoLatencyTotals =
+    std::map<std::tuple<std::string, std::string, std::string>, IoLatencyMetric>;
+// Adds an interval's rows to TOTALS: every row to its device and operation, a followed job's
+// also to its own; at most MAX_SERIES histograms (a node's devices, five operations, the jobs
+// it follows).
+void addIoLatency(const std::vector<collectors::IoLatencySample>& rows, IoLatencyTotals& totals,
+                  size_t max_series = 512);
+// A job that ended: its histograms go with it.
+void forgetIoLatencyOf(const std::string& job_key, IoLatencyTotals& totals);
 
 struct MetricsSnapshot {
   std::string version;

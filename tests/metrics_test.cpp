@@ -95,6 +95,47 @@ TEST(Metrics, TheStandingLimiterOfEachJob) {
             std::string::npos);
 }
 
+// Per-I/O latency: everyone's histogram per device and operation, a followed job's own in a
+// family of its own (a sum over either counts each I/O once), gone when the job ends.
+TEST(Metrics, PerIoLatencyPerDeviceAndPerFollowedJob) {
+  auto row = [](const char* job, uint64_t count, const char* slots) {
+    collectors::IoLatencySample r;
+    r.device = "loop0";
+    r.op = "read";
+    r.job_key = job;
+    r.count = count;
+    r.mean_ms = 0.1;
+    r.slots = slots;
+    return r;
+  };
+  IoLatencyTotals totals;
+  // Slot 71 holds 1.92-2.05 ms (counted at le=0.0025), slot 27 44-48 us (at le=0.00005).
+  addIoLatency({row("job-7", 3, "71:3"), row("", 5, "27:5")}, totals);
+  addIoLatency({row("job-7", 2, "71:2")}, totals);
+  MetricsSnapshot s;
+  for (const auto& [key, m] : totals) s.io_latency.push_back(m);
+  const std::string page = renderMetrics(s);
+  EXPECT_NE(page.find("stallwatch_io_latency_seconds_count{device=\"loop0\",op=\"read\"} 10\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("stallwatch_job_io_latency_seconds_count{training_job=\"job-7\",device="
+                      "\"loop0\",op=\"read\"} 5\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("stallwatch_job_io_latency_seconds_bucket{training_job=\"job-7\",device="
+                      "\"loop0\",op=\"read\",le=\"0.001\"} 0\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("stallwatch_job_io_latency_seconds_bucket{training_job=\"job-7\",device="
+                      "\"loop0\",op=\"read\",le=\"0.0025\"} 5\n"),
+            std::string::npos)
+      << page;
+  forgetIoLatencyOf("job-7", totals);
+  ASSERT_EQ(totals.size(), 1u);
+  EXPECT_EQ(std::get<2>(totals.begin()->first), "");
+  EXPECT_EQ(totals.begin()->second.count, 10u);
+}
+
 TEST(Metrics, EscapesLabelValues) {
   MetricsSnapshot s;
   collectors::DiskSample d;

@@ -7,6 +7,7 @@ fallback where BPF is not allowed. Root, a kernel with BTF."""
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -176,6 +177,12 @@ class IoLatencyE2E(unittest.TestCase):
         count = [l for l in page.splitlines() if l.startswith(f'stallwatch_io_latency_seconds_count{{device="{dev}",op="read"}}')]
         self.assertTrue(count)
         self.assertGreaterEqual(float(count[0].split()[-1]), job_count)
+        # The job's own I/O in a family of its own, labelled with the job while it runs.
+        own = re.search(rf'^stallwatch_job_io_latency_seconds_count{{training_job="[^"]+",device="{dev_re}",'
+                        rf'op="read"}} (\d+)$', page, re.M)
+        self.assertTrue(own, page[-3000:])
+        self.assertGreater(float(own.group(1)), 0.8 * job_count)
+        self.assertLessEqual(float(own.group(1)), job_count)
         check = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True, text=True)
         self.assertNotIn("error", (check.stdout + check.stderr).lower(), check)
         print(f"\n{dev} reads at QD8: fio clat p50 {fio_p50:.3f} ms, the agent's {job_p50:.3f} ms", file=sys.stderr)
