@@ -264,6 +264,12 @@ class IoLatencyE2E(unittest.TestCase):
         self.assertFalse(evidence[f"await_ms {dev}"]["supports"], text)
         self.assertFalse(evidence[f"aqu_sz {dev}"]["supports"], text)
         self.assertRegex(text, rf"{dev}: the job's reads p99 \d+(\.\d+)? ms \(before: [0-9.]+\)")
+        # The HTML timeline draws the tail in a lane of its own, the job's and others'.
+        html = os.path.join(self.tmp, "report.html")
+        subprocess.run([BIN, "report", "--db", db, "--html", html], capture_output=True, check=True)
+        page = open(html).read()
+        self.assertIn(f"p99 of each read on {dev}: the job's (solid), others' (dashed)", page)
+        self.assertIn('data-series="series-read-tail"', page)
         print(f"\n{dev}: await {evidence[f'await_ms {dev}']['baseline']:.2f} -> "
               f"{evidence[f'await_ms {dev}']['during']:.2f} ms, the job's reads p99 "
               f"{tail['baseline']:.2f} -> {tail['during']:.1f} ms", file=sys.stderr)
