@@ -1,26 +1,37 @@
 #include "agent/metrics_io_latency.h"
 
+#include <array>
+
 #include "collectors/io_latency_histogram.h"
 
 namespace stallwatch::agent {
 namespace {
 
-void addRow(const collectors::IoLatencySample& r, IoLatencyMetric& m) {
-  m.count += r.count;
-  m.sum_seconds += r.mean_ms / 1000 * static_cast<double>(r.count);
+using Buckets = std::array<uint64_t, kIoLatencyBounds.size()>;
+
+// A row's histogram on the page's bounds (per bound, not cumulated): a slot counts at the first
+// bound at or above its top, within 1/8 of a value.
+Buckets bucketsOf(const collectors::IoLatencySample& r) {
   collectors::IoLatencySlots slots{};
   collectors::addEncodedIoLatencySlots(r.slots, slots);
+  Buckets at_or_below{};
   for (size_t s = 0; s < slots.size(); ++s) {
     if (slots[s] == 0) continue;
-    // A slot counts at the first bound at or above its top: within 1/8 of a value.
     const double top = collectors::ioLatencySlotHigh(s) / 1e6;
     for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
       if (top <= kIoLatencyBounds[i] * (1 + 1e-9)) {
-        m.at_or_below[i] += slots[s];
+        at_or_below[i] += slots[s];
         break;
       }
     }
   }
+  return at_or_below;
+}
+
+void addRow(const collectors::IoLatencySample& r, const Buckets& buckets, IoLatencyMetric& m) {
+  m.count += r.count;
+  m.sum_seconds += r.mean_ms / 1000 * static_cast<double>(r.count);
+  for (size_t i = 0; i < buckets.size(); ++i) m.at_or_below[i] += buckets[i];
 }
 
 void renderFamily(const std::vector<IoLatencyMetric>& totals, bool jobs, metrics_text::Writer& w) {
@@ -71,9 +82,10 @@ void addIoLatency(const std::vector<collectors::IoLatencySample>& rows, IoLatenc
     return &it->second;
   };
   for (const auto& r : rows) {
-    if (IoLatencyMetric* m = series(r, "")) addRow(r, *m);
+    const Buckets buckets = bucketsOf(r);  // once, for everyone's series and the job's
+    if (IoLatencyMetric* m = series(r, "")) addRow(r, buckets, *m);
     if (r.job_key.empty()) continue;
-    if (IoLatencyMetric* m = series(r, r.job_key)) addRow(r, *m);
+    if (IoLatencyMetric* m = series(r, r.job_key)) addRow(r, buckets, *m);
   }
 }
 

@@ -308,26 +308,20 @@ std::vector<IoLatencySummary> Recording::ioLatency(const JobRecord& job, int64_t
   q.bind(":from_ms", from_ms);
   q.bind(":to_ms", to_ms);
   const Columns c(q);
+  // Each row read once into the job's or everyone else's; all of them is the two together.
   std::map<std::pair<std::string, std::string>, IoLatencySummary> by;
   while (q.executeStep()) {
-    const std::string device = c.text("device"), op = c.text("op");
-    IoLatencySummary& s = by[{device, op}];
-    s.device = device;
-    s.op = op;
-    const std::string slots = c.text("slots");
-    const auto count = static_cast<uint64_t>(c.int64("count"));
     const std::optional<int64_t> owner = c.optionalInt64("job_id");
-    collectors::addEncodedIoLatencySlots(slots, s.all);
-    s.all_count += count;
-    if (owner && *owner == job.job_id) {
-      collectors::addEncodedIoLatencySlots(slots, s.job);
-      s.job_count += count;
-    } else {
-      collectors::addEncodedIoLatencySlots(slots, s.others);
-      s.others_count += count;
-    }
+    by[{c.text("device"), c.text("op")}].add(
+        owner && *owner == job.job_id, static_cast<uint64_t>(c.int64("count")), c.text("slots"));
   }
-  for (auto& [key, s] : by) out.push_back(std::move(s));
+  for (auto& [key, s] : by) {
+    s.device = key.first;
+    s.op = key.second;
+    for (size_t i = 0; i < s.all.size(); ++i) s.all[i] = s.job[i] + s.others[i];
+    s.all_count = s.job_count + s.others_count;
+    out.push_back(std::move(s));
+  }
   return out;
 }
 

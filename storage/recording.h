@@ -24,12 +24,13 @@
 
 namespace stallwatch::storage {
 
-// One device's and operation's I/Os over a span, from the eBPF collector's histograms.
-struct IoLatencySummary {
+// One device's and operation's I/Os over a span, from the eBPF collector's histograms: the
+// job's and everyone else's (the split), and all of them together.
+struct IoLatencySummary : collectors::IoLatencySplit {
   std::string device;
   std::string op;
-  collectors::IoLatencySlots all{}, job{}, others{};
-  uint64_t all_count = 0, job_count = 0, others_count = 0;
+  collectors::IoLatencySlots all{};
+  uint64_t all_count = 0;
 };
 
 struct JobRecord {
