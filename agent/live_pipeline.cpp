@@ -77,6 +77,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
     }
   }
   noteRunShares(run_shares_, batch);
+  noteJobDevices(job_devices_, batch);
   if (!server_) return;
   addIoLatency(batch.io_latency, io_latency_);
   for (const auto& u : batch.job_updates) {
@@ -94,6 +95,8 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->jobs = batch.jobs;
   s->node = options_.host;
   s->ranks = rankMetrics(batch, run_shares_);
+  s->job_runs = run_shares_;
+  s->job_devices = job_devices_;
   s->stalls = correlator_.active();
   s->limiters = correlator_.limiters();
   for (const auto& [key, m] : io_latency_) s->io_latency.push_back(m);

@@ -90,6 +90,7 @@ class LivePipeline {
   std::vector<DriveHealthMetric> health_;
   std::function<void(const model::IncidentEvent&)> on_event_;
   RunShares run_shares_;
+  JobDevices job_devices_;
   std::shared_ptr<const collectors::DeviceTree> tree_;
   IoLatencyTotals io_latency_;  // everyone's since start, each followed job's while it runs
 };

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -75,6 +76,16 @@ void addIoLatency(const std::vector<collectors::IoLatencySample>& rows, IoLatenc
 // A job that ended: its histograms go with it.
 void forgetIoLatencyOf(const std::string& job_key, IoLatencyTotals& totals);
 
+// The jobs that are this node's share of a run across nodes, by job key: their run, for a job
+// of one rank here its rank, and the run's WORLD_SIZE (from its environment). Kept from the job
+// descriptions.
+struct RunShare {
+  std::string run;
+  std::optional<int32_t> rank;
+  std::optional<int32_t> world_size;
+};
+using RunShares = std::map<std::string, RunShare>;
+
 struct MetricsSnapshot {
   std::string version;
   int64_t last_sample_ms = 0;
@@ -87,6 +98,11 @@ struct MetricsSnapshot {
   std::vector<collectors::JobSample> jobs;
   std::string node;               // this node's name (--node, else the host name)
   std::vector<RankMetric> ranks;  // of the jobs that are part of a run across nodes
+  // The jobs that are this node's share of a run (the fleet report's way from a run to the
+  // node's job series); job key -> the devices it reads, each with the device it was seen
+  // through ("" when directly). Both bounded by the jobs followed and their devices.
+  RunShares job_runs;
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> job_devices;
   std::vector<correlator::ActiveStall> stalls;
   std::vector<correlator::LiveLimiter> limiters;  // each job's verdict over its last minute
   std::array<uint64_t, model::kStallClassCount> incidents_opened{};
@@ -102,14 +118,11 @@ struct MetricsSnapshot {
 
 std::string renderMetrics(const MetricsSnapshot& snapshot);
 
-// The jobs that are this node's share of a run across nodes, by job key: their run and, for a
-// job of one rank here, its rank (from its environment). Kept from the job descriptions.
-struct RunShare {
-  std::string run;
-  std::optional<int32_t> rank;
-};
-using RunShares = std::map<std::string, RunShare>;
 void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch);
+// The devices each followed job reads (device, via), kept from the facts of every batch; a job
+// that ended is forgotten.
+using JobDevices = std::map<std::string, std::set<std::pair<std::string, std::string>>>;
+void noteJobDevices(JobDevices& devices, const collectors::SampleBatch& batch);
 // The ranks of those jobs in BATCH: each rank's own figures for a job of several ranks here,
 // the job's for a job of one.
 std::vector<RankMetric> rankMetrics(const collectors::SampleBatch& batch, const RunShares& shares);

@@ -157,4 +157,35 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
   return reports;
 }
 
+std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
+                                                    const prometheus::RunSelection& selection) {
+  prometheus::FleetSource source(client, selection);
+  const prometheus::FoundRun& found = source.run();
+  if (found.nodes.empty()) return {};
+  FleetReport report;
+  report.run.key = found.run;
+  report.run.from_ms = found.from_ms;
+  report.run.to_ms = found.to_ms;
+  report.run.world_size = found.world_size;
+  std::vector<model::JobSeries> summaries = source.summaries();
+  std::vector<correlator::NodeJob> nodes;
+  std::vector<size_t> of_node;  // the index in FOUND.nodes of each node judged
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    if (summaries[i].size() == 0) continue;
+    const prometheus::RunNode& n = found.nodes[i];
+    report.nodes.push_back({n.node, n.instance + " (" + n.training_job + ")", 0, n.ranks,
+                            summaries[i].gpu_count, summaries[i].size()});
+    of_node.push_back(i);
+    nodes.push_back({n.node, n.ranks, std::move(summaries[i])});
+  }
+  if (nodes.empty()) return {};
+  auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
+    return source.window(of_node[n], from_ms, to_ms);
+  };
+  report.analysis = correlator::analyzeFleet(std::move(nodes), window, found.world_size);
+  std::vector<FleetReport> reports;
+  reports.push_back(std::move(report));
+  return reports;
+}
+
 }  // namespace stallwatch::cli

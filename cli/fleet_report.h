@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "prometheus/fleet_source.h"
 #include "render/fleet.h"
 #include "storage/recording.h"
 
@@ -18,5 +19,10 @@ render::FleetInputs recordingPaths(const std::vector<std::string>& args);
 std::vector<render::FleetReport> buildFleetReports(render::FleetInputs& inputs,
                                                    const std::string& run_id,
                                                    const storage::TimeRange& range);
+
+// The run SELECTION names, read from a Prometheus-compatible server through CLIENT and judged
+// by the same fleet correlator; none when the server holds no series of it in the span.
+std::vector<render::FleetReport> buildPrometheusFleetReport(
+    prometheus::Client& client, const prometheus::RunSelection& selection);
 
 }  // namespace stallwatch::cli

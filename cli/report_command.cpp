@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/duration.h"
 #include "cli/fleet_report.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
@@ -28,6 +30,11 @@ struct ReportArgs {
   bool json = false;
   std::string html;
   bool force = false;  // --html may replace a file that exists
+  // A run read from Prometheus (Thanos Query, Mimir) instead of recordings.
+  std::string prometheus;
+  std::string step;
+  std::string match;
+  prometheus::ClientOptions client;
 };
 
 // The page, written with the intent stated: a new file (0640), never through a symbolic link
@@ -102,6 +109,73 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
   return 0;
 }
 
+// The same, over the series the nodes' agents exported to a Prometheus-compatible server.
+int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
+  auto refuse = [](const std::string& why) {
+    std::cerr << "stallwatch report: " << why << "\n";
+    return 2;
+  };
+  if (args.run_id.empty())
+    return refuse(
+        "--prometheus needs --run RUN_ID: the run label the agents export (slurm:ID, "
+        "torchelastic:ID; `count by (run) (stallwatch_run_job_info)` lists them)");
+  if (!args.dbs.empty()) return refuse("--prometheus and --db are two sources: give one");
+  if (args.job) return refuse("--job names a job of one recording; with --prometheus, --run");
+  prometheus::RunSelection selection;
+  // A bare id as the file-based report takes it: SLURM_JOB_ID or TORCHELASTIC_RUN_ID alone.
+  selection.run = args.run_id;
+  selection.matchers = args.match;
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  selection.until_ms = range.until_ms.value_or(now);
+  selection.since_ms = range.since_ms.value_or(selection.until_ms - 24 * 3'600'000);
+  if (!args.step.empty()) {
+    const auto step = parseDuration(args.step);
+    if (!step || *step < std::chrono::milliseconds(100))
+      return refuse("--prometheus-step " + args.step +
+                    ": a duration of 100ms or more (1s, 15s, 1m), the agents' scrape interval");
+    selection.step_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*step).count();
+  }
+  if (args.client.insecure_skip_verify)
+    std::cerr << "stallwatch report: not checking the server's TLS certificate "
+                 "(--prometheus-insecure-skip-verify)\n";
+  args.client.url = args.prometheus;
+  std::vector<render::FleetReport> reports;
+  render::FleetInputs inputs;
+  try {
+    prometheus::Client client(prometheus::httpTransport(args.client));
+    reports = buildPrometheusFleetReport(client, selection);
+    std::cerr << fmt::format("read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
+                             args.prometheus, client.stats().requests,
+                             static_cast<double>(client.stats().bytes) / 1e6,
+                             client.stats().points);
+  } catch (const std::exception& e) {
+    std::cerr << "stallwatch report: " << e.what() << "\n";
+    return 1;
+  }
+  if (reports.empty()) {
+    std::cerr << "stallwatch report: no series of run " << selection.run << " in "
+              << args.prometheus << " between the given times (the agents export it as the run "
+              << "label of stallwatch_run_job_info)\n";
+    return 1;
+  }
+  inputs.opened = reports.front().nodes.size();
+  if (!args.html.empty() &&
+      !writeHtml(args.html,
+                 render::renderFleetHtml(reports, inputs, "stallwatch report from Prometheus"),
+                 args.force))
+    return 1;
+  if (args.json) {
+    std::cout << render::renderFleetJson(reports, inputs)
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  } else if (args.html.empty()) {
+    std::cout << common::printableLines(render::renderFleetText(reports, inputs));
+  }
+  return 0;
+}
+
 bool acrossNodes(const ReportArgs& args) {
   if (args.dbs.size() > 1 || !args.run_id.empty()) return true;
   if (args.dbs.empty()) return false;
@@ -113,6 +187,7 @@ bool acrossNodes(const ReportArgs& args) {
 int runReport(const ReportArgs& args) {
   storage::TimeRange range;
   if (!parseTimeRange(args.since, args.until, range, "report")) return 2;
+  if (!args.prometheus.empty()) return runPrometheusReport(args, range);
   if (acrossNodes(args)) return runFleetReport(args, range);
   const std::string path =
       args.dbs.empty() ? storage::defaultDatabasePath().string() : args.dbs.front();
@@ -157,7 +232,7 @@ CommandRunner addReportCommand(CLI::App& app) {
                   "*.db, or a glob): each node's recording or export of a run across nodes, "
                   "reported as one job naming the node that held it back");
   cmd->add_option("--job", args->job, "Only this job (its id in `stallwatch jobs`)");
-  cmd->add_option("--run-id", args->run_id,
+  cmd->add_option("--run-id,--run", args->run_id,
                   "Across nodes: only this run (SLURM_JOB_ID, TORCHELASTIC_RUN_ID or a job key "
                   "as `jobs` lists it)");
   cmd->add_option("--since", args->since,
@@ -170,6 +245,40 @@ CommandRunner addReportCommand(CLI::App& app) {
                   "Write a self-contained HTML page with a timeline to FILE (a new file, 0640; "
                   "never through a symbolic link)");
   cmd->add_flag("--force", args->force, "With --html: replace FILE if it exists");
+  cmd->add_option("--prometheus", args->prometheus,
+                  "Read the run (--run) from this Prometheus, Thanos Query or Mimir (its "
+                  "Prometheus API base URL, e.g. http://prom:9090 or "
+                  "https://mimir/prometheus) instead of recordings; --since/--until bound the "
+                  "search (default: the last 24 h)")
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-step", args->step,
+                  "The agents' scrape interval (default: found from the samples' spacing)")
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-match", args->match,
+                  "More label matchers for every selector, e.g. cluster=\"a\" (a run id seen "
+                  "in two clusters behind one Thanos)")
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-bearer-token-file", args->client.bearer_token_file,
+                  "Send the token in FILE as \"Authorization: Bearer\"")
+      ->check(CLI::ExistingFile)
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-ca-file", args->client.ca_file,
+                  "TLS: the CA certificates that sign the server's")
+      ->check(CLI::ExistingFile)
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-cert-file", args->client.cert_file, "TLS: a client certificate")
+      ->check(CLI::ExistingFile)
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-key-file", args->client.key_file, "TLS: its private key")
+      ->check(CLI::ExistingFile)
+      ->group("Across nodes, from Prometheus");
+  cmd->add_flag("--prometheus-insecure-skip-verify", args->client.insecure_skip_verify,
+                "TLS: accept any certificate")
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-header", args->client.headers,
+                  "Send this header with every request, \"Name: value\" (Mimir's "
+                  "\"X-Scope-OrgID: TENANT\"); may be repeated")
+      ->group("Across nodes, from Prometheus");
   return [args] { return runReport(*args); };
 }
 

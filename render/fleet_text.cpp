@@ -1,6 +1,7 @@
 // The post-mortem of a run across nodes as text and JSON: the nodes, their clocks, each stall
 // with the node and rank that held the run back.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "render/fleet.h"
 #include "render/report.h"
@@ -38,8 +39,12 @@ std::string whoHeldBack(const FleetReport& r, const correlator::FleetIncident& f
   }
   std::string out = "node " + r.nodes[*fi.straggler_node].name;
   if (inc.straggler) {
-    out += fmt::format(", rank {} (pid {}{})", inc.straggler->rank, inc.straggler->pid,
-                       inc.straggler->gpu.empty() ? "" : ", " + inc.straggler->gpu.substr(0, 12));
+    // Read from Prometheus, a rank has no pid or GPU: its rank is what the series say.
+    std::vector<std::string> what;
+    if (inc.straggler->pid) what.push_back(fmt::format("pid {}", inc.straggler->pid));
+    if (!inc.straggler->gpu.empty()) what.push_back(inc.straggler->gpu.substr(0, 12));
+    out += fmt::format(", rank {}{}", inc.straggler->rank,
+                       what.empty() ? "" : " (" + fmt::format("{}", fmt::join(what, ", ")) + ")");
   }
   out += std::string(" held the job back: ") + model::toString(inc.cls);
   if (!inc.device.empty()) {
@@ -118,8 +123,10 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
     out += fmt::format("  span        {} .. {}  ({} intervals of {})\n", timeText(s.ts_ms.front()),
                        timeText(s.ts_ms.back()), s.size(), seconds(a.grid_ms));
     for (const auto& n : r.nodes) {
-      out += fmt::format("  node        {:<20} ranks {:<10} {} GPU(s)  job {} in {}\n", n.name,
-                         rankList(n.ranks), n.gpus, n.job_id, n.path);
+      // A recording's job by its id; a node read from Prometheus by its scrape target and job.
+      out += fmt::format(
+          "  node        {:<20} ranks {:<10} {} GPU(s)  {}\n", n.name, rankList(n.ranks), n.gpus,
+          n.job_id ? fmt::format("job {} in {}", n.job_id, n.path) : "from " + n.path);
     }
     if (!a.missing_ranks.empty()) {
       out += fmt::format(

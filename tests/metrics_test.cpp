@@ -203,6 +203,71 @@ TEST(Metrics, RanksOfRunsAcrossNodesCarryRunRankAndNode) {
   EXPECT_EQ(shares.count(one.key), 0u);
 }
 
+// What the fleet report reads from Prometheus (issue 35): each job of a run joined to its run
+// and node by an info series, the devices it reads, its writes, workers and cgroup figures.
+TEST(Metrics, JobsOfARunSayTheirRunNodeDevicesAndCgroup) {
+  RunShares shares;
+  JobDevices devices;
+  collectors::SampleBatch b;
+  collectors::JobDescription one, other;
+  one.key = "cgroup:/sys/fs/cgroup/rank5";
+  one.labels = "TORCHELASTIC_RUN_ID=r2,RANK=5,WORLD_SIZE=8";
+  other.key = "pid:42:7";
+  b.job_updates = {one, other};
+  b.job_devices = {{one.key, "loop0", 7, 0, "", 3},
+                   {one.key, "nvme0n1", 259, 0, "loop0", 3},
+                   {one.key, "nvme0n1", 259, 0, "", 1}};
+  noteRunShares(shares, b);
+  noteJobDevices(devices, b);
+  collectors::JobSample j;
+  j.key = one.key;
+  j.gpus = {"GPU-a", "GPU-b"};
+  j.gpu_work_percent = 40;
+  j.write_bytes_per_second = 1e6;
+  j.workers_cpu_ratio = 3.5;
+  j.cgroup_io_some = 0.25;
+  j.cgroup_read_limit_bytes_per_second = 15e6;
+  collectors::JobSample j_other;
+  j_other.key = other.key;
+  MetricsSnapshot s;
+  s.node = "gpu-07";
+  s.jobs = {j, j_other};
+  s.job_runs = shares;
+  s.job_devices = devices;
+  const std::string text = renderMetrics(s);
+  for (
+      const char* line :
+      {"stallwatch_run_job_info{run=\"torchelastic:r2\",node=\"gpu-07\",training_job=\"cgroup:/"
+       "sys/fs/cgroup/rank5\",world_size=\"8\"} 1",
+       "stallwatch_job_device_info{training_job=\"cgroup:/sys/fs/cgroup/rank5\",device=\"loop0\","
+       "via=\"\"} 1",
+       "stallwatch_job_device_info{training_job=\"cgroup:/sys/fs/cgroup/rank5\",device=\"nvme0n1\","
+       "via=\"loop0\"} 1",
+       "stallwatch_job_device_info{training_job=\"cgroup:/sys/fs/cgroup/rank5\",device=\"nvme0n1\","
+       "via=\"\"} 1",
+       "stallwatch_job_gpu_work_ratio{training_job=\"cgroup:/sys/fs/cgroup/rank5\"} 0.4",
+       "stallwatch_job_gpus{training_job=\"cgroup:/sys/fs/cgroup/rank5\"} 2",
+       "stallwatch_job_write_bytes_per_second{training_job=\"cgroup:/sys/fs/cgroup/rank5\"} "
+       "1000000",
+       "stallwatch_job_workers_cpu_cores{training_job=\"cgroup:/sys/fs/cgroup/rank5\"} 3.5",
+       "stallwatch_job_cgroup_pressure_some_ratio{training_job=\"cgroup:/sys/fs/cgroup/rank5\","
+       "resource=\"io\"} 0.25",
+       "stallwatch_job_cgroup_read_limit_bytes_per_second{training_job=\"cgroup:/sys/fs/cgroup/"
+       "rank5\"} 15000000"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  // A job of no run has no info series; a figure not known is absent, not 0.
+  EXPECT_EQ(text.find("stallwatch_run_job_info{run=\"\""), std::string::npos);
+  EXPECT_EQ(text.find("training_job=\"pid:42:7\",world_size"), std::string::npos);
+  EXPECT_EQ(text.find("stallwatch_job_write_bytes_per_second{training_job=\"pid:42:7\"}"),
+            std::string::npos);
+  collectors::SampleBatch ended;
+  one.ended_ms = 5;
+  ended.job_updates = {one};
+  noteJobDevices(devices, ended);
+  EXPECT_EQ(devices.count(one.key), 0u);
+}
+
 // Counters for rate() beside the last interval's gauges, in base units (node_exporter's way):
 // a replayed sample without the raw counters gives no counter series rather than zeros.
 TEST(Metrics, DiskAndPressureCountersForRate) {

@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -400,12 +401,16 @@ scrape_configs:
         self.assertLess(gauge_max, 0.005, "a scrape landed in the spike")
 
     def test_prometheus_names_the_node_that_holds_back_a_run(self):
-        # Two agents, one per "node" of the real two-node run (tests/gpu/two_node_runs.sh: node
-        # 1's reads throttled), replayed at the recorded pace with --listen; Debian's Prometheus
-        # scrapes both with the fleet rules, which must name node 1 once.
-        run_dir = os.path.join(RECORDINGS, "h200x2-two-node-node1-disk")
-        ports = [free_port(), free_port()]
-        query = self.prometheus(ports, ["stallwatch-fleet.rules.yml"])
+        # Four agents, one per "node" of two real two-node runs (tests/gpu/two_node_runs.sh: one
+        # with node 1's reads throttled, one healthy), replayed at the recorded pace with
+        # --listen; Debian's Prometheus scrapes them every second with the fleet rules, which
+        # must name node 1 once. Then the post-mortem read back from Prometheus
+        # (`report --prometheus`, issue 35) must give each run the verdict `report --db` gives
+        # over the same recordings: the same node, rank, class and device, and the stall's
+        # start and length within one scrape interval.
+        runs = {name: os.path.join(RECORDINGS, f"h200x2-two-node-{name}") for name in ("node1-disk", "healthy")}
+        agents_at = [(name, k, free_port()) for name in runs for k in (0, 1)]
+        query = self.prometheus([p for _, _, p in agents_at], ["stallwatch-fleet.rules.yml"])
         prom = self.prom
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -414,27 +419,61 @@ scrape_configs:
                 break
             except OSError:
                 time.sleep(0.3)
-        agents = [self.start([BIN, "replay", "--db", os.path.join(run_dir, f"node{k}.db"), "--speed", "1",
-                              "--listen", f"127.0.0.1:{ports[k]}", "--node", f"node{k}"]) for k in (0, 1)]
-        seen = []
+        started_s = time.time()
+        agents = [self.start([BIN, "replay", "--db", os.path.join(runs[name], f"node{k}.db"), "--speed", "1",
+                              "--listen", f"127.0.0.1:{port}", "--node", f"node{k}"]) for name, k, port in agents_at]
         while any(a.poll() is None for a in agents):
-            if not seen:
-                try:
-                    seen = query("count by (run, node, rank) (stallwatch_rank_gpu_utilization_ratio)")
-                except OSError:
-                    pass
             time.sleep(1)
         for a in agents:
             self.assertEqual(a.returncode, 0, a.stderr.read()[-2000:])
         self.assertIsNone(prom.poll(), "prometheus exited")
         nodes = {r["metric"]["node"]: r["metric"] for r in query(
-            "count by (run, node, rank) (max_over_time(stallwatch_rank_gpu_utilization_ratio[5m]))")}
+            'count by (run, node, rank) (max_over_time(stallwatch_rank_gpu_utilization_ratio{run="torchelastic:sw2n-node1-disk"}[5m]))')}
         self.assertEqual(sorted(nodes), ["node0", "node1"], nodes)
-        self.assertEqual({m["run"] for m in nodes.values()}, {"torchelastic:sw2n-node1-disk"})
         self.assertEqual(nodes["node1"]["rank"], "1")
         fired = query('max_over_time(ALERTS{alertname="StallwatchRunHeldBackByNode",alertstate="firing"}[5m])')
-        self.assertEqual([r["metric"]["node"] for r in fired], ["node1"], fired)
+        self.assertEqual([(r["metric"]["run"], r["metric"]["node"]) for r in fired],
+                         [("torchelastic:sw2n-node1-disk", "node1")], fired)
 
+        base = query.api[: -len("/api/v1")]
+        for name, run_dir in runs.items():
+            files = [os.path.join(run_dir, f"node{k}.db") for k in (0, 1)]
+            from_db = self.report_json(["--db", *files])
+            from_prom = self.report_json(["--prometheus", base, "--run", f"torchelastic:sw2n-{name}",
+                                          "--since", str(int(started_s) - 5)])
+            self.assertEqual(from_prom["world_size"], from_db["world_size"])
+            self.assertEqual([n["node"] for n in from_prom["nodes"]], ["node0", "node1"])
+            self.assertEqual([n["ranks"] for n in from_prom["nodes"]], [n["ranks"] for n in from_db["nodes"]])
+            self.assertEqual(len(from_prom["incidents"]), len(from_db["incidents"]), (name, from_prom["incidents"]))
+            for p, d in zip(from_prom["incidents"], from_db["incidents"]):
+                print(f"{name}: --db {d['class']} {d['device']} node {d['straggler_node']} rank "
+                      f"{d['straggler']['rank']}, {(d['end_ms'] - d['start_ms']) / 1000:.0f} s; --prometheus "
+                      f"{p['class']} {p['device']} node {p['straggler_node']} rank {p['straggler']['rank']}, "
+                      f"{(p['end_ms'] - p['start_ms']) / 1000:.0f} s")
+                for key in ("class", "device", "physical_device"):
+                    self.assertEqual(p[key], d[key], key)
+                self.assertEqual(p["straggler"]["rank"], d["straggler"]["rank"])
+                self.assertEqual(p["straggler_node"], d["straggler_node"].split("/")[-1])
+                # Prometheus holds the replay's samples at the time it scraped them: batch i of a
+                # recording at the agents' start plus its offset in the recording, plus up to one
+                # scrape interval (and the agents' own start-up).
+                with sqlite3.connect(f"file:{files[0]}?mode=ro", uri=True) as db:
+                    first_ms = db.execute("SELECT min(ts_ms) FROM job_samples").fetchone()[0]
+                shift_ms = int(started_s * 1000) - first_ms
+                late_ms = [p["start_ms"] - (d["start_ms"] + shift_ms), p["end_ms"] - (d["end_ms"] + shift_ms)]
+                print(f"  Prometheus's stall against the recording's, shifted to the replay: start "
+                      f"{late_ms[0]:+d} ms, end {late_ms[1]:+d} ms")
+                for late in late_ms:
+                    self.assertLessEqual(abs(late), 1000 + 500, late_ms)
+        self.assertEqual(len(self.report_json(["--prometheus", base, "--run", "torchelastic:sw2n-node1-disk",
+                                               "--since", str(int(started_s) - 5)])["incidents"]), 1)
+
+    def report_json(self, args):
+        r = subprocess.run([BIN, "report", "--json", *args], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        runs = json.loads(r.stdout)["runs"]
+        self.assertEqual(len(runs), 1, r.stdout[:2000])
+        return runs[0]
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,440 @@
+#include "prometheus/fleet_source.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace stallwatch::prometheus {
+namespace {
+
+// What the span and the ranks are found with: a coarse grid of about this many points, each
+// looking back one grid step (max_over_time), so that nothing between two points is missed.
+constexpr int64_t kDiscoveryPoints = 600;
+constexpr int64_t kDefaultStepMs = 15'000;
+
+const std::string* label(const RangeSeries& s, const std::string& name) {
+  const auto it = s.labels.find(name);
+  return it == s.labels.end() ? nullptr : &it->second;
+}
+
+std::string labelOr(const RangeSeries& s, const std::string& name) {
+  const std::string* v = label(s, name);
+  return v ? *v : std::string();
+}
+
+int64_t ceilTo(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
+
+// Where each step of the grid FROM_MS + k * STEP_MS lies in a series built on it: a JobSeries
+// holds only the steps where its job was present.
+class Grid {
+ public:
+  Grid(int64_t from_ms, int64_t step_ms, size_t steps)
+      : from_ms_(from_ms), step_ms_(step_ms), index_(steps, SIZE_MAX) {}
+
+  // Opens a slot for the step at TS_MS in S, once.
+  void open(int64_t ts_ms) {
+    const auto k = step(ts_ms);
+    if (!k || index_[*k] != SIZE_MAX) return;
+    index_[*k] = SIZE_MAX - 1;  // ordered below: JobSeries wants its intervals in time order
+  }
+  void build(model::JobSeries& s) {
+    for (size_t k = 0; k < index_.size(); ++k) {
+      if (index_[k] == SIZE_MAX - 1)
+        index_[k] = model::appendInterval(s, from_ms_ + static_cast<int64_t>(k) * step_ms_,
+                                          static_cast<double>(step_ms_) / 1000.0);
+    }
+  }
+  // The slot of the step at TS_MS, if S has one.
+  std::optional<size_t> at(int64_t ts_ms) const {
+    const auto k = step(ts_ms);
+    if (!k || index_[*k] >= SIZE_MAX - 1) return std::nullopt;
+    return index_[*k];
+  }
+
+ private:
+  std::optional<size_t> step(int64_t ts_ms) const {
+    if (ts_ms < from_ms_ || (ts_ms - from_ms_) % step_ms_ != 0) return std::nullopt;
+    const auto k = static_cast<size_t>((ts_ms - from_ms_) / step_ms_);
+    return k < index_.size() ? std::optional(k) : std::nullopt;
+  }
+
+  int64_t from_ms_, step_ms_;
+  std::vector<size_t> index_;
+};
+
+// Puts R's points into INTO on the grid: each value times SCALE, and times the interval where
+// PER_INTERVAL (a rate turned into the interval's amount).
+void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, model::Series& into,
+           double scale, bool per_interval = false) {
+  for (size_t i = 0; i < r.ts_ms.size(); ++i) {
+    const auto k = grid.at(r.ts_ms[i]);
+    if (!k || std::isnan(r.values[i])) continue;
+    into[*k] = r.values[i] * scale * (per_interval ? s.interval_s[*k] : 1.0);
+  }
+}
+
+// A figure of the job as the fleet report reads it: the metric, the series it fills, its scale.
+struct JobFigure {
+  const char* metric;
+  model::Series model::JobSeries::*into;
+  double scale;
+  bool per_interval;
+};
+
+// What a node is judged by in the run (the node summary's series).
+constexpr JobFigure kSummaryFigures[] = {
+    {"stallwatch_job_steps_per_second", &model::JobSeries::steps, 1.0, true},
+    {"stallwatch_job_gpu_utilization_ratio", &model::JobSeries::gpu_util_percent, 100.0, false},
+    {"stallwatch_job_gpu_work_ratio", &model::JobSeries::gpu_work_percent, 100.0, false},
+    {"stallwatch_job_dataloader_wait_ratio", &model::JobSeries::data_wait_s, 1.0, true},
+    {"stallwatch_job_read_bytes_per_second", &model::JobSeries::read_bytes_per_s, 1.0, false},
+    {"stallwatch_job_write_bytes_per_second", &model::JobSeries::write_bytes_per_s, 1.0, false},
+    {"stallwatch_job_workers_cpu_cores", &model::JobSeries::workers_cpu, 1.0, false},
+    {"stallwatch_job_uninterruptible_threads", &model::JobSeries::d_state_threads, 1.0, false},
+};
+
+// And what explains a stall on the node that held the run back.
+constexpr JobFigure kWindowFigures[] = {
+    {"stallwatch_job_stopped_processes", &model::JobSeries::stopped_processes, 1.0, false},
+    {"stallwatch_job_cgroup_cpu_throttled_ratio", &model::JobSeries::cgroup_cpu_throttled, 1.0,
+     false},
+    {"stallwatch_job_cgroup_read_limit_bytes_per_second",
+     &model::JobSeries::cgroup_read_limit_bytes_per_s, 1.0, false},
+    {"stallwatch_job_cgroup_limited_read_bytes_per_second",
+     &model::JobSeries::cgroup_limited_read_bytes_per_s, 1.0, false},
+};
+
+struct DeviceFigure {
+  const char* metric;
+  model::Series model::DeviceSeries::*into;
+  double scale;
+};
+
+constexpr DeviceFigure kDiskFigures[] = {
+    {"stallwatch_disk_read_await_seconds", &model::DeviceSeries::r_await_ms, 1000.0},
+    {"stallwatch_disk_write_await_seconds", &model::DeviceSeries::w_await_ms, 1000.0},
+    {"stallwatch_disk_queue_length", &model::DeviceSeries::aqu_sz, 1.0},
+    {"stallwatch_disk_read_bytes_per_second", &model::DeviceSeries::read_bytes_per_s, 1.0},
+    {"stallwatch_disk_write_bytes_per_second", &model::DeviceSeries::write_bytes_per_s, 1.0},
+    {"stallwatch_disk_busy_ratio", &model::DeviceSeries::util_percent, 100.0},
+};
+constexpr DeviceFigure kMountFigures[] = {
+    {"stallwatch_mount_read_await_seconds", &model::DeviceSeries::r_await_ms, 1000.0},
+    {"stallwatch_mount_write_await_seconds", &model::DeviceSeries::w_await_ms, 1000.0},
+    {"stallwatch_mount_queue_length", &model::DeviceSeries::aqu_sz, 1.0},
+    {"stallwatch_mount_read_bytes_per_second", &model::DeviceSeries::read_bytes_per_s, 1.0},
+};
+
+struct RankFigure {
+  const char* metric;
+  model::Series model::RankSeries::*into;
+  double scale;
+  bool per_interval;
+  const char* across;  // how a node's ranks are reduced to its slowest: min or max
+};
+
+constexpr RankFigure kRankFigures[] = {
+    {"stallwatch_rank_gpu_utilization_ratio", &model::RankSeries::gpu_util_percent, 100.0, false,
+     "min"},
+    {"stallwatch_rank_gpu_work_ratio", &model::RankSeries::gpu_work_percent, 100.0, false, "min"},
+    {"stallwatch_rank_dataloader_wait_ratio", &model::RankSeries::data_wait_s, 1.0, true, "max"},
+    {"stallwatch_rank_steps_per_second", &model::RankSeries::steps, 1.0, true, "min"},
+};
+
+}  // namespace
+
+std::string FleetSource::selector(const std::string& metric, const std::string& more) const {
+  std::string m = more;
+  if (!selection_.matchers.empty()) m += (m.empty() ? "" : ",") + selection_.matchers;
+  return metric + "{" + m + "}";
+}
+
+std::string FleetSource::onRun(const std::string& job_metric) const {
+  // The node's job: its key on that node joined to the run through the info series.
+  return fmt::format(
+      "{} * on (instance, training_job) group_left (node) max by (instance, training_job, node) "
+      "({})",
+      selector(job_metric), selector("stallwatch_run_job_info", run_matcher_));
+}
+
+FleetSource::FleetSource(Client& client, RunSelection selection)
+    : client_(client), selection_(std::move(selection)) {
+  // A bare id, as the file-based report takes it: Slurm's or torchrun's run of that id.
+  if (selection_.run.find(':') == std::string::npos) {
+    std::string escaped;
+    for (const char c : selection_.run) {
+      if (std::string_view("\\.+*?()|[]{}^$").find(c) != std::string_view::npos) escaped += '\\';
+      escaped += c;
+    }
+    run_matcher_ = "run=~" + quoted("(slurm|torchelastic):" + escaped);
+  } else {
+    run_matcher_ = "run=" + quoted(selection_.run);
+  }
+  run_.run = selection_.run;
+  const std::string run = run_matcher_;
+  const int64_t span = std::max<int64_t>(1000, selection_.until_ms - selection_.since_ms);
+  const int64_t coarse = ceilTo(std::max<int64_t>(1000, span / kDiscoveryPoints), 1000);
+  const std::string window = fmt::format("[{}s]", coarse / 1000);
+  // The nodes: each (node, instance, job) that said it is part of the run, and when.
+  struct Seen {
+    RunNode node;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+  };
+  std::map<std::string, Seen> by_node;
+  for (const auto& s : client_.queryRange(
+           fmt::format(
+               "max by (run, node, instance, training_job, world_size) (max_over_time({}{}))",
+               selector("stallwatch_run_job_info", run), window),
+           selection_.since_ms, selection_.until_ms, coarse)) {
+    if (s.ts_ms.empty()) continue;
+    const std::string node = labelOr(s, "node");
+    Seen& seen = by_node[node];
+    // A job restarted on the node under another key: the one seen longest stands for it.
+    const int64_t first = s.ts_ms.front() - coarse, last = s.ts_ms.back();
+    if (const std::string* r = label(s, "run")) run_.run = *r;
+    if (seen.node.instance.empty() || last - first > seen.last - seen.first) {
+      seen.node = {node, labelOr(s, "instance"), labelOr(s, "training_job"), {}, 0};
+      seen.first = first;
+      seen.last = last;
+    }
+    if (const std::string* w = label(s, "world_size"); w && !w->empty()) {
+      try {
+        run_.world_size = std::stoi(*w);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (by_node.empty()) return;
+  // Its ranks, from every rank family (one at a time: over_time drops the names, and two
+  // families' series would collide).
+  for (const RankFigure& f : kRankFigures) {
+    for (const auto& s : client_.queryRange(fmt::format("max by (node, rank) (max_over_time({}{}))",
+                                                        selector(f.metric, run), window),
+                                            selection_.since_ms, selection_.until_ms, coarse)) {
+      const auto it = by_node.find(labelOr(s, "node"));
+      if (it == by_node.end()) continue;
+      try {
+        it->second.node.ranks.push_back(std::stoi(labelOr(s, "rank")));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (auto& [name, seen] : by_node) {
+    std::sort(seen.node.ranks.begin(), seen.node.ranks.end());
+    seen.node.ranks.erase(std::unique(seen.node.ranks.begin(), seen.node.ranks.end()),
+                          seen.node.ranks.end());
+    first = std::min(first, seen.first);
+    last = std::max(last, seen.last);
+    run_.nodes.push_back(std::move(seen.node));
+  }
+  std::stable_sort(run_.nodes.begin(), run_.nodes.end(), [](const RunNode& a, const RunNode& b) {
+    const int32_t ra = a.ranks.empty() ? INT32_MAX : a.ranks.front();
+    const int32_t rb = b.ranks.empty() ? INT32_MAX : b.ranks.front();
+    return ra < rb;
+  });
+  first = std::max(first, selection_.since_ms);
+  last = std::min(last, selection_.until_ms);
+  // The step: as given, else the spacing of the run's samples over its first minutes (the
+  // scrape interval: a finer step repeats samples, a coarser one drops them).
+  run_.step_given = selection_.step_ms.has_value();
+  run_.step_ms = selection_.step_ms.value_or(kDefaultStepMs);
+  if (!selection_.step_ms) {
+    const int64_t w = std::clamp<int64_t>((last - first) / 1000 * 1000, 1000, 300'000);
+    std::vector<double> spacing;
+    for (const auto& s :
+         client_.queryRange(fmt::format("count_over_time({}[{}s])",
+                                        selector("stallwatch_run_job_info", run), w / 1000),
+                            first + w, first + w, 1000)) {
+      if (!s.values.empty() && s.values.front() >= 2)
+        spacing.push_back(static_cast<double>(w) / s.values.front());
+    }
+    if (!spacing.empty()) {
+      std::nth_element(spacing.begin(), spacing.begin() + static_cast<long>(spacing.size() / 2),
+                       spacing.end());
+      // To the millisecond; a scrape interval is whole seconds or a round fraction of one.
+      run_.step_ms =
+          std::max<int64_t>(100, std::llround(spacing[spacing.size() / 2] / 100.0) * 100);
+    }
+  }
+  run_.from_ms = first / run_.step_ms * run_.step_ms;
+  run_.to_ms = ceilTo(last, run_.step_ms);
+}
+
+std::vector<model::JobSeries> FleetSource::summaries() {
+  const size_t n = run_.nodes.size();
+  std::vector<model::JobSeries> out(n);
+  if (n == 0) return out;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[run_.nodes[i].node] = i;
+  auto nodeOf = [&](const RangeSeries& s) -> std::optional<size_t> {
+    const auto it = index.find(labelOr(s, "node"));
+    if (it == index.end()) return std::nullopt;
+    return it->second;
+  };
+  const auto steps = static_cast<size_t>((run_.to_ms - run_.from_ms) / run_.step_ms + 1);
+  std::vector<Grid> grids(n, Grid(run_.from_ms, run_.step_ms, steps));
+  // A node's intervals: the steps where its agent said it runs the job.
+  for (const auto& s : client_.queryRange(
+           fmt::format("max by (node) ({})", selector("stallwatch_run_job_info", run_matcher_)),
+           run_.from_ms, run_.to_ms, run_.step_ms)) {
+    const auto k = nodeOf(s);
+    if (!k) continue;
+    for (int64_t ts : s.ts_ms) grids[*k].open(ts);
+  }
+  for (size_t k = 0; k < n; ++k) grids[k].build(out[k]);
+  for (const JobFigure& f : kSummaryFigures) {
+    for (const auto& s :
+         client_.queryRange(onRun(f.metric), run_.from_ms, run_.to_ms, run_.step_ms)) {
+      if (const auto k = nodeOf(s); k && labelOr(s, "training_job") == run_.nodes[*k].training_job)
+        place(s, grids[*k], out[*k], out[*k].*(f.into), f.scale, f.per_interval);
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    model::RankSeries& r =
+        model::addRank(out[k], run_.nodes[k].ranks.empty() ? 0 : run_.nodes[k].ranks.front());
+    r.node = run_.nodes[k].node;
+  }
+  // The node's slowest rank: reduced across its ranks by the server.
+  const std::string run = run_matcher_;
+  std::vector<bool> ranked(n, false);
+  for (const RankFigure& f : kRankFigures) {
+    if (f.into == &model::RankSeries::steps) continue;  // the job's steps stand for the node's
+    for (const auto& s :
+         client_.queryRange(fmt::format("{} by (node) ({})", f.across, selector(f.metric, run)),
+                            run_.from_ms, run_.to_ms, run_.step_ms)) {
+      const auto k = nodeOf(s);
+      if (!k) continue;
+      ranked[*k] = true;
+      place(s, grids[*k], out[*k], out[*k].ranks.front().*(f.into), f.scale, f.per_interval);
+    }
+  }
+  // GPUs: the job's count where its agent said, else one a rank.
+  for (const auto& s :
+       client_.queryRange(onRun("stallwatch_job_gpus"), run_.from_ms, run_.to_ms, run_.step_ms)) {
+    const auto k = nodeOf(s);
+    if (!k) continue;
+    for (double v : s.values) {
+      if (!std::isnan(v))
+        run_.nodes[*k].gpus = std::max(run_.nodes[*k].gpus, static_cast<uint32_t>(v));
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    model::JobSeries& s = out[k];
+    if (!ranked[k]) {
+      // No rank series (a job without RANK in its environment): the job's figures are its own.
+      s.ranks.front().gpu_util_percent = s.gpu_util_percent;
+      s.ranks.front().gpu_work_percent = s.gpu_work_percent;
+      s.ranks.front().data_wait_s = s.data_wait_s;
+    }
+    if (run_.nodes[k].gpus == 0)
+      run_.nodes[k].gpus = static_cast<uint32_t>(run_.nodes[k].ranks.size());
+    s.gpu_count = run_.nodes[k].gpus;
+  }
+  return out;
+}
+
+model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms) {
+  model::JobSeries s;
+  if (node >= run_.nodes.size()) return s;
+  const RunNode& rn = run_.nodes[node];
+  from_ms = std::max(run_.from_ms, ceilTo(from_ms - run_.from_ms, run_.step_ms) + run_.from_ms);
+  to_ms = std::min(run_.to_ms, to_ms / run_.step_ms * run_.step_ms);
+  if (from_ms > to_ms) return s;
+  const auto steps = static_cast<size_t>((to_ms - from_ms) / run_.step_ms + 1);
+  Grid grid(from_ms, run_.step_ms, steps);
+  const std::string instance = "instance=" + quoted(rn.instance);
+  const std::string job = instance + ",training_job=" + quoted(rn.training_job);
+  auto query = [&](const std::string& expr) {
+    return client_.queryRange(expr, from_ms, to_ms, run_.step_ms);
+  };
+  for (const auto& r : query(selector("stallwatch_run_job_info", job))) {
+    for (int64_t ts : r.ts_ms) grid.open(ts);
+  }
+  grid.build(s);
+  if (s.size() == 0) return s;
+  s.gpu_count = rn.gpus;
+  auto fill = [&](const JobFigure& f) {
+    for (const auto& r : query(selector(f.metric, job)))
+      place(r, grid, s, s.*(f.into), f.scale, f.per_interval);
+  };
+  for (const JobFigure& f : kSummaryFigures) fill(f);
+  for (const JobFigure& f : kWindowFigures) fill(f);
+  for (const auto& r : query(selector("stallwatch_job_cgroup_pressure_some_ratio", job))) {
+    const std::string resource = labelOr(r, "resource");
+    if (resource == "io") place(r, grid, s, s.cgroup_io_some, 1.0);
+    if (resource == "cpu") place(r, grid, s, s.cgroup_cpu_some, 1.0);
+    if (resource == "memory") place(r, grid, s, s.cgroup_memory_some, 1.0);
+  }
+  for (const auto& r : query(selector("stallwatch_pressure_some_ratio", instance))) {
+    const std::string resource = labelOr(r, "resource");
+    if (resource == "io") place(r, grid, s, s.io_some, 1.0);
+    if (resource == "cpu") place(r, grid, s, s.cpu_some, 1.0);
+    if (resource == "memory") place(r, grid, s, s.memory_some, 1.0);
+  }
+  // The devices the job reads first (as the recording orders them), then the host's others.
+  std::set<std::pair<std::string, std::string>> reads;
+  for (const auto& r : query(
+           fmt::format("max by (device, via) ({})", selector("stallwatch_job_device_info", job)))) {
+    reads.emplace(labelOr(r, "device"), labelOr(r, "via"));
+  }
+  std::vector<std::pair<std::string, std::string>> ordered(reads.begin(), reads.end());
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+    return a.second.empty() && !b.second.empty();
+  });
+  std::set<std::string> job_devices;
+  for (const auto& [device, via] : ordered) {
+    model::addDevice(s, device, via, true);
+    job_devices.insert(device);
+  }
+  auto deviceNamed = [&](const std::string& name) -> model::DeviceSeries& {
+    for (auto& d : s.devices) {
+      if (d.name == name) return d;
+    }
+    return model::addDevice(s, name, "", false);
+  };
+  std::set<std::string> sampled;
+  for (const auto& f : kDiskFigures) {
+    for (const auto& r : query(selector(f.metric, instance))) {
+      const std::string name = labelOr(r, "device");
+      if (name.empty()) continue;
+      sampled.insert(name);
+      place(r, grid, s, deviceNamed(name).*(f.into), f.scale);
+    }
+  }
+  for (const auto& f : kMountFigures) {
+    for (const auto& r : query(selector(f.metric, instance))) {
+      const std::string name = labelOr(r, "mountpoint");
+      if (name.empty()) continue;
+      sampled.insert(name);
+      place(r, grid, s, deviceNamed(name).*(f.into), f.scale);
+    }
+  }
+  // A device the job read that has no samples in the window is left out, as from a recording.
+  s.devices.erase(
+      std::remove_if(s.devices.begin(), s.devices.end(),
+                     [&](const model::DeviceSeries& d) { return !sampled.count(d.name); }),
+      s.devices.end());
+  // Its ranks, where it ran several.
+  if (rn.ranks.size() >= 2) {
+    const std::string ranks = run_matcher_ + ",node=" + quoted(rn.node);
+    for (const RankFigure& f : kRankFigures) {
+      for (const auto& r : query(selector(f.metric, ranks))) {
+        try {
+          model::RankSeries& rank = model::addRank(s, std::stoi(labelOr(r, "rank")));
+          rank.node = rn.node;
+          place(r, grid, s, rank.*(f.into), f.scale, f.per_interval);
+        } catch (const std::exception&) {
+        }
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace stallwatch::prometheus

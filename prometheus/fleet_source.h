@@ -1,0 +1,66 @@
+// A run across nodes as the operators' Prometheus (or Thanos Query, or Mimir) holds it: which
+// nodes ran it, and each node's series in the shape the fleet correlator judges, the same
+// shape storage reads from a recording (model::JobSeries). The reductions across a node's
+// ranks are left to the server (min, max by node), so that a report over a thousand nodes asks
+// for one series a node, not one a rank. What it reads is listed in docs/PROMETHEUS.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/series.h"
+#include "prometheus/client.h"
+
+namespace stallwatch::prometheus {
+
+struct RunSelection {
+  std::string run;                     // the run label: slurm:ID, torchelastic:ID, dist:ADDR:PORT
+  int64_t since_ms = 0, until_ms = 0;  // where to look for it
+  std::optional<int64_t> step_ms;      // the scrape interval; found from the samples when not given
+  std::string matchers;                // more label matchers for every selector (cluster="a")
+};
+
+struct RunNode {
+  std::string node;          // the node label its agent gave (--node, else its host name)
+  std::string instance;      // the scrape target it came from
+  std::string training_job;  // the job's key on that node
+  std::vector<int32_t> ranks;
+  uint32_t gpus = 0;
+};
+
+struct FoundRun {
+  std::string run;
+  int64_t from_ms = 0, to_ms = 0;  // the span of its samples, on the step grid
+  int64_t step_ms = 0;
+  bool step_given = false;  // false: found from the samples' spacing
+  std::optional<int32_t> world_size;
+  std::vector<RunNode> nodes;  // sorted by lowest rank, then name
+};
+
+class FleetSource {
+ public:
+  // Finds the run RUN in the span: its nodes and their ranks, its span and the step. Throws
+  // QueryError when the server cannot be asked.
+  FleetSource(Client& client, RunSelection selection);
+
+  const FoundRun& run() const { return run_; }
+  // Each node's summary (as storage's Recording::Detail::kNodeSummary reads it from a
+  // recording): the job's figures on the node, and one rank standing for its slowest.
+  std::vector<model::JobSeries> summaries();
+  // Node NODE's full series from FROM_MS to TO_MS: its job's figures, its ranks, its host's
+  // pressure and devices (those the job reads marked), to explain a stall on.
+  model::JobSeries window(size_t node, int64_t from_ms, int64_t to_ms);
+
+ private:
+  std::string selector(const std::string& metric, const std::string& more = "") const;
+  std::string onRun(const std::string& job_metric) const;
+
+  Client& client_;
+  RunSelection selection_;
+  std::string run_matcher_;  // the run label matcher every selector of the run carries
+  FoundRun run_;
+};
+
+}  // namespace stallwatch::prometheus
