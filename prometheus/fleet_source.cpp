@@ -42,11 +42,20 @@ class Grid {
     if (!k || index_[*k] != SIZE_MAX) return;
     index_[*k] = SIZE_MAX - 1;  // ordered below: JobSeries wants its intervals in time order
   }
-  void build(model::JobSeries& s) {
+  // The slots, in time order: every series of S sized with them (FULL), or none, each then
+  // sized when first placed into (a node's summary: a thousand nodes' unused series add up).
+  void build(model::JobSeries& s, bool full) {
     for (size_t k = 0; k < index_.size(); ++k) {
-      if (index_[k] == SIZE_MAX - 1)
-        index_[k] = model::appendInterval(s, from_ms_ + static_cast<int64_t>(k) * step_ms_,
-                                          static_cast<double>(step_ms_) / 1000.0);
+      if (index_[k] != SIZE_MAX - 1) continue;
+      const int64_t ts = from_ms_ + static_cast<int64_t>(k) * step_ms_;
+      const double interval_s = static_cast<double>(step_ms_) / 1000.0;
+      if (full) {
+        index_[k] = model::appendInterval(s, ts, interval_s);
+      } else {
+        index_[k] = s.ts_ms.size();
+        s.ts_ms.push_back(ts);
+        s.interval_s.push_back(interval_s);
+      }
     }
   }
   // The slot of the step at TS_MS, if S has one.
@@ -71,6 +80,7 @@ class Grid {
 // PER_INTERVAL (a rate turned into the interval's amount).
 void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, model::Series& into,
            double scale, bool per_interval = false) {
+  if (into.size() < s.size()) into.resize(s.size());
   for (size_t i = 0; i < r.ts_ms.size(); ++i) {
     const auto k = grid.at(r.ts_ms[i]);
     if (!k || std::isnan(r.values[i])) continue;
@@ -240,26 +250,29 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
   });
   first = std::max(first, selection_.since_ms);
   last = std::min(last, selection_.until_ms);
-  // The step: as given, else the spacing of the run's samples over its first minutes (the
-  // scrape interval: a finer step repeats samples, a coarser one drops them).
+  // The step: as given, else the spacing of the run's samples (the scrape interval: a finer
+  // step repeats samples, a coarser one drops them), counted over up to half an hour in the
+  // middle of the run, where every node runs it.
   run_.step_given = selection_.step_ms.has_value();
   run_.step_ms = selection_.step_ms.value_or(kDefaultStepMs);
   if (!selection_.step_ms) {
-    const int64_t w = std::clamp<int64_t>((last - first) / 1000 * 1000, 1000, 300'000);
+    const int64_t w = std::clamp<int64_t>((last - first) / 2 / 1000 * 1000, 1000, 1'800'000);
+    const int64_t at = (first + last) / 2 / 1000 * 1000;
     std::vector<double> spacing;
     for (const auto& s :
          client_.queryRange(fmt::format("count_over_time({}[{}s])",
                                         selector("stallwatch_run_job_info", run), w / 1000),
-                            first + w, first + w, 1000)) {
+                            at, at, 1000)) {
       if (!s.values.empty() && s.values.front() >= 2)
         spacing.push_back(static_cast<double>(w) / s.values.front());
     }
     if (!spacing.empty()) {
       std::nth_element(spacing.begin(), spacing.begin() + static_cast<long>(spacing.size() / 2),
                        spacing.end());
-      // To the millisecond; a scrape interval is whole seconds or a round fraction of one.
-      run_.step_ms =
-          std::max<int64_t>(100, std::llround(spacing[spacing.size() / 2] / 100.0) * 100);
+      // Scrape intervals are whole seconds, or a round fraction of one.
+      const double ms = spacing[spacing.size() / 2];
+      run_.step_ms = ms >= 1000 ? std::llround(ms / 1000.0) * 1000
+                                : std::max<int64_t>(100, std::llround(ms / 100.0) * 100);
     }
   }
   run_.from_ms = first / run_.step_ms * run_.step_ms;
@@ -287,7 +300,7 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     if (!k) continue;
     for (int64_t ts : s.ts_ms) grids[*k].open(ts);
   }
-  for (size_t k = 0; k < n; ++k) grids[k].build(out[k]);
+  for (size_t k = 0; k < n; ++k) grids[k].build(out[k], false);
   for (const JobFigure& f : kSummaryFigures) {
     for (const auto& s :
          client_.queryRange(onRun(f.metric), run_.from_ms, run_.to_ms, run_.step_ms)) {
@@ -296,8 +309,8 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     }
   }
   for (size_t k = 0; k < n; ++k) {
-    model::RankSeries& r =
-        model::addRank(out[k], run_.nodes[k].ranks.empty() ? 0 : run_.nodes[k].ranks.front());
+    model::RankSeries& r = out[k].ranks.emplace_back();  // its series sized as they are filled
+    r.rank = run_.nodes[k].ranks.empty() ? 0 : run_.nodes[k].ranks.front();
     r.node = run_.nodes[k].node;
   }
   // The node's slowest rank: reduced across its ranks by the server.
@@ -335,6 +348,13 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     if (run_.nodes[k].gpus == 0)
       run_.nodes[k].gpus = static_cast<uint32_t>(run_.nodes[k].ranks.size());
     s.gpu_count = run_.nodes[k].gpus;
+    // Held until merged: what has no value goes (the fleet correlator reads a summary through
+    // evidence::at, which takes an empty series as one without values), texts too.
+    s.forEachSeries([](model::Series& x) {
+      if (std::none_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }))
+        model::Series().swap(x);
+    });
+    s.forEachText([](std::vector<std::string>& x) { std::vector<std::string>().swap(x); });
   }
   return out;
 }
@@ -356,7 +376,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   for (const auto& r : query(selector("stallwatch_run_job_info", job))) {
     for (int64_t ts : r.ts_ms) grid.open(ts);
   }
-  grid.build(s);
+  grid.build(s, true);
   if (s.size() == 0) return s;
   s.gpu_count = rn.gpus;
   auto fill = [&](const JobFigure& f) {
