@@ -8,7 +8,9 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <semaphore>
 #include <set>
+#include <thread>
 
 #include "cli/report.h"
 #include "render/report.h"
@@ -123,14 +125,22 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     }
     std::stable_sort(pending.begin(), pending.end(),
                      [](const Pending& a, const Pending& b) { return a.lowest < b.lowest; });
-    // Each node's summary read on a thread of its own: one connection per recording.
+    // Each node's summary read on a thread of its own (one connection per recording), a few at
+    // a time: a day's summary is read at its full width (all the job's columns, ~90 MB) before
+    // it is cut to what the node is judged by, and sixteen at once took 1.4 GB.
     std::vector<std::future<model::JobSeries>> reading;
     reading.reserve(pending.size());
+    std::counting_semaphore<> slots(
+        static_cast<std::ptrdiff_t>(std::clamp(std::thread::hardware_concurrency(), 2u, 4u)));
     for (const Pending& p : pending) {
-      reading.push_back(std::async(
-          std::launch::async, [&range, &rec = *open[p.job->recording], &job = p.job->job] {
-            return rec.jobSeries(job, range, storage::Recording::Detail::kNodeSummary);
-          }));
+      reading.push_back(std::async(std::launch::async, [&range, &slots,
+                                                        &rec = *open[p.job->recording],
+                                                        &job = p.job->job] {
+        slots.acquire();
+        const std::unique_ptr<std::counting_semaphore<>, void (*)(std::counting_semaphore<>*)> held(
+            &slots, [](std::counting_semaphore<>* s) { s->release(); });
+        return rec.jobSeries(job, range, storage::Recording::Detail::kNodeSummary);
+      }));
     }
     std::vector<correlator::NodeJob> nodes;
     std::vector<const storage::NodeJobRecord*> of_node;

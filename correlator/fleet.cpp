@@ -185,6 +185,16 @@ JobSeries mergeOnGrid(std::vector<NodeJob>& nodes, const std::vector<ClockCheck>
   }
   for (const NodeJob& n : nodes) {
     model::RankSeries& r = model::addRank(f, static_cast<int32_t>(&n - nodes.data()));
+    // Only what is merged below is kept: the rest of a node's series would stay empty at 16
+    // bytes a slot, 13 series of a day's slots (18 MB) a node.
+    r.forEachSeries([&](model::Series& x) {
+      for (const model::Series* merged :
+           {&r.gpu_util_percent, &r.gpu_work_percent, &r.data_wait_s, &r.steps, &r.read_bytes_per_s,
+            &r.write_bytes_per_s, &r.workers_cpu, &r.d_state_threads}) {
+        if (merged == &x) return;
+      }
+      model::Series().swap(x);
+    });
     r.node = n.node;
     if (!n.summary.ranks.empty()) {
       r.pid = n.summary.ranks.front().pid;

@@ -217,7 +217,14 @@ void loadSlowestRank(SQLite::Database& db, int64_t job_id, bool per_rank, model:
   // Only what the node is judged by; the rest stays empty (a day of sixteen nodes' series
   // is hundreds of MB).
   r.forEachSeries([](model::Series& x) { model::Series().swap(x); });
-  for (auto* x : {&s.step_s, &s.io_some, &s.cpu_some}) model::Series().swap(*x);
+  const model::Series* judged[] = {&s.steps,       &s.gpu_util_percent, &s.gpu_work_percent,
+                                   &s.data_wait_s, &s.read_bytes_per_s, &s.write_bytes_per_s,
+                                   &s.workers_cpu, &s.d_state_threads};
+  s.forEachSeries([&](model::Series& x) {
+    if (std::find(std::begin(judged), std::end(judged), &x) == std::end(judged))
+      model::Series().swap(x);
+  });
+  s.forEachText([](std::vector<std::string>& x) { std::vector<std::string>().swap(x); });
   r.gpu_util_percent = s.gpu_util_percent;
   r.gpu_work_percent = s.gpu_work_percent;
   r.data_wait_s = s.data_wait_s;
