@@ -74,6 +74,22 @@ bool writeHtml(const std::string& path, const std::string& page, bool force) {
   return true;
 }
 
+// A run's report across nodes, as --html, --json or text say; 1 if the page cannot be written.
+int printFleetReports(const ReportArgs& args, const std::vector<render::FleetReport>& reports,
+                      const render::FleetInputs& inputs, const std::string& title) {
+  if (!args.html.empty() &&
+      !writeHtml(args.html, render::renderFleetHtml(reports, inputs, title), args.force))
+    return 1;
+  if (args.json) {
+    std::cout << render::renderFleetJson(reports, inputs)
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  } else if (args.html.empty()) {
+    std::cout << common::printableLines(render::renderFleetText(reports, inputs));
+  }
+  return 0;
+}
+
 // Several nodes' recordings: the run across them.
 int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
   if (args.job) {
@@ -94,19 +110,7 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
     for (const auto& p : inputs.problems) std::cerr << "stallwatch report: " << p << "\n";
     return 1;
   }
-  if (!args.html.empty() &&
-      !writeHtml(args.html,
-                 render::renderFleetHtml(reports, inputs, "stallwatch report across nodes"),
-                 args.force))
-    return 1;
-  if (args.json) {
-    std::cout << render::renderFleetJson(reports, inputs)
-                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-  } else if (args.html.empty()) {
-    std::cout << common::printableLines(render::renderFleetText(reports, inputs));
-  }
-  return 0;
+  return printFleetReports(args, reports, inputs, "stallwatch report across nodes");
 }
 
 // The same, over the series the nodes' agents exported to a Prometheus-compatible server.
@@ -161,19 +165,7 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
     return 1;
   }
   inputs.opened = reports.front().nodes.size();
-  if (!args.html.empty() &&
-      !writeHtml(args.html,
-                 render::renderFleetHtml(reports, inputs, "stallwatch report from Prometheus"),
-                 args.force))
-    return 1;
-  if (args.json) {
-    std::cout << render::renderFleetJson(reports, inputs)
-                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-  } else if (args.html.empty()) {
-    std::cout << common::printableLines(render::renderFleetText(reports, inputs));
-  }
-  return 0;
+  return printFleetReports(args, reports, inputs, "stallwatch report from Prometheus");
 }
 
 bool acrossNodes(const ReportArgs& args) {

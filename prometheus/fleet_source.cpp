@@ -348,13 +348,12 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     if (run_.nodes[k].gpus == 0)
       run_.nodes[k].gpus = static_cast<uint32_t>(run_.nodes[k].ranks.size());
     s.gpu_count = run_.nodes[k].gpus;
-    // Held until merged: what has no value goes (the fleet correlator reads a summary through
-    // evidence::at, which takes an empty series as one without values), texts too.
+    // Held until merged: a series the server sent only NaN for goes (the fleet correlator reads
+    // a summary through evidence::at, which takes an empty series as one without values).
     s.forEachSeries([](model::Series& x) {
       if (std::none_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }))
         model::Series().swap(x);
     });
-    s.forEachText([](std::vector<std::string>& x) { std::vector<std::string>().swap(x); });
   }
   return out;
 }

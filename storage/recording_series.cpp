@@ -216,7 +216,6 @@ void loadSlowestRank(SQLite::Database& db, int64_t job_id, bool per_rank, model:
   model::RankSeries& r = s.ranks.front();
   // Only what the node is judged by; the rest stays empty (a day of sixteen nodes' series
   // is hundreds of MB).
-  r.forEachSeries([](model::Series& x) { model::Series().swap(x); });
   const model::Series* judged[] = {&s.steps,       &s.gpu_util_percent, &s.gpu_work_percent,
                                    &s.data_wait_s, &s.read_bytes_per_s, &s.write_bytes_per_s,
                                    &s.workers_cpu, &s.d_state_threads};
