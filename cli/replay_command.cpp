@@ -42,7 +42,16 @@ int runReplay(const ReplayArgs& args) {
     const auto stats = recording.replay([&](collectors::SampleBatch& batch) {
       if (args.speed > 0) {
         // Paced: the recording's own time, divided by the speed.
-        if (!first_ms) first_ms = batch.wall_time_ms;
+        if (!first_ms) {
+          first_ms = batch.wall_time_ms;
+          // Where the recording's clock lands on the wall clock: what a reader of the scraped
+          // series needs to find the recording's moments in them.
+          const auto started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::system_clock::now().time_since_epoch() -
+              (std::chrono::steady_clock::now() - started));
+          std::cerr << "replaying from " << *first_ms << " ms at " << started_ms.count()
+                    << " ms (Unix time), speed " << args.speed << "\n";
+        }
         const auto due =
             started + std::chrono::duration<double, std::milli>(
                           static_cast<double>(batch.wall_time_ms - *first_ms) / args.speed);

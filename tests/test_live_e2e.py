@@ -9,7 +9,6 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -424,8 +423,13 @@ scrape_configs:
                               "--listen", f"127.0.0.1:{port}", "--node", f"node{k}"]) for name, k, port in agents_at]
         while any(a.poll() is None for a in agents):
             time.sleep(1)
-        for a in agents:
-            self.assertEqual(a.returncode, 0, a.stderr.read()[-2000:])
+        replay_shift_ms = {}
+        for (name, k, _), a in zip(agents_at, agents):
+            err = a.stderr.read()
+            self.assertEqual(a.returncode, 0, err[-2000:])
+            started = re.search(r"replaying from (\d+) ms at (\d+) ms", err)
+            self.assertIsNotNone(started, err[-2000:])
+            replay_shift_ms[(name, k)] = int(started[2]) - int(started[1])
         self.assertIsNone(prom.poll(), "prometheus exited")
         nodes = {r["metric"]["node"]: r["metric"] for r in query(
             'count by (run, node, rank) (max_over_time(stallwatch_rank_gpu_utilization_ratio{run="torchelastic:sw2n-node1-disk"}[5m]))')}
@@ -454,17 +458,18 @@ scrape_configs:
                     self.assertEqual(p[key], d[key], key)
                 self.assertEqual(p["straggler"]["rank"], d["straggler"]["rank"])
                 self.assertEqual(p["straggler_node"], d["straggler_node"].split("/")[-1])
-                # Prometheus holds the replay's samples at the time it scraped them: batch i of a
-                # recording at the agents' start plus its offset in the recording, plus up to one
-                # scrape interval (and the agents' own start-up).
-                with sqlite3.connect(f"file:{files[0]}?mode=ro", uri=True) as db:
-                    first_ms = db.execute("SELECT min(ts_ms) FROM job_samples").fetchone()[0]
-                shift_ms = int(started_s * 1000) - first_ms
+                # Prometheus holds the replay's samples at the time it scraped them: the
+                # recording's moment t at the replay's start plus (t - its first interval), plus up
+                # to one scrape interval; the report's grid of one step (the scrape interval) adds
+                # up to one more. The replay says where it started on the wall clock. Seen: +734
+                # to +1215 ms, and +1051 ms with both cores busy.
+                shift_ms = replay_shift_ms[(name, 0)]
                 late_ms = [p["start_ms"] - (d["start_ms"] + shift_ms), p["end_ms"] - (d["end_ms"] + shift_ms)]
                 print(f"  Prometheus's stall against the recording's, shifted to the replay: start "
                       f"{late_ms[0]:+d} ms, end {late_ms[1]:+d} ms")
                 for late in late_ms:
-                    self.assertLessEqual(abs(late), 1000 + 500, late_ms)
+                    self.assertGreaterEqual(late, -500, late_ms)
+                    self.assertLessEqual(late, 2 * 1000 + 500, late_ms)
         self.assertEqual(len(self.report_json(["--prometheus", base, "--run", "torchelastic:sw2n-node1-disk",
                                                "--since", str(int(started_s) - 5)])["incidents"]), 1)
 
