@@ -5,10 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <memory>
-#include <semaphore>
 #include <set>
 #include <thread>
 
@@ -84,7 +82,8 @@ FleetInputs recordingPaths(const std::vector<std::string>& args) {
 }
 
 std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::string& run_id,
-                                           const storage::TimeRange& range) {
+                                           const storage::TimeRange& range,
+                                           size_t max_series_bytes) {
   // Open every recording and list its jobs; one that cannot be read is said, not fatal: the
   // report then names the ranks it lacks.
   std::vector<std::unique_ptr<storage::Recording>> open;  // kept open for the analysis' reads
@@ -125,43 +124,39 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     }
     std::stable_sort(pending.begin(), pending.end(),
                      [](const Pending& a, const Pending& b) { return a.lowest < b.lowest; });
-    // Each node's summary read on a thread of its own (one connection per recording), a few at
-    // a time: a day's summary is read at its full width (all the job's columns, ~90 MB) before
-    // it is cut to what the node is judged by, and sixteen at once took 1.4 GB.
-    std::vector<std::future<model::JobSeries>> reading;
-    reading.reserve(pending.size());
-    std::counting_semaphore<> slots(
-        static_cast<std::ptrdiff_t>(std::clamp(std::thread::hardware_concurrency(), 2u, 4u)));
+    std::vector<correlator::FleetNode> given;
     for (const Pending& p : pending) {
-      reading.push_back(std::async(std::launch::async, [&range, &slots,
-                                                        &rec = *open[p.job->recording],
-                                                        &job = p.job->job] {
-        slots.acquire();
-        const std::unique_ptr<std::counting_semaphore<>, void (*)(std::counting_semaphore<>*)> held(
-            &slots, [](std::counting_semaphore<>* s) { s->release(); });
-        return rec.jobSeries(job, range, storage::Recording::Detail::kNodeSummary);
-      }));
+      const storage::JobRecord& job = p.job->job;
+      given.push_back({names[p.job->recording], p.ranks,
+                       static_cast<uint32_t>(job.gpu_uuids.size()),
+                       static_cast<uint32_t>(job.root_pid),
+                       job.gpu_uuids.empty() ? std::string() : job.gpu_uuids.front()});
     }
-    std::vector<correlator::NodeJob> nodes;
-    std::vector<const storage::NodeJobRecord*> of_node;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      model::JobSeries summary = reading[i].get();
-      if (summary.size() == 0) continue;
-      const storage::NodeJobRecord& nj = *pending[i].job;
-      report.nodes.push_back({names[nj.recording], paths[nj.recording], nj.job.job_id,
-                              pending[i].ranks, summary.gpu_count, summary.size()});
-      of_node.push_back(&nj);
-      nodes.push_back({names[nj.recording], pending[i].ranks, std::move(summary)});
-    }
-    if (nodes.empty()) continue;
+    // Each node read a row at a time, a few at once (one connection per recording), merged onto
+    // the run's grid as it comes (correlator/fleet.h).
+    auto read = [&](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
+      const storage::NodeJobRecord& nj = *pending[n].job;
+      open[nj.recording]->nodeSamples(nj.job, range, fields, sink);
+    };
     auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
-      const storage::NodeJobRecord& nj = *of_node[n];
+      const storage::NodeJobRecord& nj = *pending[n].job;
       storage::Recording& rec = *open[nj.recording];
       model::JobSeries s = rec.jobSeries(nj.job, {from_ms, to_ms});
       if (s.size()) rec.addOtherDevices(nj.job, s, {{0, s.size() - 1}});
       return s;
     };
-    report.analysis = correlator::analyzeFleet(std::move(nodes), window, run.world_size);
+    correlator::FleetOptions options;
+    options.max_series_bytes = max_series_bytes;
+    options.threads = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
+    report.analysis = correlator::analyzeFleet(given, read, window, run.world_size, options);
+    if (report.analysis.nodes.empty()) continue;
+    for (size_t j = 0; j < report.analysis.nodes.size(); ++j) {
+      const Pending& p = pending[report.analysis.nodes[j]];
+      const storage::NodeJobRecord& nj = *p.job;
+      report.nodes.push_back({names[nj.recording], paths[nj.recording], nj.job.job_id, p.ranks,
+                              given[report.analysis.nodes[j]].gpu_count,
+                              report.analysis.samples[j]});
+    }
     reports.push_back(std::move(report));
   }
   return reports;

@@ -15,10 +15,12 @@ namespace stallwatch::cli {
 render::FleetInputs recordingPaths(const std::vector<std::string>& args);
 
 // The runs across INPUTS' recordings (only RUN_ID's when given: an id as `export --run-id`
-// takes it), each over RANGE. Recordings that cannot be read are added to INPUTS.problems.
+// takes it), each over RANGE, the run's series on its grid within MAX_SERIES_BYTES (0: no bound;
+// correlator::FleetOptions). Recordings that cannot be read are added to INPUTS.problems.
 std::vector<render::FleetReport> buildFleetReports(render::FleetInputs& inputs,
                                                    const std::string& run_id,
-                                                   const storage::TimeRange& range);
+                                                   const storage::TimeRange& range,
+                                                   size_t max_series_bytes);
 
 // The run SELECTION names, read from a Prometheus-compatible server through CLIENT and judged
 // by the same fleet correlator; none when the server holds no series of it in the span.

@@ -29,7 +29,8 @@ struct ReportArgs {
   std::string since, until;
   bool json = false;
   std::string html;
-  bool force = false;  // --html may replace a file that exists
+  bool force = false;        // --html may replace a file that exists
+  size_t memory_mib = 2048;  // across nodes: the run's series on the grid, at most
   // A run read from Prometheus (Thanos Query, Mimir) instead of recordings.
   std::string prometheus;
   std::string step;
@@ -100,7 +101,7 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
   render::FleetInputs inputs = recordingPaths(args.dbs);
   std::vector<render::FleetReport> reports;
   try {
-    reports = buildFleetReports(inputs, args.run_id, range);
+    reports = buildFleetReports(inputs, args.run_id, range, args.memory_mib << 20);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: " << e.what() << "\n";
     return 1;
@@ -227,6 +228,12 @@ CommandRunner addReportCommand(CLI::App& app) {
   cmd->add_option("--run-id,--run", args->run_id,
                   "Across nodes: only this run (SLURM_JOB_ID, TORCHELASTIC_RUN_ID or a job key "
                   "as `jobs` lists it)");
+  cmd->add_option("--memory", args->memory_mib,
+                  "Across nodes: the most the run's series may take, in MiB (about 3 a node-day "
+                  "at 1 s); a run too long or too wide for it is judged on a coarser grid, said "
+                  "in the report")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{16}, size_t{1} << 30));
   cmd->add_option("--since", args->since,
                   "From this time: ISO 8601 (2026-11-22, 2026-11-22T02:00Z, an offset +02:00; UTC "
                   "without one), "

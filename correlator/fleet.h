@@ -2,9 +2,17 @@
 // time grid (their clocks checked against each other from the data), judged as one job whose
 // "ranks" are the nodes, and each stall explained on the series of the node that held the job
 // back by the same attribution as within a node. Pure computation like the rest of the
-// correlator: the nodes' recordings come in as series and through NodeWindow.
+// correlator: the nodes' samples come in through a NodeReader and NodeWindow.
+//
+// No node's day is held whole: each node is read twice, a row at a time (its progress, to check
+// its clock; then all it is judged by, merged onto the grid as it comes), and kept as
+// NodeColumns at 4 bytes a value. The nodes' figures are put back into model::Series only
+// around each stall, to find the node that held the job back. A run too long or too wide for
+// FleetOptions::max_series_bytes is judged on a coarser grid (docs/MEASUREMENTS.md: a day of a
+// node takes about 3 MiB).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -12,16 +20,61 @@
 #include <vector>
 
 #include "correlator/stall_detector.h"
+#include "model/node_sample.h"
 
 namespace stallwatch::correlator {
 
-// One node's recording of the job.
+// A node of the run, as known before its samples are read.
+struct FleetNode {
+  std::string node;            // its host name
+  std::vector<int32_t> ranks;  // the global ranks it ran; empty if its recording does not say
+  uint32_t gpu_count = 0;
+  uint32_t pid = 0;  // its lowest rank's main process, where known
+  std::string gpu;   // its first GPU's UUID, where known
+};
+
+// Reads node NODE's samples in time order, each to SINK, filling at least FIELDS. Called twice a
+// node (its progress, then all), for several nodes at once from FleetOptions::threads threads.
+using NodeReader = std::function<void(size_t node, model::NodeSampleFields fields,
+                                      const model::NodeSampleSink& sink)>;
+
+// One node's recording of the job, whole in memory (a node read from Prometheus).
 struct NodeJob {
   std::string node;            // its host name
   std::vector<int32_t> ranks;  // the global ranks it ran; empty if its recording does not say
   // The node's summary series (storage's Recording::Detail::kNodeSummary): the job's figures on
   // this node, and one rank standing for the node's slowest.
   JobSeries summary;
+};
+
+// A node's series on the run's grid as it is judged by: its slowest rank's GPU utilisation,
+// work and data wait, and its job's steps, reads, writes, workers' CPU and threads in D state.
+// Four bytes a value (NaN: none), where model::Series takes sixteen.
+struct NodeColumns {
+  enum Column {
+    kGpuUtil,
+    kGpuWork,
+    kDataWait,
+    kSteps,
+    kRead,
+    kWrite,
+    kWorkersCpu,
+    kDState,
+    kCount
+  };
+  std::array<std::vector<float>, kCount> values;
+
+  std::optional<double> at(Column c, size_t i) const;
+  // Intervals FROM..TO (inclusive) of column C as a model::Series.
+  Series series(Column c, size_t from, size_t to) const;
+};
+
+struct FleetOptions {
+  DetectorConfig detector;
+  // The most the run's series on the grid may take, in bytes (0: no bound). Past it the grid is
+  // coarsened, a whole multiple of the recordings' interval, until they fit.
+  size_t max_series_bytes = 0;
+  unsigned threads = 2;  // nodes read at once
 };
 
 // Whether a node's clock agrees with the first node's, judged from the data: a synchronous
@@ -36,7 +89,7 @@ struct ClockCheck {
 };
 
 // Node NODE's full series (its devices, ranks and the host's other devices) from FROM_MS to
-// TO_MS by its own clock, to explain a stall on.
+// TO_MS by its own clock, to explain a stall on. NODE: its index among the nodes given.
 using NodeWindow = std::function<JobSeries(size_t node, int64_t from_ms, int64_t to_ms)>;
 
 // A stall of the whole job, explained on a node.
@@ -59,11 +112,19 @@ struct FleetIncident {
 };
 
 struct FleetAnalysis {
-  // On the common grid, one "rank" per node: RankSeries::rank is the node's index, node its
-  // host, its series the node's slowest rank's.
+  // The nodes judged, as indices among those given: those with samples in the range. Every
+  // other node index below (a rank of SERIES, an incident's nodes, CLOCKS) counts among these.
+  std::vector<size_t> nodes;
+  std::vector<size_t> samples;  // each judged node's samples read
+  // On the common grid: the job's own series, and one "rank" per node (RankSeries::rank is the
+  // node's index, node its host) whose series are left empty: the node's are in COLUMNS.
   JobSeries series;
+  std::vector<NodeColumns> columns;
+  Series progress;  // the job's progress per interval, as judged (analysis.progress_signal)
   int64_t grid_ms = 1000;
-  std::string clock_signal;  // what the clocks were compared by: "steps", "gpu_work", "gpu_util"
+  int64_t interval_ms = 1000;  // the recordings' own; GRID_MS is a multiple where coarsened
+  size_t series_bytes = 0;     // what the series on the grid took (the most at any time)
+  std::string clock_signal;    // what the clocks were compared by: "steps", "gpu_work", "gpu_util"
   std::vector<ClockCheck> clocks;
   std::vector<int32_t> missing_ranks;  // of WORLD_SIZE, ranks no node's recording holds
   Analysis analysis;
@@ -72,8 +133,10 @@ struct FleetAnalysis {
 };
 
 // WORLD_SIZE, when known, lets the analysis say which ranks have no recording.
-// NODES are taken (their summaries are freed as they are merged: a day of sixteen nodes' is
-// hundreds of MB).
+FleetAnalysis analyzeFleet(const std::vector<FleetNode>& nodes, const NodeReader& read,
+                           const NodeWindow& window, std::optional<int32_t> world_size = {},
+                           const FleetOptions& options = {});
+// The same over summaries held in memory; each is freed once merged.
 FleetAnalysis analyzeFleet(std::vector<NodeJob> nodes, const NodeWindow& window,
                            std::optional<int32_t> world_size = {},
                            const DetectorConfig& config = {});

@@ -260,11 +260,21 @@ bool processesIdle(const JobSeries& s, const Incident& inc) {
 }
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
+  Judging own;
+  own.signal = chooseProgressSignal(s);
+  own.progress = [&](size_t i, bool reporting) { return progressAt(s, i, own.signal, reporting); };
+  own.attribute = [&](const std::vector<bool>& stalled, Incident& inc) {
+    attributeIncident(s, stalled, cfg, inc);
+  };
+  return analyzeJob(s, cfg, own);
+}
+
+Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg, const Judging& judging) {
   Analysis a;
   const size_t n = s.size();
   a.stalled.assign(n, false);
   a.baseline.assign(n, std::nullopt);
-  const ProgressSignal signal = chooseProgressSignal(s);
+  const ProgressSignal signal = judging.signal;
   a.progress_signal = signal;
   for (size_t i = 0; i < n; ++i) a.gpu_seconds_total += s.interval_s[i] * s.gpu_count;
   if (signal == ProgressSignal::kNone) return a;
@@ -272,7 +282,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
   bool reporting = false;
   for (size_t i = 0; i < n; ++i) {
     reporting = reporting || at(s.steps, i).has_value();
-    progress[i] = progressAt(s, i, signal, reporting);
+    progress[i] = judging.progress(i, reporting);
   }
   // Utilisation points: the loss in GPU-seconds is the points below the baseline (kept for
   // the one-GPU verdicts recorded so far); other signals lose their share of the baseline.
@@ -336,7 +346,7 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
                                     : drop * s.interval_s[k] * s.gpu_count;
       }
       inc.idle_share = capacity > 0 ? lost / capacity : 0.0;
-      attributeIncident(s, a.stalled, cfg, inc);
+      judging.attribute(a.stalled, inc);
       a.gpu_seconds_lost[static_cast<int>(inc.cls)] += inc.gpu_seconds_lost;
       a.incidents.push_back(std::move(inc));
     }

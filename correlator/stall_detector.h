@@ -120,6 +120,19 @@ struct Analysis {
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 
+// How a job is judged where its series do not hold every rank's figures for the whole run (a
+// run across nodes keeps each node's compactly and explains a stall on a window: fleet.h): the
+// progress signal, progress in interval I (REPORTING: steps were reported by I), and the
+// attribution of an incident found (its first and last intervals set) given the per-interval
+// verdict. analyzeJob(series, config) is analyzeJob with chooseProgressSignal, progressAt and
+// attributeIncident on SERIES.
+struct Judging {
+  ProgressSignal signal = ProgressSignal::kNone;
+  std::function<std::optional<double>(size_t i, bool reporting)> progress;
+  std::function<void(const std::vector<bool>& stalled, Incident& inc)> attribute;
+};
+Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config, const Judging& judging);
+
 // Whether the job's processes sat idle over INC: its workers' CPU and its reads near nothing
 // (medians) and no thread waiting on I/O. A job winding down looks so; so does one hung with
 // every thread asleep (a lock, a queue that is never fed). The post-mortem tells the two apart

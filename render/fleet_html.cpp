@@ -14,10 +14,7 @@ namespace {
 std::string fleetTimeline(const FleetReport& r, size_t index) {
   const auto& a = r.analysis;
   const auto& s = a.series;
-  model::Series progress(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    progress[i] = correlator::progressAt(s, i, a.analysis.progress_signal, true);
-  }
+  const model::Series& progress = a.progress;
   const bool steps = a.analysis.progress_signal == model::ProgressSignal::kSteps;
   std::vector<Panel> panels = {
       {"series-progress",
@@ -41,8 +38,10 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
                      "dashed{}",
                      node.name, node.ranks.size() == 1 ? "" : "s", ranks.empty() ? "?" : ranks,
                      held_back ? " \u2014 held the job back" : ""),
-         "%", s.ranks[n].gpu_util_percent, held_back ? "#d62728" : "#7f7f7f",
-         s.ranks[n].gpu_work_percent, held_back ? "#ff9896" : "#bcbd22", false});
+         "%", a.columns[n].series(correlator::NodeColumns::kGpuUtil, 0, s.size() - 1),
+         held_back ? "#d62728" : "#7f7f7f",
+         a.columns[n].series(correlator::NodeColumns::kGpuWork, 0, s.size() - 1),
+         held_back ? "#ff9896" : "#bcbd22", false});
   }
   std::vector<Shade> shades;
   for (const auto& fi : a.incidents) {

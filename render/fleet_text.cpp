@@ -122,6 +122,13 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
     }
     out += fmt::format("  span        {} .. {}  ({} intervals of {})\n", timeText(s.ts_ms.front()),
                        timeText(s.ts_ms.back()), s.size(), seconds(a.grid_ms));
+    if (a.grid_ms != a.interval_ms) {
+      out += fmt::format(
+          "  coarsened   judged on intervals of {}, not the recordings' {}: the run's series "
+          "({:.0f} MiB) kept within --memory\n",
+          seconds(a.grid_ms), seconds(a.interval_ms),
+          static_cast<double>(a.series_bytes) / (1 << 20));
+    }
     for (const auto& n : r.nodes) {
       // A recording's job by its id; a node read from Prometheus by its scrape target and job.
       out += fmt::format(
@@ -215,6 +222,8 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
          {"start_ms", s.size() ? nlohmann::json(s.ts_ms.front()) : nlohmann::json(nullptr)},
          {"end_ms", s.size() ? nlohmann::json(s.ts_ms.back()) : nlohmann::json(nullptr)},
          {"interval_ms", a.grid_ms},
+         {"recorded_interval_ms", a.interval_ms},
+         {"series_bytes", a.series_bytes},
          {"intervals", s.size()},
          {"clock_signal", a.clock_signal},
          {"clocks", clocks},

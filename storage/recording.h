@@ -19,6 +19,7 @@
 #include "collectors/io_latency_histogram.h"
 #include "collectors/samples.h"
 #include "health/drive_reading.h"
+#include "model/node_sample.h"
 #include "model/series.h"
 #include "storage/incident_store.h"
 
@@ -133,6 +134,11 @@ class Recording {
     // day of 8 ranks stays small.
     kNodeSummary,
   };
+  // Detail::kNodeSummary's figures a row at a time, in time order, to SINK (with FIELDS
+  // kProgress, only the job's progress): what a report across nodes merges as it reads, so that
+  // a node's day is never held whole. Its host pressure is not read (kNodeSummary has none).
+  void nodeSamples(const JobRecord& job, const TimeRange& range, model::NodeSampleFields fields,
+                   const model::NodeSampleSink& sink);
   // The host's own series over RANGE, for a recording (or range) without a job: the interval
   // grid of its device samples, the host's I/O and CPU pressure, and every device with samples
   // there (job_reads false). Empty without device samples.

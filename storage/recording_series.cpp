@@ -2,6 +2,7 @@
 // ticks, as the correlator judges them (model/series.h), and the host's other devices added
 // around the windows a post-mortem explains.
 #include <algorithm>
+#include <optional>
 
 #include "collectors/io_latency_histogram.h"
 #include "storage/recording.h"
@@ -427,6 +428,95 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
   }
   if (version_ >= 6) loadRanks(db_, version_, job.job_id, from, to, s);
   return s;
+}
+
+void Recording::nodeSamples(const JobRecord& job, const TimeRange& range,
+                            model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
+  // Without a per-job GPU mean stored (before schema 3, or none written), the summary computes
+  // it from the GPUs' own samples: read whole, then handed on.
+  bool materialise = version_ < 3;
+  if (!materialise && !job.gpu_uuids.empty()) {
+    SQLite::Statement any(db_,
+                          "SELECT EXISTS (SELECT 1 FROM job_samples WHERE job_id = :job_id AND "
+                          "gpu_util_percent IS NOT NULL)");
+    any.bind(":job_id", job.job_id);
+    materialise = !(any.executeStep() && any.getColumn(0).getInt() != 0);
+  }
+  if (materialise) {
+    const model::JobSeries s = jobSeries(job, range, Detail::kNodeSummary);
+    const model::RankSeries* r = s.ranks.empty() ? nullptr : &s.ranks.front();
+    for (size_t i = 0; i < s.size(); ++i) {
+      model::NodeSample x;
+      x.ts_ms = s.ts_ms[i];
+      x.interval_s = s.interval_s[i];
+      x.steps = s.steps[i];
+      x.gpu_util_percent = s.gpu_util_percent[i];
+      x.gpu_work_percent = s.gpu_work_percent[i];
+      x.data_wait_s = s.data_wait_s[i];
+      x.read_bytes_per_s = s.read_bytes_per_s[i];
+      x.write_bytes_per_s = s.write_bytes_per_s[i];
+      x.workers_cpu = s.workers_cpu[i];
+      x.d_state_threads = s.d_state_threads[i];
+      if (r) {
+        x.rank_gpu_util_percent = r->gpu_util_percent[i];
+        x.rank_gpu_work_percent = r->gpu_work_percent[i];
+        x.rank_data_wait_s = r->data_wait_s[i];
+      }
+      sink(x);
+    }
+    return;
+  }
+  const bool all = fields == model::NodeSampleFields::kAll;
+  SQLite::Statement q(
+      db_, std::string("SELECT ts_ms, interval_ms, steps, gpu_util_percent, ") +
+               (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
+               (all ? ", data_wait_seconds, read_bytes_per_second, write_bytes_per_second, "
+                      "workers_cpu_ratio, d_state_threads"
+                    : "") +
+               " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND "
+               ":until_ms ORDER BY ts_ms");
+  q.bind(":job_id", job.job_id);
+  bindRange(q, range);
+  // The slowest of the node's ranks, where it ran several: one row per interval, aggregated
+  // inside SQLite from the (job_id, ts_ms, rank) index, walked beside the job's rows.
+  std::optional<SQLite::Statement> ranks;
+  if (all && version_ >= 6 && ranksOf(job).size() >= 2) {
+    ranks.emplace(db_,
+                  "SELECT ts_ms, min(gpu_util_percent), min(gpu_work_percent), "
+                  "max(data_wait_seconds) FROM rank_samples WHERE job_id = :job_id AND ts_ms "
+                  "BETWEEN :since_ms AND :until_ms GROUP BY ts_ms ORDER BY ts_ms");
+    ranks->bind(":job_id", job.job_id);
+    bindRange(*ranks, range);
+  }
+  bool rank_row = ranks && ranks->executeStep();
+  int64_t last = INT64_MIN;
+  while (q.executeStep()) {
+    model::NodeSample x;
+    x.ts_ms = q.getColumn(0).getInt64();
+    if (x.ts_ms == last) continue;
+    last = x.ts_ms;
+    x.interval_s = q.getColumn(1).getDouble() / 1000.0;
+    x.steps = optionalReal(q.getColumn(2));
+    x.gpu_util_percent = optionalReal(q.getColumn(3));
+    x.gpu_work_percent = optionalReal(q.getColumn(4));
+    if (all) {
+      x.data_wait_s = optionalReal(q.getColumn(5));
+      x.read_bytes_per_s = optionalReal(q.getColumn(6));
+      x.write_bytes_per_s = optionalReal(q.getColumn(7));
+      x.workers_cpu = optionalReal(q.getColumn(8));
+      x.d_state_threads = optionalReal(q.getColumn(9));
+      x.rank_gpu_util_percent = x.gpu_util_percent;
+      x.rank_gpu_work_percent = x.gpu_work_percent;
+      x.rank_data_wait_s = x.data_wait_s;
+      while (rank_row && ranks->getColumn(0).getInt64() < x.ts_ms) rank_row = ranks->executeStep();
+      if (rank_row && ranks->getColumn(0).getInt64() == x.ts_ms) {
+        if (auto v = optionalReal(ranks->getColumn(1))) x.rank_gpu_util_percent = v;
+        if (auto v = optionalReal(ranks->getColumn(2))) x.rank_gpu_work_percent = v;
+        if (auto v = optionalReal(ranks->getColumn(3))) x.rank_data_wait_s = v;
+      }
+    }
+    sink(x);
+  }
 }
 
 model::JobSeries Recording::hostSeries(const TimeRange& range) {

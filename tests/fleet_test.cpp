@@ -89,5 +89,126 @@ TEST(FleetClocks, WorldSizeNamesTheRanksWithoutARecording) {
   EXPECT_EQ(f.missing_ranks, (std::vector<int32_t>{1, 3}));
 }
 
+// A run of NODES nodes read through a NodeReader, one sample a second for SECONDS: steps in one
+// rhythm on every node, GPUs busy; from STALL_AT for STALL_FOR seconds node STRAGGLER's GPU
+// idles and its data wait rises while the others spin (busy, no steps anywhere). JITTER_MS: each
+// node's ticks land up to this early or late, alternately. Counts each node's reads.
+struct SyntheticRun {
+  size_t nodes = 4;
+  int64_t seconds = 3600, stall_at = 1800, stall_for = 60;
+  size_t straggler = 2;
+  int64_t jitter_ms = 0;
+  std::vector<std::vector<model::NodeSampleFields>> reads;
+
+  std::vector<correlator::FleetNode> given() const {
+    std::vector<correlator::FleetNode> g;
+    for (size_t n = 0; n < nodes; ++n)
+      g.push_back({"n" + std::to_string(n),
+                   {static_cast<int32_t>(n)},
+                   1,
+                   100 + static_cast<uint32_t>(n),
+                   "GPU-" + std::to_string(n)});
+    return g;
+  }
+  correlator::NodeReader reader() {
+    reads.assign(nodes, {});
+    return [this](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
+      reads[n].push_back(fields);
+      for (int64_t i = 0; i < seconds; ++i) {
+        model::NodeSample x;
+        const int64_t jitter = i % 2 ? jitter_ms : -jitter_ms;
+        x.ts_ms = 5'000'000 + i * 1000 + static_cast<int64_t>(n) * 7 + jitter;
+        x.interval_s = 1.0;
+        const bool stalled = i >= stall_at && i < stall_at + stall_for;
+        const bool starved = stalled && n == straggler;
+        x.steps = stalled ? 0.0 : 8.0 + static_cast<double>((i * 7 + i / 13) % 5);
+        x.gpu_util_percent = starved ? 2.0 : 95.0;
+        x.rank_gpu_util_percent = x.gpu_util_percent;
+        x.data_wait_s = starved ? 0.9 : 0.05;
+        x.rank_data_wait_s = x.data_wait_s;
+        x.read_bytes_per_s = 1e8;
+        x.workers_cpu = 2.0;
+        sink(x);
+      }
+    };
+  }
+};
+
+TEST(FleetStreaming, EachNodeIsReadTwiceARowAtATimeAndTheStragglerNamed) {
+  SyntheticRun run;
+  const auto f = correlator::analyzeFleet(run.given(), run.reader(), {});
+  for (const auto& r : run.reads) {
+    EXPECT_EQ(r, (std::vector<model::NodeSampleFields>{model::NodeSampleFields::kProgress,
+                                                       model::NodeSampleFields::kAll}));
+  }
+  EXPECT_EQ(f.grid_ms, 1000);
+  EXPECT_EQ(f.series.size(), 3600u);
+  ASSERT_EQ(f.incidents.size(), 1u);
+  EXPECT_EQ(f.incidents[0].straggler_node, std::optional<size_t>(2));
+  ASSERT_TRUE(f.incidents[0].incident.straggler);
+  EXPECT_EQ(f.incidents[0].incident.straggler->rank, 2);
+  EXPECT_EQ(f.incidents[0].incident.straggler->pid, 102u);
+  // The nodes' own series are kept compactly, not as model::Series on the job's ranks.
+  EXPECT_TRUE(f.series.ranks[2].gpu_util_percent.empty());
+  EXPECT_EQ(f.columns[2].at(correlator::NodeColumns::kGpuUtil, 1810), 2.0);
+  EXPECT_EQ(f.columns[1].at(correlator::NodeColumns::kGpuUtil, 1810), 95.0);
+}
+
+TEST(FleetStreaming, TicksAFewMillisecondsOffTheirPhaseStayInTheirOwnInterval) {
+  SyntheticRun run;
+  run.jitter_ms = 40;
+  const auto f = correlator::analyzeFleet(run.given(), run.reader(), {});
+  EXPECT_EQ(f.series.size(), 3600u);
+  for (size_t n = 0; n < run.nodes; ++n) {
+    size_t held = 0;
+    for (size_t i = 0; i < f.series.size(); ++i)
+      held += f.columns[n].at(correlator::NodeColumns::kWorkersCpu, i).has_value();
+    EXPECT_EQ(held, 3600u) << "node " << n;
+  }
+}
+
+TEST(FleetStreaming, ABoundOnMemoryCoarsensTheGridAndTheStragglerIsStillNamed) {
+  SyntheticRun run;
+  run.nodes = 16;
+  run.straggler = 11;
+  run.seconds = 43'200;  // past the clock check's first 4 h, which the bound does not coarsen
+  run.stall_at = 30'000;
+  const auto whole = correlator::analyzeFleet(run.given(), run.reader(), {});
+  correlator::FleetOptions bounded;
+  bounded.max_series_bytes = whole.series_bytes / 3;
+  const auto f = correlator::analyzeFleet(run.given(), run.reader(), {}, {}, bounded);
+  EXPECT_EQ(whole.grid_ms, 1000);
+  EXPECT_GE(f.grid_ms, 3000);
+  EXPECT_EQ(f.grid_ms % 1000, 0);
+  EXPECT_EQ(f.interval_ms, 1000);
+  EXPECT_LE(f.series_bytes, bounded.max_series_bytes);
+  EXPECT_LE(f.series.size(), 43'200u / 3);
+  ASSERT_EQ(f.incidents.size(), 1u);
+  EXPECT_EQ(f.incidents[0].straggler_node, std::optional<size_t>(11));
+  // Steps summed over each coarse interval: the run's rate is unchanged.
+  const auto& s = f.series;
+  ASSERT_TRUE(s.steps[10].has_value());
+  EXPECT_NEAR(*s.steps[10] / s.interval_s[10], *whole.series.steps[100] / 1.0 * 0 + 16 * 10.0,
+              16 * 2.0);
+}
+
+TEST(FleetStreaming, NodesWithoutSamplesAreNotJudged) {
+  SyntheticRun run;
+  auto inner = run.reader();
+  auto read = [&](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
+    if (n != 1) inner(n, fields, sink);
+  };
+  const auto f = correlator::analyzeFleet(run.given(), read, {}, 8);
+  EXPECT_EQ(f.nodes, (std::vector<size_t>{0, 2, 3}));
+  EXPECT_EQ(f.samples, (std::vector<size_t>{3600, 3600, 3600}));
+  EXPECT_EQ(f.missing_ranks, (std::vector<int32_t>{1, 4, 5, 6, 7}));
+  ASSERT_EQ(f.incidents.size(), 1u);
+  EXPECT_EQ(f.incidents[0].straggler_node, std::optional<size_t>(1));  // n2, among the judged
+  ASSERT_EQ(f.series.ranks.size(), 3u);
+  EXPECT_EQ(f.series.ranks[1].node, "n2");
+  ASSERT_TRUE(f.incidents[0].incident.straggler);
+  EXPECT_EQ(f.incidents[0].incident.straggler->pid, 102u);
+}
+
 }  // namespace
 }  // namespace stallwatch

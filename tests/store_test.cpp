@@ -237,6 +237,54 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
   EXPECT_EQ(stored[1].incident.ranks_starved, (std::vector<int32_t>{0, 1}));
 }
 
+// The node summary a report across nodes streams (Recording::nodeSamples) holds what the
+// summary read whole holds, on real recordings: a DDP job of two ranks (its slowest rank's
+// figures aggregated in SQLite) and one node of a two-node run (one rank).
+TEST(JobSeries, NodeSamplesStreamTheNodeSummary) {
+  for (const char* file : {"h200x2-ddp-rank-disk.db", "h200x2-two-node-node1-disk/node1.db"}) {
+    SCOPED_TRACE(file);
+    auto recording = Recording::open(std::string(STALLWATCH_FIXTURES_DIR) + "/recordings/" + file);
+    const auto jobs = recording.jobs();
+    ASSERT_FALSE(jobs.empty());
+    const JobRecord& job = jobs.front();
+    const auto s = recording.jobSeries(job, {}, Recording::Detail::kNodeSummary);
+    ASSERT_GT(s.size(), 30u);
+    ASSERT_EQ(s.ranks.size(), 1u);
+    std::vector<model::NodeSample> all, progress;
+    recording.nodeSamples(job, {}, model::NodeSampleFields::kAll,
+                          [&](const model::NodeSample& x) { all.push_back(x); });
+    recording.nodeSamples(job, {}, model::NodeSampleFields::kProgress,
+                          [&](const model::NodeSample& x) { progress.push_back(x); });
+    ASSERT_EQ(all.size(), s.size());
+    ASSERT_EQ(progress.size(), s.size());
+    size_t rank_differs = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto& x = all[i];
+      EXPECT_EQ(x.ts_ms, s.ts_ms[i]);
+      EXPECT_EQ(progress[i].ts_ms, s.ts_ms[i]);
+      EXPECT_DOUBLE_EQ(x.interval_s, s.interval_s[i]);
+      EXPECT_EQ(x.steps, s.steps[i]);
+      EXPECT_EQ(progress[i].steps, s.steps[i]);
+      EXPECT_EQ(x.gpu_util_percent, s.gpu_util_percent[i]);
+      EXPECT_EQ(progress[i].gpu_util_percent, s.gpu_util_percent[i]);
+      EXPECT_EQ(x.gpu_work_percent, s.gpu_work_percent[i]);
+      EXPECT_EQ(x.data_wait_s, s.data_wait_s[i]);
+      EXPECT_EQ(x.read_bytes_per_s, s.read_bytes_per_s[i]);
+      EXPECT_EQ(x.write_bytes_per_s, s.write_bytes_per_s[i]);
+      EXPECT_EQ(x.workers_cpu, s.workers_cpu[i]);
+      EXPECT_EQ(x.d_state_threads, s.d_state_threads[i]);
+      EXPECT_EQ(x.rank_gpu_util_percent, s.ranks[0].gpu_util_percent[i]);
+      EXPECT_EQ(x.rank_gpu_work_percent, s.ranks[0].gpu_work_percent[i]);
+      EXPECT_EQ(x.rank_data_wait_s, s.ranks[0].data_wait_s[i]);
+      rank_differs += x.rank_gpu_util_percent != x.gpu_util_percent;
+    }
+    // Two ranks: the slowest's utilisation is not the job's mean (one rank: it is).
+    if (std::string(file).find("ddp") != std::string::npos) {
+      EXPECT_GT(rank_differs, 10u);
+    }
+  }
+}
+
 // GPUs are described once, as facts of the batch that carries their first readings; a batch
 // of figures only (every later one) leaves the description alone.
 TEST(Store, GpuDescriptionsTravelInTheBatch) {
