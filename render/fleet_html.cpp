@@ -38,9 +38,9 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
                      "dashed{}",
                      node.name, node.ranks.size() == 1 ? "" : "s", ranks.empty() ? "?" : ranks,
                      held_back ? " \u2014 held the job back" : ""),
-         "%", a.columns[n].series(correlator::NodeColumns::kGpuUtil, 0, s.size() - 1),
+         "%", PanelValues(a.columns[n].values[correlator::NodeColumns::kGpuUtil]),
          held_back ? "#d62728" : "#7f7f7f",
-         a.columns[n].series(correlator::NodeColumns::kGpuWork, 0, s.size() - 1),
+         PanelValues(a.columns[n].values[correlator::NodeColumns::kGpuWork]),
          held_back ? "#ff9896" : "#bcbd22", false});
   }
   std::vector<Shade> shades;

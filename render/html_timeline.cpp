@@ -33,14 +33,14 @@ Buckets bucketsOf(const model::JobSeries& s) {
   return b;
 }
 
-std::vector<std::optional<double>> bucketMeans(const Buckets& b, const model::Series& v) {
+std::vector<std::optional<double>> bucketMeans(const Buckets& b, const PanelValues& v) {
   std::vector<std::optional<double>> out;
   for (size_t k = 0; k < b.times.size(); ++k) {
     double sum = 0;
     size_t count = 0;
     for (size_t i = k * b.size; i < (k + 1) * b.size && i < v.size(); ++i) {
-      if (v[i]) {
-        sum += *v[i];
+      if (const auto value = v[i]) {
+        sum += *value;
         ++count;
       }
     }
@@ -201,6 +201,18 @@ constexpr const char* kTimelineScript = R"JS(<script>
 
 }  // namespace
 
+size_t PanelValues::size() const {
+  return std::visit([](const auto& v) { return v.size(); }, values_);
+}
+
+std::optional<double> PanelValues::operator[](size_t i) const {
+  if (const auto* series = std::get_if<model::Series>(&values_))
+    return i < series->size() ? (*series)[i] : std::nullopt;
+  const auto& column = std::get<std::span<const float>>(values_);
+  if (i >= column.size() || std::isnan(column[i])) return std::nullopt;
+  return static_cast<double>(column[i]);
+}
+
 std::string escape(const std::string& raw) {
   // A page with a byte that is not UTF-8 in it is not the UTF-8 it says it is.
   const std::string s = common::isUtf8(raw) ? raw : common::printable(raw);
@@ -346,7 +358,8 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
     const bool share = panel.unit == "%" && !panel.fit;
     double y_max = share ? 100.0 : 1.0;
     for (const auto* values : {&panel.values, &panel.second}) {
-      for (const auto& v : *values) {
+      for (size_t i = 0; i < values->size(); ++i) {
+        const auto v = (*values)[i];
         if (v && (!share || *v > 100.0)) y_max = std::max(y_max, *v * (share ? 1.05 : 1.1));
       }
     }

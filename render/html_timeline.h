@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "model/incident.h"
@@ -25,11 +28,28 @@ std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence);
 // "await_ms loop1" -> "loop1: await (ms)"; a name it does not know, as it is.
 std::string readableSignal(const std::string& signal);
 
+// A panel's values an interval at a time: a series of its own, or a float32 column that the
+// caller keeps (NaN: none). The fleet page draws a lane per node from the correlator's columns
+// without copying each lane whole (16 bytes an interval a lane, 2.6 MiB a node-day).
+class PanelValues {
+ public:
+  PanelValues() = default;
+  PanelValues(model::Series series) : values_(std::move(series)) {}  // NOLINT: implicit
+  explicit PanelValues(std::span<const float> column) : values_(column) {}
+
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  std::optional<double> operator[](size_t i) const;  // none past the end
+
+ private:
+  std::variant<model::Series, std::span<const float>> values_;
+};
+
 struct Panel {
   std::string id, title, unit;
-  model::Series values;
+  PanelValues values;
   std::string color;
-  model::Series second;  // optional: drawn dashed on the same axis (a rank's GPU work)
+  PanelValues second;  // optional: drawn dashed on the same axis (a rank's GPU work)
   std::string second_color;
   bool fit = false;  // scale to the data, not 0..100 % (GPU work sits at a few percent)
 };
