@@ -741,28 +741,7 @@ FleetAnalysis analyzeFleet(std::vector<NodeJob> nodes, const NodeWindow& window,
   }
   auto read = [&](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
     JobSeries& s = nodes[n].summary;
-    const model::RankSeries* rank = s.ranks.empty() ? nullptr : &s.ranks.front();
-    for (size_t i = 0; i < s.size(); ++i) {
-      model::NodeSample x;
-      x.ts_ms = s.ts_ms[i];
-      x.interval_s = s.interval_s[i];
-      x.steps = at(s.steps, i);
-      x.gpu_util_percent = at(s.gpu_util_percent, i);
-      x.gpu_work_percent = at(s.gpu_work_percent, i);
-      x.data_wait_s = at(s.data_wait_s, i);
-      x.read_bytes_per_s = at(s.read_bytes_per_s, i);
-      x.write_bytes_per_s = at(s.write_bytes_per_s, i);
-      x.workers_cpu = at(s.workers_cpu, i);
-      x.d_state_threads = at(s.d_state_threads, i);
-      x.io_some = at(s.io_some, i);
-      x.cpu_some = at(s.cpu_some, i);
-      if (rank) {
-        x.rank_gpu_util_percent = at(rank->gpu_util_percent, i);
-        x.rank_gpu_work_percent = at(rank->gpu_work_percent, i);
-        x.rank_data_wait_s = at(rank->data_wait_s, i);
-      }
-      sink(x);
-    }
+    for (size_t i = 0; i < s.size(); ++i) sink(model::nodeSampleAt(s, i));
     // Merged: a day of a node's samples is tens of MB, and sixteen nodes' add up.
     if (fields == model::NodeSampleFields::kAll) s = JobSeries{};
   };

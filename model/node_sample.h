@@ -8,6 +8,8 @@
 #include <functional>
 #include <optional>
 
+#include "model/series.h"
+
 namespace stallwatch::model {
 
 struct NodeSample {
@@ -28,5 +30,10 @@ struct NodeSample {
 enum class NodeSampleFields { kProgress, kAll };
 
 using NodeSampleSink = std::function<void(const NodeSample&)>;
+
+// Interval I of a node's summary held whole (a recording's Detail::kNodeSummary, a node read
+// from Prometheus) as a sample: its first rank standing for the slowest, as the summary keeps
+// it. A series the summary does not hold reads as none.
+NodeSample nodeSampleAt(const JobSeries& summary, size_t i);
 
 }  // namespace stallwatch::model

@@ -444,26 +444,7 @@ void Recording::nodeSamples(const JobRecord& job, const TimeRange& range,
   }
   if (materialise) {
     const model::JobSeries s = jobSeries(job, range, Detail::kNodeSummary);
-    const model::RankSeries* r = s.ranks.empty() ? nullptr : &s.ranks.front();
-    for (size_t i = 0; i < s.size(); ++i) {
-      model::NodeSample x;
-      x.ts_ms = s.ts_ms[i];
-      x.interval_s = s.interval_s[i];
-      x.steps = s.steps[i];
-      x.gpu_util_percent = s.gpu_util_percent[i];
-      x.gpu_work_percent = s.gpu_work_percent[i];
-      x.data_wait_s = s.data_wait_s[i];
-      x.read_bytes_per_s = s.read_bytes_per_s[i];
-      x.write_bytes_per_s = s.write_bytes_per_s[i];
-      x.workers_cpu = s.workers_cpu[i];
-      x.d_state_threads = s.d_state_threads[i];
-      if (r) {
-        x.rank_gpu_util_percent = r->gpu_util_percent[i];
-        x.rank_gpu_work_percent = r->gpu_work_percent[i];
-        x.rank_data_wait_s = r->data_wait_s[i];
-      }
-      sink(x);
-    }
+    for (size_t i = 0; i < s.size(); ++i) sink(model::nodeSampleAt(s, i));
     return;
   }
   const bool all = fields == model::NodeSampleFields::kAll;
