@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,8 +63,10 @@ struct NodeColumns {
     kDState,
     kCount
   };
+  static constexpr float kNone = std::numeric_limits<float>::quiet_NaN();
   std::array<std::vector<float>, kCount> values;
 
+  static float compact(const std::optional<double>& v);  // none as kNone
   std::optional<double> at(Column c, size_t i) const;
   // Intervals FROM..TO (inclusive) of column C as a model::Series.
   Series series(Column c, size_t from, size_t to) const;
@@ -86,6 +89,9 @@ struct ClockCheck {
   int64_t offset_ms = 0;   // this node's clock minus the first node's (0 unless checked)
   double match = 0;        // the correlation of the two progress series at that lag
   bool corrected = false;  // beyond one interval: its samples were shifted back by the offset
+
+  // What its samples were shifted back by: the offset where corrected, else 0.
+  int64_t appliedOffsetMs() const { return corrected ? offset_ms : 0; }
 };
 
 // Node NODE's full series (its devices, ranks and the host's other devices) from FROM_MS to
