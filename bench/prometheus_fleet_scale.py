@@ -52,10 +52,10 @@ def write_openmetrics(path, start):
 
     samples = 0
     with open(path, "w", buffering=1 << 22) as out:
-        def family(name, series):
+        def family(name, series, kind="gauge"):
             # series: [(labels, value_at(k))]
             nonlocal samples
-            out.write(f"# TYPE {name} gauge\n")
+            out.write(f"# TYPE {name.removesuffix('_total') if kind == 'counter' else name} {kind}\n")
             for labels, value_at in series:
                 prefix = f"{name}{{{labels}}} "
                 out.write("".join(f"{prefix}{value_at(k):.4g} {start + k * STEP}\n" for k in range(steps)))
@@ -93,6 +93,10 @@ def write_openmetrics(path, start):
                 for n in range(NODES)])
         family("stallwatch_pressure_some_ratio",
                [(f'{base(n)},resource="io"', (lambda k, n=n: 0.8 if slow(n, k) else 0.03)) for n in range(NODES)])
+        # The agents' own counter of one-second intervals: the report's times are shifted back
+        # by the interval it rises at.
+        family("stallwatch_intervals_total",
+               [(base(n), (lambda k, n=n: 5000 + n + k * STEP)) for n in range(NODES)], "counter")
         out.write("# EOF\n")
     return samples, steps
 
@@ -147,6 +151,9 @@ def main():
             want = f"n{STRAGGLER:03d}"
             ok = len(incidents) == 1 and incidents[0]["straggler_node"] == want and incidents[0]["device"] == "nvme0n1"
             print(f"  {'named' if ok else 'DID NOT NAME'} {want} (nvme0n1) as the node that held the run back")
+            if incidents:  # the report's interval ends at the first slow scrape, less the agents' 1 s
+                first_slow_ms = (start + int(steps * STALL[0]) * STEP) * 1000
+                print(f"  its start {(incidents[0]['start_ms'] - first_slow_ms) / 1000:+g} s from the first slow scrape")
             if not ok:
                 sys.exit(1)
     finally:

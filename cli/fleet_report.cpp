@@ -169,8 +169,8 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   if (found.nodes.empty()) return {};
   FleetReport report;
   report.run.key = found.run;
-  report.run.from_ms = found.from_ms;
-  report.run.to_ms = found.to_ms;
+  report.run.from_ms = found.from_ms - found.shown_shift_ms;
+  report.run.to_ms = found.to_ms - found.shown_shift_ms;
   report.run.world_size = found.world_size;
   std::vector<model::JobSeries> summaries = source.summaries();
   std::vector<correlator::NodeJob> nodes;

@@ -33,8 +33,9 @@ int64_t ceilTo(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 // holds only the steps where its job was present.
 class Grid {
  public:
-  Grid(int64_t from_ms, int64_t step_ms, size_t steps)
-      : from_ms_(from_ms), step_ms_(step_ms), index_(steps, SIZE_MAX) {}
+  // Each step is stamped SHOWN_SHIFT_MS before its time (FoundRun::shown_shift_ms).
+  Grid(int64_t from_ms, int64_t step_ms, size_t steps, int64_t shown_shift_ms)
+      : from_ms_(from_ms), step_ms_(step_ms), shift_ms_(shown_shift_ms), index_(steps, SIZE_MAX) {}
 
   // Opens a slot for the step at TS_MS in S, once.
   void open(int64_t ts_ms) {
@@ -47,7 +48,7 @@ class Grid {
   void build(model::JobSeries& s, bool full) {
     for (size_t k = 0; k < index_.size(); ++k) {
       if (index_[k] != SIZE_MAX - 1) continue;
-      const int64_t ts = from_ms_ + static_cast<int64_t>(k) * step_ms_;
+      const int64_t ts = from_ms_ + static_cast<int64_t>(k) * step_ms_ - shift_ms_;
       const double interval_s = static_cast<double>(step_ms_) / 1000.0;
       if (full) {
         index_[k] = model::appendInterval(s, ts, interval_s);
@@ -72,7 +73,7 @@ class Grid {
     return k < index_.size() ? std::optional(k) : std::nullopt;
   }
 
-  int64_t from_ms_, step_ms_;
+  int64_t from_ms_, step_ms_, shift_ms_;
   std::vector<size_t> index_;
 };
 
@@ -253,11 +254,11 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
   // The step: as given, else the spacing of the run's samples (the scrape interval: a finer
   // step repeats samples, a coarser one drops them), counted over up to half an hour in the
   // middle of the run, where every node runs it.
+  const int64_t w = std::clamp<int64_t>((last - first) / 2 / 1000 * 1000, 1000, 1'800'000);
+  const int64_t at = (first + last) / 2 / 1000 * 1000;
   run_.step_given = selection_.step_ms.has_value();
   run_.step_ms = selection_.step_ms.value_or(kDefaultStepMs);
   if (!selection_.step_ms) {
-    const int64_t w = std::clamp<int64_t>((last - first) / 2 / 1000 * 1000, 1000, 1'800'000);
-    const int64_t at = (first + last) / 2 / 1000 * 1000;
     std::vector<double> spacing;
     for (const auto& s :
          client_.queryRange(fmt::format("count_over_time({}[{}s])",
@@ -277,6 +278,23 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
   }
   run_.from_ms = first / run_.step_ms * run_.step_ms;
   run_.to_ms = ceilTo(last, run_.step_ms);
+  // The agents' own sampling interval, from how fast their interval counters rose over the same
+  // half hour: what the series' times are shifted back by.
+  std::vector<double> agent_ms;
+  for (const auto& s : client_.queryRange(
+           fmt::format("rate({}[{}s]) * on (instance) group_left () max by (instance) ({})",
+                       selector("stallwatch_intervals_total"), w / 1000,
+                       selector("stallwatch_run_job_info", run)),
+           at, at, 1000)) {
+    if (!s.values.empty() && s.values.front() > 0) agent_ms.push_back(1000.0 / s.values.front());
+  }
+  if (!agent_ms.empty()) {
+    std::nth_element(agent_ms.begin(), agent_ms.begin() + static_cast<long>(agent_ms.size() / 2),
+                     agent_ms.end());
+    // To 10 ms: a counter's rate over a window is a few ms off the interval it counts.
+    run_.agent_interval_ms = std::llround(agent_ms[agent_ms.size() / 2] / 10.0) * 10;
+    if (*run_.agent_interval_ms > 0) run_.shown_shift_ms = *run_.agent_interval_ms;
+  }
 }
 
 std::vector<model::JobSeries> FleetSource::summaries() {
@@ -291,7 +309,7 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     return it->second;
   };
   const auto steps = static_cast<size_t>((run_.to_ms - run_.from_ms) / run_.step_ms + 1);
-  std::vector<Grid> grids(n, Grid(run_.from_ms, run_.step_ms, steps));
+  std::vector<Grid> grids(n, Grid(run_.from_ms, run_.step_ms, steps, run_.shown_shift_ms));
   // A node's intervals: the steps where its agent said it runs the job.
   for (const auto& s : client_.queryRange(
            fmt::format("max by (node) ({})", selector("stallwatch_run_job_info", run_matcher_)),
@@ -362,11 +380,13 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   model::JobSeries s;
   if (node >= run_.nodes.size()) return s;
   const RunNode& rn = run_.nodes[node];
+  from_ms += run_.shown_shift_ms;  // from the times the series show to Prometheus's
+  to_ms += run_.shown_shift_ms;
   from_ms = std::max(run_.from_ms, ceilTo(from_ms - run_.from_ms, run_.step_ms) + run_.from_ms);
   to_ms = std::min(run_.to_ms, to_ms / run_.step_ms * run_.step_ms);
   if (from_ms > to_ms) return s;
   const auto steps = static_cast<size_t>((to_ms - from_ms) / run_.step_ms + 1);
-  Grid grid(from_ms, run_.step_ms, steps);
+  Grid grid(from_ms, run_.step_ms, steps, run_.shown_shift_ms);
   const std::string instance = "instance=" + quoted(rn.instance);
   const std::string job = instance + ",training_job=" + quoted(rn.training_job);
   auto query = [&](const std::string& expr) {

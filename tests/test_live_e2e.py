@@ -461,15 +461,18 @@ scrape_configs:
                 # Prometheus holds the replay's samples at the time it scraped them: the
                 # recording's moment t at the replay's start plus (t - its first interval), plus up
                 # to one scrape interval; the report's grid of one step (the scrape interval) adds
-                # up to one more. The replay says where it started on the wall clock. Seen: +734
-                # to +1215 ms, and +1051 ms with both cores busy.
+                # up to one more, and its times are shifted back by the agents' interval (1 s), the
+                # mean of the two (prometheus/fleet_source.h). The replay says where it started on
+                # the wall clock. Before the shift: +734 to +1215 ms, +1051 ms with both cores busy;
+                # after: -155 and -659 ms.
                 shift_ms = replay_shift_ms[(name, 0)]
                 late_ms = [p["start_ms"] - (d["start_ms"] + shift_ms), p["end_ms"] - (d["end_ms"] + shift_ms)]
                 print(f"  Prometheus's stall against the recording's, shifted to the replay: start "
                       f"{late_ms[0]:+d} ms, end {late_ms[1]:+d} ms")
+                # Within one scrape interval either way (the two lags are each under one), and
+                # 250 ms for the scheduling of scrapes and ticks on a busy machine.
                 for late in late_ms:
-                    self.assertGreaterEqual(late, -500, late_ms)
-                    self.assertLessEqual(late, 2 * 1000 + 500, late_ms)
+                    self.assertLessEqual(abs(late), 1000 + 250, late_ms)
         self.assertEqual(len(self.report_json(["--prometheus", base, "--run", "torchelastic:sw2n-node1-disk",
                                                "--since", str(int(started_s) - 5)])["incidents"]), 1)
 
