@@ -17,9 +17,7 @@ using model::DeviceSeries;
 using model::EvidenceItem;
 using model::Series;
 
-inline std::optional<double> at(const Series& s, size_t i) {
-  return i < s.size() ? s[i] : std::nullopt;
-}
+using model::at;
 
 inline std::optional<double> median(std::vector<double> v) {
   if (v.empty()) return std::nullopt;

@@ -10,10 +10,6 @@
 namespace stallwatch::model {
 namespace {
 
-std::optional<double> valueAt(const Series& s, size_t i) {
-  return i < s.size() ? s[i] : std::nullopt;
-}
-
 template <typename T>
 void dropFrontOf(std::vector<T>& v, size_t n) {
   v.erase(v.begin(), v.begin() + static_cast<long>(std::min(n, v.size())));
@@ -31,21 +27,21 @@ NodeSample nodeSampleAt(const JobSeries& s, size_t i) {
   NodeSample x;
   x.ts_ms = s.ts_ms[i];
   x.interval_s = s.interval_s[i];
-  x.steps = valueAt(s.steps, i);
-  x.gpu_util_percent = valueAt(s.gpu_util_percent, i);
-  x.gpu_work_percent = valueAt(s.gpu_work_percent, i);
-  x.data_wait_s = valueAt(s.data_wait_s, i);
-  x.read_bytes_per_s = valueAt(s.read_bytes_per_s, i);
-  x.write_bytes_per_s = valueAt(s.write_bytes_per_s, i);
-  x.workers_cpu = valueAt(s.workers_cpu, i);
-  x.d_state_threads = valueAt(s.d_state_threads, i);
-  x.io_some = valueAt(s.io_some, i);
-  x.cpu_some = valueAt(s.cpu_some, i);
+  x.steps = at(s.steps, i);
+  x.gpu_util_percent = at(s.gpu_util_percent, i);
+  x.gpu_work_percent = at(s.gpu_work_percent, i);
+  x.data_wait_s = at(s.data_wait_s, i);
+  x.read_bytes_per_s = at(s.read_bytes_per_s, i);
+  x.write_bytes_per_s = at(s.write_bytes_per_s, i);
+  x.workers_cpu = at(s.workers_cpu, i);
+  x.d_state_threads = at(s.d_state_threads, i);
+  x.io_some = at(s.io_some, i);
+  x.cpu_some = at(s.cpu_some, i);
   if (!s.ranks.empty()) {
     const RankSeries& r = s.ranks.front();
-    x.rank_gpu_util_percent = valueAt(r.gpu_util_percent, i);
-    x.rank_gpu_work_percent = valueAt(r.gpu_work_percent, i);
-    x.rank_data_wait_s = valueAt(r.data_wait_s, i);
+    x.rank_gpu_util_percent = at(r.gpu_util_percent, i);
+    x.rank_gpu_work_percent = at(r.gpu_work_percent, i);
+    x.rank_data_wait_s = at(r.data_wait_s, i);
   }
   return x;
 }

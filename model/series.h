@@ -14,6 +14,11 @@ namespace stallwatch::model {
 
 using Series = std::vector<std::optional<double>>;
 
+// Interval I of S: none past its end (a series the reader did not fill is empty).
+inline std::optional<double> at(const Series& s, size_t i) {
+  return i < s.size() ? s[i] : std::nullopt;
+}
+
 struct DeviceSeries {
   std::string name;
   std::string via;         // the job's files were on VIA, a device stacked on this one

@@ -206,8 +206,7 @@ size_t PanelValues::size() const {
 }
 
 std::optional<double> PanelValues::operator[](size_t i) const {
-  if (const auto* series = std::get_if<model::Series>(&values_))
-    return i < series->size() ? (*series)[i] : std::nullopt;
+  if (const auto* series = std::get_if<model::Series>(&values_)) return model::at(*series, i);
   const auto& column = std::get<std::span<const float>>(values_);
   if (i >= column.size() || std::isnan(column[i])) return std::nullopt;
   return static_cast<double>(column[i]);
