@@ -29,6 +29,12 @@ std::string labelOr(const RangeSeries& s, const std::string& name) {
 
 int64_t ceilTo(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 
+// The median of V (not empty), the nodes' agreement on a figure each says for itself.
+double medianOf(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // Where each step of the grid FROM_MS + k * STEP_MS lies in a series built on it: a JobSeries
 // holds only the steps where its job was present.
 class Grid {
@@ -268,10 +274,8 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
         spacing.push_back(static_cast<double>(w) / s.values.front());
     }
     if (!spacing.empty()) {
-      std::nth_element(spacing.begin(), spacing.begin() + static_cast<long>(spacing.size() / 2),
-                       spacing.end());
       // Scrape intervals are whole seconds, or a round fraction of one.
-      const double ms = spacing[spacing.size() / 2];
+      const double ms = medianOf(std::move(spacing));
       run_.step_ms = ms >= 1000 ? std::llround(ms / 1000.0) * 1000
                                 : std::max<int64_t>(100, std::llround(ms / 100.0) * 100);
     }
@@ -288,13 +292,9 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
            at, at, 1000)) {
     if (!s.values.empty() && s.values.front() > 0) agent_ms.push_back(1000.0 / s.values.front());
   }
-  if (!agent_ms.empty()) {
-    std::nth_element(agent_ms.begin(), agent_ms.begin() + static_cast<long>(agent_ms.size() / 2),
-                     agent_ms.end());
-    // To 10 ms: a counter's rate over a window is a few ms off the interval it counts.
-    run_.agent_interval_ms = std::llround(agent_ms[agent_ms.size() / 2] / 10.0) * 10;
-    if (*run_.agent_interval_ms > 0) run_.shown_shift_ms = *run_.agent_interval_ms;
-  }
+  // To 10 ms: a counter's rate over a window is a few ms off the interval it counts.
+  if (!agent_ms.empty())
+    run_.shown_shift_ms = std::llround(medianOf(std::move(agent_ms)) / 10.0) * 10;
 }
 
 std::vector<model::JobSeries> FleetSource::summaries() {

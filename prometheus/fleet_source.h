@@ -35,14 +35,13 @@ struct FoundRun {
   int64_t from_ms = 0, to_ms = 0;  // the span of its samples, on the step grid
   int64_t step_ms = 0;
   bool step_given = false;  // false: found from the samples' spacing
-  // The agents' sampling interval, from the rise of stallwatch_intervals_total, if they export it.
-  std::optional<int64_t> agent_interval_ms;
-  // What the series' times are shifted back by from Prometheus's steps: the agents' interval
-  // (0 when not known). A value Prometheus holds at a step is the one the agent gave for its
-  // interval before the scrape: half a scrape interval on average from that interval's end to
-  // the scrape, and half one more from the scrape to the step, which the step's own span takes
-  // back; what stays is the agent's own interval. Shifted, a stall starts and ends where a
-  // recording of the same run puts it (docs/PROMETHEUS.md).
+  // What the series' times are shifted back by from Prometheus's steps: the agents' sampling
+  // interval, from the rise of stallwatch_intervals_total (0 where they do not export it). A value
+  // Prometheus holds at a step is the one the agent gave for its interval before the scrape: half a
+  // scrape interval on average from that interval's end to the scrape, and half one more from the
+  // scrape to the step, which the step's own span takes back; what stays is the agent's own
+  // interval. Shifted, a stall starts and ends where a recording of the same run puts it
+  // (docs/PROMETHEUS.md).
   int64_t shown_shift_ms = 0;
   std::optional<int32_t> world_size;
   std::vector<RunNode> nodes;  // sorted by lowest rank, then name
