@@ -173,6 +173,16 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     bindOptional(st, ":step_seconds", r.step_seconds);
     bindOptional(st, ":gpu_util_percent", r.gpu_util_percent);
     bindOptional(st, ":gpu_work_percent", r.gpu_work_percent);
+    // The rank's own limits and waits: its straggler and limiter evidence after the fact (these
+    // were in the statement but never bound, so every recording's ranks read NULL: issue 41).
+    bindOptional(st, ":cgroup_limited_read_bytes_per_second",
+                 r.cgroup_limited_read_bytes_per_second);
+    bindOptional(st, ":cgroup_read_limit_bytes_per_second", r.cgroup_read_limit_bytes_per_second);
+    bindOptional(st, ":cgroup_cpu_throttled_ratio", r.cgroup_cpu_throttled_ratio);
+    bindOptional(st, ":cgroup_io_some", r.cgroup_io_some);
+    bindOptional(st, ":main_thread_loader_wait_ratio", r.main_thread_loader_wait_ratio);
+    bindOptional(st, ":main_thread_futex_wait_ratio", r.main_thread_futex_wait_ratio);
+    st.bind(":pin_memory", r.pin_memory ? 1 : 0);
     st.exec();
     st.reset();
   }

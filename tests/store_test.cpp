@@ -195,6 +195,15 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
       k.gpu_util_percent = r == 1 && t == 3000 ? 0.0 : 50.0;
       k.gpu_work_percent = 5.0;
       if (r == 0) k.data_wait_seconds = 0.01;  // rank 1 leaves it NULL
+      if (r == 1) {  // where its main thread waited, its pinning thread, its cgroup's limit
+        k.main_thread_loader_wait_ratio = 0.4;
+        k.main_thread_futex_wait_ratio = 0.3;
+        k.pin_memory = true;
+        k.cgroup_limited_read_bytes_per_second = 4e6;
+        k.cgroup_read_limit_bytes_per_second = 4.2e6;
+        k.cgroup_cpu_throttled_ratio = 0.25;
+        k.cgroup_io_some = 0.5;
+      }
       b.ranks.push_back(k);
     }
     batches.push_back(b);
@@ -214,6 +223,16 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
   EXPECT_DOUBLE_EQ(*s.ranks[1].gpu_util_percent[2], 0.0);
   EXPECT_TRUE(s.ranks[0].data_wait_s[0].has_value());
   EXPECT_FALSE(s.ranks[1].data_wait_s[0].has_value());
+  // Each rank's own figures, not only the job's (issue 41: they were never written).
+  EXPECT_DOUBLE_EQ(s.ranks[1].main_thread_loader_wait[1].value_or(-1), 0.4);
+  EXPECT_DOUBLE_EQ(s.ranks[1].main_thread_futex_wait[1].value_or(-1), 0.3);
+  EXPECT_DOUBLE_EQ(s.ranks[1].pin_memory[1].value_or(-1), 1.0);
+  EXPECT_DOUBLE_EQ(s.ranks[0].pin_memory[1].value_or(-1), 0.0);
+  EXPECT_FALSE(s.ranks[0].main_thread_loader_wait[1].has_value());
+  EXPECT_DOUBLE_EQ(s.ranks[1].cgroup_limited_read_bytes_per_s[1].value_or(-1), 4e6);
+  EXPECT_DOUBLE_EQ(s.ranks[1].cgroup_read_limit_bytes_per_s[1].value_or(-1), 4.2e6);
+  EXPECT_DOUBLE_EQ(s.ranks[1].cgroup_cpu_throttled[1].value_or(-1), 0.25);
+  EXPECT_DOUBLE_EQ(s.ranks[1].cgroup_io_some[1].value_or(-1), 0.5);
 
   model::Incident inc;
   inc.start_ms = 2000;
