@@ -271,6 +271,7 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     // The incident still going on: its last stalled interval is this one or the one before
     // (the detector bridges a single healthy interval).
     const Incident* ongoing = nullptr;
+    const Analysis* found_by = &a;
     if (!a.incidents.empty() && a.incidents.back().last + 2 >= s.size())
       ongoing = &a.incidents.back();
     // Not open yet and too short for open_after_s: reported sooner only on strong storage
@@ -283,8 +284,10 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       shorter.min_duration_s = config_.strong_open_after_s;
       fast = analyzeJob(s, shorter);
       if (!fast.incidents.empty() && fast.incidents.back().last + 1 >= s.size() &&
-          strongStorageEvidence(fast.incidents.back()))
+          strongStorageEvidence(fast.incidents.back())) {
         ongoing = &fast.incidents.back();
+        found_by = &fast;
+      }
     }
 
     if (job.open && ongoing) {
@@ -312,7 +315,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
           events.push_back(std::move(*e));
         }
       }
-    } else if (ongoing && heldAsIdle(s, *ongoing)) {
+    } else if (ongoing &&
+               mayBeExit(s, *found_by, *ongoing, config_.detector, config_.idle_open_after_s)) {
       continue;  // held: the job may be winding down (its exit ends it unreported)
     } else if (ongoing) {
       Open open;
@@ -324,12 +328,6 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     }
   }
   return events;
-}
-
-bool LiveCorrelator::heldAsIdle(const JobSeries& s, const Incident& inc) const {
-  const double lasted_s = static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0;
-  return inc.cls == StallClass::kNotStorage && lasted_s < config_.idle_open_after_s &&
-         processesIdle(s, inc);
 }
 
 LiveCorrelator::JobState& LiveCorrelator::job(const std::string& key) {

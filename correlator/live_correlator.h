@@ -33,10 +33,12 @@ struct LiveConfig {
   // causes (a one-off slow step, a loader starting) does not outlast. 0 turns it off.
   double strong_open_after_s = 2;
   double close_after_s = 10;
-  // A not-storage stall during which the job's processes sit idle (processesIdle) is reported
-  // only once it has lasted this long: a job winding down lingers so before it exits (a
-  // DataLoader's worker shutdown: 40-60 s on an H100), which is no stall, and the live side
-  // cannot know the exit is coming. If it has not exited by then, it is a hang.
+  // A not-storage stall in which the job's progress stopped entirely with nothing holding it
+  // (mayBeExit: no process stopped, no thread stuck in D) is reported only once it has lasted
+  // this long: a job winding down lingers so before it exits (a DataLoader's worker shutdown:
+  // 40-60 s on an H100, its workers busy for the first seconds), which is no stall, and the
+  // live side cannot know the exit is coming. If it has not exited by then, it is a hang; a
+  // stopped process or a thread stuck in D is one at once.
   double idle_open_after_s = 120;
   // Intervals kept per job: the baseline plus the longest stall that can still be judged
   // against it. 3600 at one second is one hour, ~1 MB per job.
@@ -120,8 +122,6 @@ class LiveCorrelator {
   void judgeNewest(JobState& job);
   // The job's standing verdict over its last limiter_intervals, every limiter_every intervals.
   void judgeLimiter(JobState& job);
-  // An ongoing stall not reported yet because the job's processes are idle (idle_open_after_s).
-  bool heldAsIdle(const JobSeries& s, const Incident& inc) const;
 
   void append(JobState& job, const collectors::JobSample& sample,
               const collectors::SampleBatch& batch);

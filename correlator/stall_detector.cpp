@@ -122,21 +122,70 @@ double idleMedian(const Series& x, const Incident& inc) {
   return evidence::median(v).value_or(0.0);
 }
 
-// The job's last incident, when it is the job winding down (IdleSpan): it runs to the job's
-// last sample, the job then exited, and its processes were idle throughout.
-void separateIdleAtExit(const JobSeries& s, Analysis& a) {
+// The job's exit (IdleSpan): its last incident, when no progress resumed after it began, the
+// job then ended (its end seen within ten intervals of its last sample: the jobs collector
+// notices an exit at its next discovery) and it may be the exit (mayBeExit). It need not run to
+// the last sample: a job that has let go of its GPU before its processes are gone has no
+// progress reading at all in its last intervals.
+void separateExit(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
   if (a.incidents.empty() || !s.ended_ms || s.size() == 0) return;
   const Incident& inc = a.incidents.back();
   const size_t n = s.size();
-  if (inc.last + 1 != n) return;
-  // The jobs collector notices the exit at its next discovery (every few ticks).
   const double interval_ms = s.interval_s.back() * 1000.0;
   if (static_cast<double>(*s.ended_ms - s.ts_ms.back()) > 10 * interval_ms) return;
-  if (!processesIdle(s, inc)) return;
-  a.idle_at_exit = IdleSpan{inc.start_ms, inc.end_ms, idleMedian(s.workers_cpu, inc),
-                            idleMedian(s.read_bytes_per_s, inc)};
+  for (size_t i = inc.last + 1; i < n; ++i) {
+    if (a.progress[i] && *a.progress[i] > 0 && !a.stalled[i]) return;  // progress resumed
+  }
+  if (!mayBeExit(s, a, inc, cfg, cfg.exit_hold_s)) return;
+  Incident span = inc;
+  span.last = n - 1;  // to the job's last sample: its processes wound down until then
+  span.end_ms = std::max(inc.end_ms, s.ts_ms.back());
+  a.idle_at_exit = IdleSpan{span.start_ms,
+                            span.end_ms,
+                            idleMedian(s.workers_cpu, span),
+                            idleMedian(s.main_cpu, span),
+                            idleMedian(s.read_bytes_per_s, span),
+                            idleMedian(s.write_bytes_per_s, span),
+                            processesIdle(s, span)};
   a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
   a.incidents.pop_back();
+}
+
+// Incidents that are the job's standing condition rather than a change for the worse (issue 41):
+// judged against fewer than min_baseline healthy intervals, or io-throttled by a read limit that
+// held the job's reads at 80 % of it or more over most of its baseline too. Moved to STANDING;
+// their time stays in the limiter's account of the run.
+void separateStanding(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
+  constexpr size_t kMinBaseline = 5;  // as attribution's minimum
+  constexpr double kAtLimit = 0.8;
+  // Whether the job's reads sat at 80 % of an io.max limit or more in most of INTERVALS.
+  auto limitHeld = [&](const std::vector<size_t>& intervals) {
+    size_t held = 0;
+    for (size_t i : intervals) {
+      const auto limit = at(s.cgroup_read_limit_bytes_per_s, i);
+      const auto read = at(s.cgroup_limited_read_bytes_per_s, i);
+      if (limit && *limit > 0 && read && *read >= kAtLimit * *limit) ++held;
+    }
+    return !intervals.empty() && 2 * held > intervals.size();
+  };
+  std::vector<Incident> kept;
+  for (Incident& inc : a.incidents) {
+    const std::vector<size_t> base = baselineBefore(inc.first, a.stalled, cfg);
+    std::vector<size_t> during;
+    for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
+    // Too little before it (a stall in the job's first seconds, judged against its later pace):
+    // a change for the worse unless a limit held the job from the start.
+    const bool standing = base.size() < kMinBaseline
+                              ? limitHeld(during)
+                              : inc.cls == StallClass::kIoThrottled && limitHeld(base);
+    if (!standing) {
+      kept.push_back(std::move(inc));
+      continue;
+    }
+    a.standing.push_back({inc.start_ms, inc.end_ms, inc.cls, base.size() < kMinBaseline});
+    a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
+  }
+  a.incidents = std::move(kept);
 }
 
 // Incidents during which a job judged by its steps sent (almost) none, while its workers kept
@@ -196,20 +245,32 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
 // The intervals of a stall that begins before the forward baseline is warm (BASELINE none), as
 // judged against the job's later healthy intervals, when they last min_duration_s or more from
 // the job's first progress; none otherwise.
+// The intervals the backward pass judges: up to the job's last one that the forward pass did
+// not find stalled, with progress. A job's idle end (issue 48: a minute of winding down) would
+// otherwise become the backward baseline, and a stall before the forward baseline was warm would
+// be judged against the job's idle exit and missed.
+size_t backwardEnd(const std::vector<std::optional<double>>& progress,
+                   const std::vector<bool>& stalled) {
+  size_t end = progress.size();
+  while (end > 0 && (stalled[end - 1] || !progress[end - 1])) --end;
+  return end;
+}
+
 std::optional<std::vector<bool>> earlyStall(const std::vector<std::optional<double>>& progress,
                                             const std::vector<std::optional<double>>& baseline,
+                                            const std::vector<bool>& forward_stalled,
                                             double min_drop, const std::vector<double>& interval_s,
                                             const DetectorConfig& cfg) {
-  const size_t n = progress.size();
+  const size_t n = backwardEnd(progress, forward_stalled);
   size_t cold = 0;  // intervals before the forward baseline is warm
   while (cold < n && !baseline[cold]) ++cold;
   if (cold == 0) return std::nullopt;
-  std::vector<bool> later_stalled(n, false);
+  std::vector<bool> later_stalled(progress.size(), false);
   ProgressBaseline backwards(cfg);
   for (size_t k = n; k-- > 0;) later_stalled[k] = backwards.judge(progress[k], min_drop);
   size_t first = 0;
   while (first < cold && !(progress[first] && *progress[first] > 0)) ++first;
-  std::vector<bool> stalled(n, false);
+  std::vector<bool> stalled(progress.size(), false);
   bool any = false;
   for (size_t i = first; i < cold;) {
     if (!later_stalled[i]) {
@@ -236,9 +297,9 @@ std::optional<std::vector<bool>> earlyStall(const std::vector<std::optional<doub
 // The baseline interval I was judged against backwards: the median of the healthy progress
 // after it, as earlyStall's backward pass saw it.
 std::optional<double> earlyBaseline(const std::vector<std::optional<double>>& progress, size_t i,
-                                    double min_drop, const DetectorConfig& cfg) {
+                                    size_t end, double min_drop, const DetectorConfig& cfg) {
   ProgressBaseline backwards(cfg);
-  for (size_t k = progress.size(); k-- > i + 1;) backwards.judge(progress[k], min_drop);
+  for (size_t k = end; k-- > i + 1;) backwards.judge(progress[k], min_drop);
   return backwards.current();
 }
 
@@ -257,6 +318,35 @@ bool processesIdle(const JobSeries& s, const Incident& inc) {
   return idleMedian(s.workers_cpu, inc) <= kIdleCores &&
          idleMedian(s.main_cpu, inc) <= kIdleCores &&
          idleMedian(s.read_bytes_per_s, inc) <= kIdleReadBytes && d_state == 0 && stopped == 0;
+}
+
+bool hangEvidence(const JobSeries& s, const Incident& inc) {
+  constexpr double kStuckBytes = 1e6;
+  size_t stuck = 0;
+  for (size_t i = inc.first; i <= inc.last && i < s.size(); ++i) {
+    if (at(s.stopped_processes, i).value_or(0.0) > 0) return true;
+    const double moved =
+        at(s.read_bytes_per_s, i).value_or(0.0) + at(s.write_bytes_per_s, i).value_or(0.0);
+    if (at(s.d_state_threads, i).value_or(0.0) > 0 && moved < kStuckBytes && ++stuck >= 2)
+      return true;
+  }
+  return false;
+}
+
+bool progressStopped(const Analysis& a, const Incident& inc, const DetectorConfig& cfg) {
+  if (inc.first >= a.baseline.size() || inc.last >= a.progress.size()) return false;
+  const auto b = a.baseline[inc.first];
+  if (!b || *b <= 0) return false;
+  std::vector<double> p;
+  for (size_t i = inc.first; i <= inc.last; ++i) p.push_back(a.progress[i].value_or(0.0));
+  return evidence::median(p).value_or(0.0) <= cfg.stopped_share * *b;
+}
+
+bool mayBeExit(const JobSeries& s, const Analysis& a, const Incident& inc,
+               const DetectorConfig& cfg, double hold_s) {
+  const double lasted_s = static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0;
+  return inc.cls == StallClass::kNotStorage && lasted_s < hold_s && progressStopped(a, inc, cfg) &&
+         !hangEvidence(s, inc);
 }
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {
@@ -278,7 +368,8 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg, const Judging
   a.progress_signal = signal;
   for (size_t i = 0; i < n; ++i) a.gpu_seconds_total += s.interval_s[i] * s.gpu_count;
   if (signal == ProgressSignal::kNone) return a;
-  std::vector<std::optional<double>> progress(n);
+  std::vector<std::optional<double>>& progress = a.progress;
+  progress.assign(n, std::nullopt);
   bool reporting = false;
   for (size_t i = 0; i < n; ++i) {
     reporting = reporting || at(s.steps, i).has_value();
@@ -305,10 +396,11 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg, const Judging
   // its first seconds is found from its true start (issue 31). Only a stall long enough to be
   // an incident, and only from the job's first progress on (its start-up is no stall):
   // otherwise the forward verdict stands as the live correlator reached it.
-  if (const auto early = earlyStall(progress, a.baseline, min_drop, s.interval_s, cfg)) {
+  const size_t backward_end = backwardEnd(progress, a.stalled);
+  if (const auto early = earlyStall(progress, a.baseline, a.stalled, min_drop, s.interval_s, cfg)) {
     forward(*early);
     for (size_t i = 0; i < n && !a.baseline[i]; ++i) {
-      if ((*early)[i]) a.baseline[i] = earlyBaseline(progress, i, min_drop, cfg);
+      if ((*early)[i]) a.baseline[i] = earlyBaseline(progress, i, backward_end, min_drop, cfg);
     }
   }
 
@@ -353,7 +445,8 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg, const Judging
     i = j;
   }
   separateOutsideTheLoop(s, cfg, a);
-  separateIdleAtExit(s, a);
+  separateExit(s, cfg, a);
+  separateStanding(s, cfg, a);
   return a;
 }
 

@@ -83,16 +83,27 @@ struct DetectorConfig {
   double pressure_rise = 0.15;  // absolute rise of a PSI share over its baseline
   double write_ratio = 5.0;
   double write_floor_bytes_per_s = 20e6;
+  // The job's exit (issue 48): a not-storage stall from its last progress to its end is the job
+  // winding down (joining its workers, flushing, logging), not a stall, if its progress stopped
+  // entirely (under stopped_share of the baseline), nothing held it (hangEvidence) and it
+  // lasted under exit_hold_s: what the live correlator holds such a stall for before it pages
+  // it as a hang (LiveConfig::idle_open_after_s), so that both reach the same answer.
+  double exit_hold_s = 120;
+  double stopped_share = 0.1;
 };
 
 // The end of a job that winds down: after its last progress its GPUs sat idle while its
-// processes did nothing (no CPU in the workers, no reads, no thread waiting on I/O) until they
+// processes wound down (joined their workers, flushed, logged, or did nothing) until they
 // exited. Not a stall: not an incident, not lost time (issue 16: a DataLoader's worker
-// shutdown lingered a minute and was reported as a 62 s not-storage stall).
+// shutdown lingered a minute and was reported as a 62 s not-storage stall; issue 48: the same
+// after a hang earlier in the run, or with the workers busy for the exit's first seconds).
 struct IdleSpan {
   int64_t start_ms = 0, end_ms = 0;
-  double workers_cpu = 0;       // median over the span, cores
-  double read_bytes_per_s = 0;  // median over the span
+  double workers_cpu = 0;        // median over the span, cores
+  double main_cpu = 0;           // median over the span, cores
+  double read_bytes_per_s = 0;   // median over the span
+  double write_bytes_per_s = 0;  // median over the span
+  bool processes_idle = false;   // processesIdle over the span
 };
 
 // A phase outside the loop the job reports from: it sent no step at all while its processes
@@ -106,13 +117,27 @@ struct WorkSpan {
   std::optional<double> gpu_share;  // the GPUs' work (or utilisation) against before, 0..1+
 };
 
+// A span the detector found below the job's baseline that is no incident because nothing shows
+// the job was better before it (issue 41: a limit in force from the first second): too few
+// healthy intervals before it while an io.max held the job's reads through it (a limit from the
+// first second), or an io-throttled stall whose limit already held them over its baseline. The
+// run's limiter judges it with the rest.
+struct StandingSpan {
+  int64_t start_ms = 0, end_ms = 0;
+  StallClass cls = StallClass::kNotStorage;
+  bool no_baseline = false;  // too few healthy intervals before it and the limit held through it
+                             // (else: the limit held over its baseline too)
+};
+
 struct Analysis {
   std::vector<Incident> incidents;
+  std::vector<StandingSpan> standing;
   std::optional<IdleSpan> idle_at_exit;
   std::vector<WorkSpan> outside_loop;
   uint64_t blips = 0;
   std::vector<bool> stalled;                    // per interval
   std::vector<std::optional<double>> baseline;  // progress baseline per interval
+  std::vector<std::optional<double>> progress;  // progress per interval, by progress_signal
   double gpu_seconds_total = 0;
   double gpu_seconds_lost[kStallClassCount] = {};
   ProgressSignal progress_signal = ProgressSignal::kNone;  // kNone: nothing to judge by
@@ -139,6 +164,24 @@ Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config, const
 // by the exit that follows; the live correlator, which cannot see the future, waits
 // LiveConfig::idle_open_after_s before it calls it a hang.
 bool processesIdle(const JobSeries& series, const Incident& inc);
+
+// What says a job was held rather than winding down over INC: a process of it stopped (T), or
+// threads in uninterruptible sleep (D) while it moved no bytes (reads and writes under 1 MB/s)
+// for two intervals or more, stuck rather than flushing. A job that hangs at its end is a stall
+// and is paged; a job winding down shows neither.
+bool hangEvidence(const JobSeries& series, const Incident& inc);
+
+// Whether the job's progress stopped entirely over INC (its median under
+// config.stopped_share of the baseline INC was judged against), as at a job's exit; a
+// slowdown keeps some. ANALYSIS: analyzeJob's, whose progress and baseline INC was found on.
+bool progressStopped(const Analysis& analysis, const Incident& inc, const DetectorConfig& config);
+
+// Whether INC, as far as it has gone, can be the job's exit (the rule in DetectorConfig): a
+// not-storage stall whose progress stopped, with no hang evidence, shorter than HOLD_S. The
+// post-mortem separates such a stall when the job then ended; the live correlator holds its
+// page for as long, and an exit ends it unreported.
+bool mayBeExit(const JobSeries& series, const Analysis& analysis, const Incident& inc,
+               const DetectorConfig& config, double hold_s);
 
 // Explains INC (its first and last intervals set) on SERIES: the cause, its evidence, and the
 // straggler of a job of several ranks, each signal against its baseline over the intervals

@@ -37,13 +37,27 @@ nlohmann::json outsideLoopJson(const std::vector<correlator::WorkSpan>& spans) {
   return out;
 }
 
+nlohmann::json standingJson(const std::vector<correlator::StandingSpan>& spans) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& w : spans) {
+    out.push_back({{"start_ms", w.start_ms},
+                   {"end_ms", w.end_ms},
+                   {"class", model::toString(w.cls)},
+                   {"reason", w.no_baseline ? "no_baseline" : "limit_held_before"}});
+  }
+  return out;
+}
+
 nlohmann::json idleJson(const std::optional<correlator::IdleSpan>& idle) {
   if (!idle) return nullptr;
   return {{"start_ms", idle->start_ms},
           {"end_ms", idle->end_ms},
           {"seconds", static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0},
           {"workers_cpu_p50", idle->workers_cpu},
-          {"read_bytes_per_second_p50", idle->read_bytes_per_s}};
+          {"main_cpu_p50", idle->main_cpu},
+          {"read_bytes_per_second_p50", idle->read_bytes_per_s},
+          {"write_bytes_per_second_p50", idle->write_bytes_per_s},
+          {"processes_idle", idle->processes_idle}};
 }
 
 }  // namespace
@@ -190,6 +204,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
          {"blips", r.analysis.blips},
          {"idle_at_exit", idleJson(r.analysis.idle_at_exit)},
          {"outside_loop", outsideLoopJson(r.analysis.outside_loop)},
+         {"standing", standingJson(r.analysis.standing)},
          {"incidents", incidents},
          {"ranks", ranks},
          {"gaps", gaps},

@@ -134,12 +134,20 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
                        r.analysis.incidents.size(), r.analysis.blips);
     if (const auto& idle = r.analysis.idle_at_exit) {
+      const std::string what =
+          idle->processes_idle
+              ? fmt::format("did nothing (workers {:.2f} cores, reads {:.1f} MB/s)",
+                            idle->workers_cpu, idle->read_bytes_per_s / 1e6)
+              : fmt::format(
+                    "wound down (main process {:.2f} cores, workers {:.2f}, reads {:.1f} MB/s, "
+                    "writes {:.1f} MB/s; none stopped or stuck on I/O)",
+                    idle->main_cpu, idle->workers_cpu, idle->read_bytes_per_s / 1e6,
+                    idle->write_bytes_per_s / 1e6);
       out += fmt::format(
           "  idle at exit {:.0f} s ({} .. {}): after its last progress the job's GPUs sat idle "
-          "while its processes did nothing (workers {:.2f} cores, reads {:.1f} MB/s) until they "
-          "exited; not a stall\n",
+          "while its processes {} until they exited; not a stall\n",
           static_cast<double>(idle->end_ms - idle->start_ms) / 1000.0, timeText(idle->start_ms),
-          timeText(idle->end_ms).substr(11), idle->workers_cpu, idle->read_bytes_per_s / 1e6);
+          timeText(idle->end_ms).substr(11), what);
     }
     for (const auto& w : r.analysis.outside_loop) {
       out += fmt::format(
@@ -152,6 +160,16 @@ std::string renderText(const std::vector<JobReport>& reports) {
           w.gpu_share
               ? fmt::format(", its GPUs at {:.0f} % of their training work", *w.gpu_share * 100)
               : std::string());
+    }
+    for (const auto& w : r.analysis.standing) {
+      out += fmt::format(
+          "  standing    {:.0f} s ({} .. {}): below the job's pace ({}), but {}: the limiter "
+          "above judges it with the rest of the run; not an incident\n",
+          static_cast<double>(w.end_ms - w.start_ms) / 1000.0, timeText(w.start_ms),
+          timeText(w.end_ms).substr(11), model::toString(w.cls),
+          w.no_baseline ? "a read limit held the job's reads through it from the job's start, "
+                          "with no healthy pace before it to be worse than"
+                        : "the read limit held the job's reads as much before it");
     }
     // Said, not smoothed over: an interval that was never written is not an interval that was
     // healthy.

@@ -229,6 +229,42 @@ TEST(LiveCorrelator, AnIdleJobPastTheHoldIsAHangFromItsStart) {
   EXPECT_EQ(early[0].incident.start_ms, batches[99].wall_time_ms);
 }
 
+// Issue 48: a job's exit as PyTorch ends it. Its workers finish the batches they had for the
+// first seconds (busy, reading), then idle while they are joined; it exits after 60 s. Paged at
+// 3 s before, since its processes were not idle then.
+std::vector<SampleBatch> exitRun(bool workers_stopped) {
+  auto batches = idleRun(60, true);
+  for (size_t i = 100; i + 1 < batches.size(); ++i) {
+    collectors::JobSample& j = batches[i].jobs[0];
+    if (i < 105) {
+      j.workers_cpu_ratio = 1.4;
+      j.main_cpu_ratio = 0.6;
+      j.read_bytes_per_second = 90e6;
+    }
+    if (workers_stopped && i >= 102) j.stopped_processes = 12;
+  }
+  return batches;
+}
+
+TEST(LiveCorrelator, AnExitWhoseWorkersFinishTheirBatchesFirstIsNotPaged) {
+  LiveCorrelator c;
+  EXPECT_TRUE(feed(c, exitRun(false)).empty());
+  EXPECT_EQ(c.jobsTracked(), 0u);
+}
+
+// A job that hangs at its end (its workers stopped while the main process waits for them) is
+// paged as soon as any stall is, not held as an exit; its exit later closes it.
+TEST(LiveCorrelator, AJobHungAtItsEndWithStoppedWorkersIsPaged) {
+  LiveCorrelator c;
+  const auto batches = exitRun(true);
+  const auto events = feed(c, batches);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, IncidentEventKind::kOpen);
+  EXPECT_STREQ(toString(events[0].incident.cls), "not-storage");
+  EXPECT_LE(events[0].ts_ms - batches[99].wall_time_ms, 5000);
+  EXPECT_EQ(events[1].kind, IncidentEventKind::kClose);
+}
+
 TEST(LiveCorrelator, TheWindowIsBounded) {
   LiveConfig config;
   config.window_intervals = 300;

@@ -188,6 +188,72 @@ TEST(StallDetector, NoStepsWhileTheWorkersWorkIsAPhaseNotAStall) {
   EXPECT_TRUE(a.outside_loop.empty());
 }
 
+// Issue 48: a job's exit. Its last progress at interval 239; then its GPU idles while its
+// processes wind down until they exit: the workers finish the batches they had (busy and
+// reading for 4 s), then sit idle while they are joined. HANG: what holds it instead.
+enum class EndHang { kNone, kStopped, kStuckInD };
+JobSeries exitingJob(bool hang_mid_run, EndHang at_end) {
+  Scenario sc;
+  JobSeries& s = sc.s;
+  const size_t n = s.size();
+  s.stopped_processes.assign(n, 0.0);
+  s.main_cpu.assign(n, 0.9);
+  if (hang_mid_run) {  // its workers stopped (SIGSTOP) mid-run, then continued
+    sc.gpuIdle().during([&](size_t i) {
+      s.stopped_processes[i] = 12;
+      s.workers_cpu[i] = 0;
+      s.read_bytes_per_s[i] = 0;
+      s.main_cpu[i] = 0;
+    });
+  }
+  for (size_t i = 240; i < n; ++i) {
+    const bool finishing = i < 244;
+    s.gpu_util_percent[i] = i % 5 == 0 ? std::nullopt : std::optional<double>(sc.noise(0, 3));
+    s.workers_cpu[i] = finishing ? 1.2 : 0.0;
+    s.read_bytes_per_s[i] = finishing ? 100e6 : 0.0;
+    s.write_bytes_per_s[i] = 0;
+    s.main_cpu[i] = finishing ? 0.5 : 0.01;
+    s.d_state_threads[i] = at_end == EndHang::kStuckInD && !finishing ? 2.0 : 0.0;
+    s.stopped_processes[i] = at_end == EndHang::kStopped && !finishing ? 12.0 : 0.0;
+  }
+  // The last intervals have no GPU reading at all: the job let go of its GPU before its
+  // processes were gone.
+  for (size_t i = n - 3; i < n; ++i) s.gpu_util_percent[i] = std::nullopt;
+  s.ended_ms = s.ts_ms.back() + 2000;
+  return s;
+}
+
+TEST(StallDetector, AJobsExitIsNeitherAStallNorLostTime) {
+  const Analysis a = analyzeJob(exitingJob(false, EndHang::kNone));
+  EXPECT_TRUE(a.incidents.empty()) << toString(a.incidents[0].cls);
+  ASSERT_TRUE(a.idle_at_exit.has_value());
+  EXPECT_NEAR(static_cast<double>(a.idle_at_exit->start_ms), 1'000'000 + 239'000, 1000);
+  EXPECT_EQ(a.idle_at_exit->end_ms, 1'000'000 + 299'000);
+  for (double lost : a.gpu_seconds_lost) EXPECT_DOUBLE_EQ(lost, 0.0);
+}
+
+TEST(StallDetector, AJobsExitAfterAHangIsStillItsExit) {
+  const Analysis a = analyzeJob(exitingJob(true, EndHang::kNone));
+  ASSERT_EQ(a.incidents.size(), 1u);  // the hang, and only the hang
+  EXPECT_EQ(a.incidents[0].last, kStallLast);
+  EXPECT_TRUE(a.idle_at_exit.has_value());
+}
+
+TEST(StallDetector, AJobThatHangsAtItsEndIsAStall) {
+  for (EndHang hang : {EndHang::kStopped, EndHang::kStuckInD}) {
+    const Analysis a = analyzeJob(exitingJob(false, hang));
+    ASSERT_EQ(a.incidents.size(), 1u) << static_cast<int>(hang);
+    EXPECT_GE(a.incidents[0].first, 239u);
+    EXPECT_FALSE(a.idle_at_exit.has_value());
+  }
+  // ... and so does an end longer than the live side holds such a stall before paging it.
+  DetectorConfig cfg;
+  cfg.exit_hold_s = 30;
+  const Analysis a = analyzeJob(exitingJob(false, EndHang::kNone), cfg);
+  EXPECT_EQ(a.incidents.size(), 1u);
+  EXPECT_FALSE(a.idle_at_exit.has_value());
+}
+
 TEST(StallDetector, DiskSlowNamesTheLoopDeviceAndTheDiskUnder) {
   Scenario sc;
   sc.gpuIdle().during([&](size_t i) {
