@@ -36,6 +36,7 @@ void configureApp(CLI::App& app, AppCommands& commands) {
   add(addExportCommand);
   add(addHealthCommand);
   add(addTopCommand);
+  add(addRunCommand);
 }
 
 std::string configFileProblem(const std::vector<std::string>& args) {

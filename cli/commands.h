@@ -25,5 +25,6 @@ CommandRunner addReplayCommand(CLI::App& app);
 CommandRunner addHealthCommand(CLI::App& app);
 CommandRunner addExportCommand(CLI::App& app);
 CommandRunner addTopCommand(CLI::App& app);
+CommandRunner addRunCommand(CLI::App& app);
 
 }  // namespace stallwatch::cli
