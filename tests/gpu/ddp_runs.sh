@@ -7,7 +7,11 @@
 #   rank-disk  from T_IN to T_OUT rank 1's cgroup gets io.max on the disk under the image;
 #   all-disk   the same on every rank's cgroup;
 #   rank-cpu   from T_IN to T_OUT rank 1's DataLoader workers are confined to one CPU;
-# and each again with -hook appended: the ranks report through stallwatch.watch().
+# and each again with -hook appended: the ranks report through stallwatch.watch(). PIN=1 gives
+# every rank's DataLoader pin_memory=True (as most scripts set it); LINGER_S makes every rank stay
+# that long after its last step before exiting; LAUNCH starts torchrun through it (e.g.
+# "stallwatch run --", the zero-code reporting). Every job ends as PyTorch
+# ends it, joining its persistent workers: a job lingering at its exit (issue 48).
 # Each run leaves in OUT: <run>.db, <run>.window ("T_IN_MS T_OUT_MS RANK", RANK "all" or
 # "-"), the agent's and job's logs, <run>.steps (rank 0's step end times), <run>.hook (the
 # live hook's calls) and <run>.usage (the agent's CPU seconds and peak RSS).
@@ -15,6 +19,7 @@
 set -uo pipefail
 bin=${1:?}; out=${2:?}; shift 2
 runs=${*:-healthy rank-disk all-disk rank-cpu}
+LAUNCH=${LAUNCH:-}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/tests/gpu/common.sh"
 RUN_S=${RUN_S:-60}; T_IN=${T_IN:-30}; T_OUT=${T_OUT:-48}
@@ -39,8 +44,9 @@ for run in $runs; do
   sleep 2
   pids=$work/pids; rm -rf "$pids"; mkdir -p "$pids"
   SW_RANK_CGROUP="$cg{rank}" SW_PID_DIR="$pids" PYTHONPATH="$here/python" OMP_NUM_THREADS=2 \
-    python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "$here/tests/gpu/train_ddp.py" \
+    $LAUNCH python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "$here/tests/gpu/train_ddp.py" \
       "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook \
+      $([ "${PIN:-0}" = 1 ] && echo --pin-memory) --linger "${LINGER_S:-0}" \
       --step-log "$out/$run.steps" > "$out/$run.job.log" 2>&1 &
   job=$!
   sleep "$T_IN"
@@ -60,6 +66,7 @@ for run in $runs; do
   esac
   echo "$t_in $t_out $scope" > "$out/$run.window"
   wait $job; echo "job exit $?: $(grep -h 'steps in' "$out/$run.job.log" | tr '\n' ' ')"
+  echo "$(date +%s%3N)" > "$out/$run.exit"  # the job's exit, its workers joined
   sleep 12  # the live incident closes after 10 s without a stall
   agent_usage $agent "$out/$run.usage"
   kill -TERM $agent; wait $agent

@@ -5,8 +5,9 @@ page cache after it is read, so every epoch reads from the device).
 
 Each rank first moves itself into the cgroup named by SW_RANK_CGROUP (with {rank} replaced),
 so that a test can throttle one rank's reads, and writes its pid to SW_PID_DIR/rank{rank}.pid.
-Rank 0 logs the end time of every step (epoch seconds) to --step-log: the job's own account
-of its progress, to hold stallwatch's lost time against.
+Rank 0 logs every step to --step-log: its end time (epoch seconds), how long the loop waited
+for its batch and how long the step took (END WAIT STEP, as train_job.py): the job's own
+account of its progress and its input wait, to hold stallwatch's figures against.
 
 With more ranks on a node than it has GPUs, ranks share GPUs (rank i on GPU i mod count) and talk
 through gloo, which NCCL refuses: a job of many ranks on a host with few GPUs, for what the
@@ -48,6 +49,9 @@ def main():
     ap.add_argument("--decode-us", type=float, default=0)
     ap.add_argument("--hook", action="store_true", help="report through stallwatch.watch()")
     ap.add_argument("--step-log")
+    ap.add_argument("--pin-memory", action="store_true", help="DataLoader(pin_memory=True)")
+    ap.add_argument("--linger", type=float, default=0,
+                    help="after the last step, stay this long (workers alive, GPU idle) before exiting")
     args = ap.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -63,7 +67,8 @@ def main():
     dataset = FileDataset(args.data, args.decode_us)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True, drop_last=True)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
-                                         persistent_workers=True, drop_last=True, prefetch_factor=2)
+                                         persistent_workers=True, drop_last=True, prefetch_factor=2,
+                                         pin_memory=args.pin_memory)
     model = torchvision.models.resnet50(num_classes=1000).cuda()
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -80,7 +85,14 @@ def main():
     while not done:
         sampler.set_epoch(epoch)
         epoch += 1
-        for x, y in batches():
+        it = iter(batches())
+        while True:
+            asked = time.time()
+            try:
+                x, y = next(it)
+            except StopIteration:
+                break
+            got = time.time()
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
             opt.zero_grad()
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -89,8 +101,9 @@ def main():
             opt.step()
             torch.cuda.synchronize()
             steps += 1
-            if step_log:
-                step_log.write(f"{time.time():.3f}\n")
+            if step_log:  # END WAIT STEP, as train_job.py writes it
+                ended = time.time()
+                step_log.write(f"{ended:.3f} {got - asked:.4f} {ended - got:.4f}\n")
             # Every rank stops at the same step: decided by rank 0's clock, agreed through the process group.
             stop = torch.tensor([1 if time.time() - start >= args.seconds else 0], device="cuda")
             dist.broadcast(stop, 0)
@@ -102,6 +115,9 @@ def main():
         step_log.close()
     print(f"train_ddp: rank {rank} {steps} steps in {end - start:.1f} s = {steps / (end - start):.2f} steps/s, "
           f"end {end:.3f}", flush=True)
+    if args.linger > 0:  # a job winding down slowly (issue 48)
+        time.sleep(args.linger)
+        print(f"train_ddp: rank {rank} exiting {time.time():.3f}", flush=True)
     dist.destroy_process_group()
 
 

@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--size", type=int, default=112, help="images are resized to this on the GPU")
     ap.add_argument("--step-log", help="append each step's end time (epoch seconds) to this file")
     ap.add_argument("--no-hook", action="store_true", help="do not report through stallwatch.watch()")
+    ap.add_argument("--pin-memory", action="store_true", help="DataLoader(pin_memory=True), as most scripts set")
     ap.add_argument("--linger", type=float, default=0,
                     help="after training, stay this long with the model on the GPU and the DataLoader's "
                          "workers alive and idle before exiting (a job winding down)")
@@ -105,7 +106,8 @@ def main():
     dataset = MemoryDataset() if args.in_memory else FileDataset(args.data, args.decode_us, args.fetch_ms)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch,
                                          shuffle=not args.in_memory, num_workers=args.workers,
-                                         persistent_workers=args.workers > 0, drop_last=True)
+                                         persistent_workers=args.workers > 0, drop_last=True,
+                                         pin_memory=args.pin_memory)
     # Its own loader: a second iterator over a persistent-workers loader would reset the first.
     eval_loader = torch.utils.data.DataLoader(FileDataset(args.data, args.decode_us), batch_size=args.batch,
                                               num_workers=max(1, args.workers // 2)) if not eval_done else None
