@@ -9,9 +9,11 @@
 // share of samples in the DataLoader's result queue. It misses the CPU the loop spends
 // receiving a batch (running, not waiting), so it reads a few points under the job's own
 // account. With pin_memory the loop waits on the pinning thread's queue, a futex like CUDA's
-// synchronisation: the wait is then between the queue's share and that plus the futex share
-// (no more than the GPU's idle share). Recordings without the samples fall back to the lesser
-// of the main thread's sleeping share and the GPU's idle share.
+// synchronisation: the wait is then the GPU's idle share (idle while the loop waits for its
+// batch, busy while the loop waits on it), kept between the queue's share and that plus the
+// futex share, which are given with it. Recordings without the samples fall back to the lesser
+// of the main thread's sleeping share and the GPU's idle share, except for the ranks of a job
+// of several, whose sleep is as much the collective's as the input's: unknown.
 //
 // With that share under input_wait_share the GPU side sets the pace (gpu), unless the GPU sat
 // idle while the main thread ran flat out (host). Over it, the input side does, and what holds
@@ -77,6 +79,7 @@ class InputFigures {
   double at_limit_seconds_ = 0, limit_seconds_ = 0, limited_read_ = 0, read_limit_ = 0;
   double memory_some_ = 0, memory_seconds_ = 0, cpu_throttled_ = 0, throttle_seconds_ = 0;
   double loader_wait_ = 0, futex_wait_ = 0, pin_memory_ = 0, sampled_seconds_ = 0;
+  double collective_seconds_ = 0;  // seconds of a job of several ranks (or one of its ranks)
   std::array<double, kWaitBins> wait_bins_{};  // seconds by per-interval wait share
   struct Device {
     std::string via;
