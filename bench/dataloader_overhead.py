@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Cost per step of stallwatch.watch() over a plain loop, with no agent listening and with a
-real agent receiving. Each figure is the median of 7 runs of 200 000 steps, minus the same
-loop without watch(). Targets (issue 3): at most 5 us (agent down) and 20 us (agent up).
+real agent receiving; and of the zero-code wrapper that `stallwatch run` puts around every
+DataLoader iterator (stallwatch/auto.py's _Watched, with autograd's flag read each batch as on
+torch). Each figure is the median of 7 runs of 200 000 steps, minus the same loop without
+them. Targets (issue 3): at most 5 us (agent down) and 20 us (agent up).
 
 Usage: bench/dataloader_overhead.py [--stallwatch build/stallwatch]"""
 
@@ -41,6 +43,16 @@ def watched(reporter):
     return run
 
 
+def auto_wrapped(reporter):
+    from stallwatch import auto
+
+    def run():
+        it = auto._Watched(iter(range(STEPS)), reporter, lambda: True, stallwatch._batch_size)
+        for _ in it:
+            pass
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
@@ -63,6 +75,8 @@ def main():
         # The same with a flush (one datagram) on every step: the worst case of a slow loop.
         every = stallwatch.Reporter(socket_path=sock, flush_seconds=0)
         cost_every = per_step(watched(every)) - base
+        auto_up = stallwatch.Reporter(socket_path=sock)
+        cost_auto = per_step(auto_wrapped(auto_up)) - base
     finally:
         agent.terminate()
         agent.wait()
@@ -71,6 +85,7 @@ def main():
     print(f"watch(), no agent:                   +{cost_down * 1e6:6.3f} us/step  (sent {down.sent}, dropped {down.dropped})")
     print(f"watch(), agent up, 0.1 s flushes:    +{cost_up * 1e6:6.3f} us/step  (sent {up.sent} datagrams)")
     print(f"watch(), agent up, datagram per step:+{cost_every * 1e6:6.3f} us/step  (sent {every.sent})")
+    print(f"stallwatch run's wrapper, agent up:  +{cost_auto * 1e6:6.3f} us/step  (sent {auto_up.sent} datagrams)")
 
 
 if __name__ == "__main__":
