@@ -435,6 +435,41 @@ void judgeInputSide(LimiterVerdict& v, const InputSide& in, double clarity_input
 
 }  // namespace
 
+namespace {
+
+// The sampled wait of a loop with pin_memory (pinnedWait), its bounds kept as figures of V; none
+// where the bounds lie across the share that decides and their middle above it: input or the
+// GPU side, either could be. V is then unknown, said as such with no advice (issue 41: a
+// GPU-bound job told to buy faster storage is worse off than one told nothing); its middle is
+// kept as the share, so that the rank that may have waited most still stands for a job of
+// several, and no speed-up is offered.
+std::optional<double> judgePinnedWait(double loader, double futex, std::optional<double> gpu_idle,
+                                      std::optional<double> thread_cpu, const LimiterConfig& cfg,
+                                      LimiterVerdict& v) {
+  const WaitBounds bounds = pinnedWait(loader, futex, gpu_idle, thread_cpu);
+  const double w = bounds.middle();
+  v.figures.push_back({gpu_idle ? "pin_memory (the wait: the middle of the bounds the main "
+                                  "thread's sleep and the GPU's idle time set)"
+                                : "pin_memory (no GPU reading: the middle of the queue's share "
+                                  "and that plus the futex's)",
+                       1, false});
+  v.figures.push_back({"main_thread_futex_wait_share", futex, false});
+  v.figures.push_back({"input_wait_share_low", bounds.low, false});
+  v.figures.push_back({"input_wait_share_high", bounds.high, false});
+  if (bounds.low >= cfg.input_wait_share || w < cfg.input_wait_share) return w;
+  v.input_wait_share = w;
+  v.figures.insert(
+      v.figures.begin(),
+      {fmt::format("input_wait_between {:.0f} and {:.0f} % (pin_memory: the main thread's sleep "
+                   "and the GPU's idle time cannot tell its wait for input from its wait on the "
+                   "GPU; `stallwatch run` gives the loop's own account)",
+                   bounds.low * 100, bounds.high * 100),
+       w, true});
+  return std::nullopt;
+}
+
+}  // namespace
+
 LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   LimiterVerdict v;
   v.seconds = f.seconds_;
@@ -467,35 +502,9 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
     const double futex = f.futex_wait_ / f.sampled_seconds_;
     w = loader;
     if (f.pin_memory_ >= 0.5 * f.sampled_seconds_) {
-      // pin_memory: the loop's wait on pinned batches is a futex, as CUDA's sync is; the GPU's
-      // idle share tells which (pinnedWait). The range it was chosen from is kept with it.
-      const WaitBounds bounds = pinnedWait(loader, futex, gpu_idle, thread_cpu);
-      w = bounds.middle();
-      figure(gpu_idle ? "pin_memory (the wait: the middle of the bounds the main thread's sleep "
-                        "and the GPU's idle time set)"
-                      : "pin_memory (no GPU reading: the middle of the queue's share and that "
-                        "plus the futex's)",
-             1);
-      figure("main_thread_futex_wait_share", futex);
-      figure("input_wait_share_low", bounds.low);
-      figure("input_wait_share_high", bounds.high);
-      if (bounds.low < cfg.input_wait_share && w >= cfg.input_wait_share) {
-        // The bounds lie across the share that decides and their middle above it: input or the
-        // GPU side, either could be. Said as such, with no advice (issue 41: a GPU-bound job
-        // told to buy faster storage is worse off than one told nothing).
-        // Its middle is kept as the share, so that the rank that may have waited most still
-        // stands for a job of several; the limiter stays unknown and offers no speed-up.
-        v.wait_source = WaitSource::kSampled;
-        v.input_wait_share = w;
-        v.figures.insert(
-            v.figures.begin(),
-            {fmt::format("input_wait_between {:.0f} and {:.0f} % (pin_memory: the main thread's "
-                         "sleep and the GPU's idle time cannot tell its wait for input from its "
-                         "wait on the GPU; `stallwatch run` gives the loop's own account)",
-                         bounds.low * 100, bounds.high * 100),
-             w, true});
-        return v;  // unknown
-      }
+      const auto pinned = judgePinnedWait(loader, futex, gpu_idle, thread_cpu, cfg, v);
+      if (!pinned) return v;  // unknown
+      w = *pinned;
     }
   } else if (thread_sleep && f.collective_seconds_ >= 0.5 * f.seconds_) {
     // A rank of a synchronous job, with neither the hook nor its waits sampled: its main thread
