@@ -151,17 +151,18 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
   try {
     prometheus::Client client(prometheus::httpTransport(args.client));
     reports = buildPrometheusFleetReport(client, selection);
-    std::cerr << fmt::format("read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
-                             args.prometheus, client.stats().requests,
-                             static_cast<double>(client.stats().bytes) / 1e6,
-                             client.stats().points);
+    std::cerr << fmt::format(
+        "read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
+        common::printable(common::withoutUserinfo(args.prometheus)), client.stats().requests,
+        static_cast<double>(client.stats().bytes) / 1e6, client.stats().points);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: " << e.what() << "\n";
     return 1;
   }
   if (reports.empty()) {
     std::cerr << "stallwatch report: no series of run " << selection.run << " in "
-              << args.prometheus << " between the given times (the agents export it as the run "
+              << common::printable(common::withoutUserinfo(args.prometheus))
+              << " between the given times (the agents export it as the run "
               << "label of stallwatch_run_job_info)\n";
     return 1;
   }

@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace stallwatch::common {
@@ -88,6 +89,17 @@ std::string boundedUtf8(std::string_view text, size_t max_bytes) {
 std::string printable(std::string_view text) { return escapeControls(text, false); }
 
 std::string printableLines(std::string_view text) { return escapeControls(text, true); }
+
+std::string withoutUserinfo(std::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  const size_t host_start = scheme_end + 3;
+  const size_t path_start = std::min(url.find_first_of("/?#", host_start), url.size());
+  const size_t at = url.substr(host_start, path_start - host_start).rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  return std::string(url.substr(0, host_start)) + "***@" +
+         std::string(url.substr(host_start + at + 1));
+}
 
 namespace {
 

@@ -28,6 +28,10 @@ std::string printable(std::string_view text);
 // first, so that they cannot split a row.
 std::string printableLines(std::string_view text);
 
+// URL with any user:password before its host written as ***@, for logs and errors: a password
+// given in a URL is never said back (the webhook's own redaction hides its path too).
+std::string withoutUserinfo(std::string_view url);
+
 // Whether TEXT is valid UTF-8.
 bool isUtf8(std::string_view text);
 

@@ -1,18 +1,61 @@
 #include "prometheus/client.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace stallwatch::prometheus {
 namespace {
+
+// A token file larger than this is no token: /dev/zero or a log file named by mistake.
+constexpr size_t kMaxTokenBytes = 64 * 1024;
+
+// Why PATH cannot be read as a small file of the operator's, or "": a FIFO would block the
+// command until killed, a device could be endless.
+std::string whyNotRegular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file (a FIFO, a device or a folder)";
+  return {};
+}
+
+// The bearer token in PATH: a regular file of at most kMaxTokenBytes, opened without blocking,
+// its content trimmed and one token (no line break or other control character, which would add
+// a header of the file's choosing to every request).
+std::string readToken(const std::string& path) {
+  if (const std::string why = whyNotRegular(path); !why.empty())
+    throw QueryError(path + ": cannot read the bearer token: " + why);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw QueryError(path + ": cannot read the bearer token: " + std::strerror(errno));
+  std::string text(kMaxTokenBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxTokenBytes)
+    throw QueryError(
+        fmt::format("{}: the token file is over {} KiB: not a token", path, kMaxTokenBytes / 1024));
+  text.resize(got);
+  return text;
+}
 
 // An answer larger than this is refused rather than held: a query that matches far more than
 // a run's series (a wrong selector, a hostile server) must not take the machine's memory.
@@ -47,14 +90,23 @@ class CurlTransport : public Transport {
     static const bool ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
     if (!ready) throw QueryError("libcurl could not be initialised");
     while (!options_.url.empty() && options_.url.back() == '/') options_.url.pop_back();
+    shown_url_ = common::printable(common::withoutUserinfo(options_.url));
     if (options_.url.rfind("http://", 0) != 0 && options_.url.rfind("https://", 0) != 0)
-      throw QueryError(options_.url + ": not an http:// or https:// URL");
+      throw QueryError(shown_url_ + ": not an http:// or https:// URL");
     if (!options_.bearer_token_file.empty()) {
-      std::ifstream in(options_.bearer_token_file);
-      if (!in) throw QueryError(options_.bearer_token_file + ": cannot read the bearer token");
-      token_ = trimmed(std::string(std::istreambuf_iterator<char>(in), {}));
+      token_ = trimmed(readToken(options_.bearer_token_file));
       if (token_.empty())
         throw QueryError(options_.bearer_token_file + ": the token file is empty");
+      if (std::any_of(token_.begin(), token_.end(),
+                      [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+        throw QueryError(options_.bearer_token_file +
+                         ": the token holds a line break or another control character: not "
+                         "one token");
+    }
+    for (const auto* file : {&options_.ca_file, &options_.cert_file, &options_.key_file}) {
+      if (file->empty()) continue;
+      if (const std::string why = whyNotRegular(*file); !why.empty())
+        throw QueryError(*file + ": " + why);
     }
     for (const auto& h : options_.headers) {
       if (h.find(':') == std::string::npos || h.find_first_of("\r\n") != std::string::npos)
@@ -101,9 +153,10 @@ class CurlTransport : public Transport {
           return size * n;
         });
     const CURLcode rc = curl_easy_perform(c);
+    const std::string shown = common::printable(common::withoutUserinfo(url));
     if (rc == CURLE_WRITE_ERROR)
-      throw QueryError(fmt::format("{}: the answer passed {} MiB", url, kMaxBody >> 20));
-    if (rc != CURLE_OK) throw QueryError(fmt::format("{}: {}", url, curl_easy_strerror(rc)));
+      throw QueryError(fmt::format("{}: the answer passed {} MiB", shown, kMaxBody >> 20));
+    if (rc != CURLE_OK) throw QueryError(fmt::format("{}: {}", shown, curl_easy_strerror(rc)));
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status / 100 != 2) {
@@ -114,7 +167,9 @@ class CurlTransport : public Transport {
         if (j.contains("error")) why = j["error"].get<std::string>();
       } catch (const std::exception&) {
       }
-      throw QueryError(fmt::format("{}: HTTP {}: {}", options_.url, status, trimmed(why)));
+      // The server's text is the server's: made visible, never sent to a terminal as it came.
+      throw QueryError(
+          fmt::format("{}: HTTP {}: {}", shown_url_, status, common::printable(trimmed(why))));
     }
     return body;
   }
@@ -122,6 +177,7 @@ class CurlTransport : public Transport {
  private:
   ClientOptions options_;
   std::string token_;
+  std::string shown_url_;  // the URL as errors say it: no password, no control characters
 };
 
 // SAX over {"status":..., "data":{"resultType":"matrix","result":[{"metric":{...},

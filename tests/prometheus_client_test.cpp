@@ -1,10 +1,14 @@
 // The Prometheus API reader (prometheus/client.h): answers parsed as they are read, errors said,
 // long spans asked for in chunks and joined. The real server is in tests/test_live_e2e.py.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
+#include <fstream>
 
+#include "common/text.h"
 #include "prometheus/client.h"
+#include "test_support.h"
 
 namespace stallwatch::prometheus {
 namespace {
@@ -108,6 +112,53 @@ TEST(PrometheusClient, OptionsThatCannotWorkAreRefused) {
   } catch (const QueryError& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos) << e.what();
   }
+}
+
+// Issue 46: what the client reads from the operator's files and says back is checked where it
+// enters. A token file's line break would add a header to every request; /dev/zero or a FIFO
+// would read until memory ran out, or block until killed; a password in the URL was said in
+// every error line.
+TEST(PrometheusClient, TokenFilesThatAreNoTokenAreRefusedWithoutBlocking) {
+  testing::ScratchDir dir;
+  ClientOptions o;
+  o.url = "http://127.0.0.1:1";
+  auto write = [&](const char* name, const std::string& text) {
+    const auto path = dir.path() / name;
+    std::ofstream(path) << text;
+    return path.string();
+  };
+  o.bearer_token_file = write("injected", "abc\r\nX-Injected: yes\r\n");
+  EXPECT_THROW(httpTransport(o), QueryError);
+  o.bearer_token_file = write("huge", std::string(100 * 1024, 'a'));
+  EXPECT_THROW(httpTransport(o), QueryError);
+  o.bearer_token_file = "/dev/zero";
+  EXPECT_THROW(httpTransport(o), QueryError);
+  const auto fifo = dir.path() / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  o.bearer_token_file = fifo.string();
+  EXPECT_THROW(httpTransport(o), QueryError);  // said, not read: nothing writes the FIFO
+  o.bearer_token_file.clear();
+  o.ca_file = fifo.string();
+  EXPECT_THROW(httpTransport(o), QueryError);
+  o.ca_file.clear();
+  o.bearer_token_file = write("good", "  abc.def-ghi\n");
+  EXPECT_NO_THROW(httpTransport(o));
+}
+
+TEST(PrometheusClient, APasswordInTheUrlIsNeverSaid) {
+  ClientOptions o;
+  o.url = "http://user:s3cret@127.0.0.1:1";
+  auto t = httpTransport(o);
+  try {
+    t->get("/api/v1/query_range?query=up");
+    FAIL() << "no error";
+  } catch (const QueryError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("s3cret"), std::string::npos) << what;
+    EXPECT_NE(what.find("***@127.0.0.1:1"), std::string::npos) << what;
+  }
+  EXPECT_EQ(common::withoutUserinfo("https://a:b@h:9/x?y=@"), "https://***@h:9/x?y=@");
+  EXPECT_EQ(common::withoutUserinfo("http://h/p@q"), "http://h/p@q");
 }
 
 }  // namespace

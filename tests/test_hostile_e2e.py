@@ -424,6 +424,38 @@ class HostileE2E(unittest.TestCase):
 
     # --- Stop deadlines -------------------------------------------------------------------------
 
+    def test_a_prometheus_servers_text_and_a_urls_password_never_reach_the_terminal(self):
+        """Issue 46: a server's error text with escape sequences (a window title, a cleared
+        screen, a fake prompt) is shown escaped, and the password in --prometheus's URL is said
+        as ***@ in every line."""
+        import http.server
+        import threading
+
+        class Hostile(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"status": "error", "errorType": "bad_data",
+                                   "error": "\x1b]0;pwned\x07\x1b[2J\x1b[Hroot@prod:~# "}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Hostile)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.shutdown)
+        url = f"http://reader:s3cret@127.0.0.1:{server.server_address[1]}"
+        out = subprocess.run([BIN, "report", "--prometheus", url, "--run", "slurm:1"],
+                             capture_output=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertNotIn(b"\x1b", out.stderr + out.stdout)
+        self.assertNotIn(b"s3cret", out.stderr + out.stdout)
+        self.assertIn(b"\\x1b]0;pwned", out.stderr)  # said, made visible
+        self.assertIn(b"***@127.0.0.1", out.stderr)
+
     def test_stop_kills_a_hung_hook_and_its_setsid_child_at_stop_timeout(self):
         """A job whose steps stall opens an incident; its hook hangs and starts a setsid child.
         SIGTERM: the agent ends within --stop-timeout (not the hook's 60 s), counts the hook as
