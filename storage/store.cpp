@@ -105,6 +105,17 @@ void checkNotTruncated(const fs::path& path) {
   }
 }
 
+// Whether PATH begins with SQLite's header (or is empty: a database yet to be written).
+bool beginsAsSqlite(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return true;  // gone or unreadable: not this check's to say
+  char h[16] = {};
+  const ssize_t n = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  return n == 0 ||
+         (n == static_cast<ssize_t>(sizeof h) && std::memcmp(h, "SQLite format 3", 16) == 0);
+}
+
 }  // namespace
 
 Store::Store(const fs::path& path, int busy_timeout_ms)
@@ -259,6 +270,14 @@ std::unique_ptr<Store> Store::openOrMoveAside(const fs::path& path, std::string*
     quickCheck(store->db_, path, std::chrono::seconds(5));
     return store;
   } catch (const CorruptDatabase& e) {
+    // A file that was never a database (a config file named by mistake) is the operator's, not
+    // a damaged recording: said and left as it is (issue 46: `--db stallwatch.conf` moved the
+    // file aside and put a database in its place).
+    if (!beginsAsSqlite(path))
+      throw StoreError(
+          path.string() +
+          " is not a SQLite database (it does not begin with SQLite's header): left as "
+          "it is; name another --db, or move the file away");
     const std::string aside = moveAside(path, e.what());
     if (moved_to) *moved_to = aside + " (" + e.what() + ")";
     return open(path, busy_timeout_ms);

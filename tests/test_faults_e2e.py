@@ -66,19 +66,31 @@ class FaultsE2E(unittest.TestCase):
             c.close()
 
     def test_corrupt_db_is_moved_aside(self):
-        with open(self.db, "wb") as f:
-            f.write(b"this is not a database, it is a mistake" * 200)
+        # A database whose header was overwritten (its pages behind it): damaged, moved aside.
+        r = self.record(duration="3s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.db, "r+b") as f:
+            f.write(b"SQLite format 3\x00" + b"\xff" * 84)
         r = self.record()
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("was corrupt and was moved aside", r.stderr)
-        aside = [f for f in os.listdir(self.tmp) if f.startswith("sw.db.corrupt-")]
+        aside = [f for f in os.listdir(self.tmp) if f.startswith("sw.db.corrupt-") and not f.endswith(("-wal", "-shm"))]
         self.assertEqual(len(aside), 1, os.listdir(self.tmp))
-        with open(os.path.join(self.tmp, aside[0]), "rb") as f:
-            self.assertTrue(f.read().startswith(b"this is not a database"))  # kept as it was
         self.assertGreater(self.intervals(), 0)
         c = sqlite3.connect(self.db)
         self.assertEqual(c.execute("PRAGMA integrity_check").fetchone()[0], "ok")
         self.assertEqual(c.execute("SELECT count(*) FROM agent_events WHERE message LIKE '%corrupt%'").fetchone()[0], 1)
+
+    def test_a_file_that_is_no_database_is_left_alone(self):
+        # Issue 46: `record --db stallwatch.conf`, a careless path to the operator's own file.
+        with open(self.db, "wb") as f:
+            f.write(b"this is not a database, it is a mistake" * 200)
+        r = self.record()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("is not a SQLite database", r.stderr)
+        self.assertEqual(sorted(f for f in os.listdir(self.tmp) if f.startswith("sw.db") and not f.endswith(".lock")), ["sw.db"])
+        with open(self.db, "rb") as f:
+            self.assertTrue(f.read().startswith(b"this is not a database"))  # untouched
 
     def test_second_recorder_on_the_same_db_is_refused(self):
         first = self.start()
