@@ -710,7 +710,8 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   return v;
 }
 
-std::vector<bool> limiterIntervals(const model::JobSeries& s, const Analysis& a) {
+std::vector<bool> limiterIntervals(const model::JobSeries& s, const Analysis& a,
+                                   std::optional<double>* incidents_share) {
   const size_t n = s.size();
   std::vector<bool> in(n, false);
   std::optional<size_t> first, last;
@@ -733,11 +734,17 @@ std::vector<bool> limiterIntervals(const model::JobSeries& s, const Analysis& a)
       if (s.ts_ms[i] > from_ms && s.ts_ms[i] <= to_ms) in[i] = false;
     }
   };
-  for (const auto& inc : a.incidents) {
-    for (size_t i = inc.first; i <= inc.last && i < n; ++i) in[i] = false;
-  }
   if (a.idle_at_exit) cut(a.idle_at_exit->start_ms, a.idle_at_exit->end_ms);
   for (const auto& w : a.outside_loop) cut(w.start_ms, w.end_ms);
+  const auto span = static_cast<size_t>(std::count(in.begin(), in.end(), true));
+  std::vector<bool> outside = in;
+  for (const auto& inc : a.incidents) {
+    for (size_t i = inc.first; i <= inc.last && i < n; ++i) outside[i] = false;
+  }
+  const auto left = static_cast<size_t>(std::count(outside.begin(), outside.end(), true));
+  if (span == 0 || 2 * left >= span) return outside;
+  if (incidents_share)
+    *incidents_share = static_cast<double>(span - left) / static_cast<double>(span);
   return in;
 }
 
@@ -787,7 +794,8 @@ model::JobLimits analyzeLimits(const model::JobSeries& s, const Analysis& a,
                                const LimiterConfig& cfg) {
   model::JobLimits out;
   out.window_seconds = cfg.window_s;
-  const std::vector<bool> in = limiterIntervals(s, a);
+  std::optional<double> incidents_share;
+  const std::vector<bool> in = limiterIntervals(s, a, &incidents_share);
   std::optional<size_t> first, last;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!in[i]) continue;
@@ -829,6 +837,7 @@ model::JobLimits analyzeLimits(const model::JobSeries& s, const Analysis& a,
     return v;
   };
   out.run = asJob(judgeSpan(figuresOver(*first, *last), s, *first, *last, cfg));
+  out.run.incidents_included_share = incidents_share;
   // Windows of window_s on the job's clock, each judged where it holds enough judged time.
   const int64_t window_ms = static_cast<int64_t>(cfg.window_s * 1000);
   if (window_ms <= 0) return out;

@@ -25,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,11 @@ model::LimiterVerdict judgeLimiter(const InputFigures& figures, const LimiterCon
 // Which intervals of SERIES the verdict judges: from the first to the last interval with
 // progress (a job's start-up and winding down are not its pace), less the incidents, the idle
 // end and the phases outside the loop that ANALYSIS found (acute stalls keep their own account).
-std::vector<bool> limiterIntervals(const model::JobSeries& series, const Analysis& analysis);
+// Where the incidents cover most of the span (its remainder under half of it), they are judged
+// with it instead of cut, and INCIDENTS_SHARE (if given) is set to their share: the standing
+// verdict is then the run's, incidents and all, rather than a small remainder's.
+std::vector<bool> limiterIntervals(const model::JobSeries& series, const Analysis& analysis,
+                                   std::optional<double>* incidents_share = nullptr);
 
 // The verdict over intervals FIRST..LAST of SERIES, those IN (null: all) only: the job's, or
 // for a job of several ranks the verdict of the rank that waited most for input, costing every

@@ -315,8 +315,8 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
           events.push_back(std::move(*e));
         }
       }
-    } else if (ongoing &&
-               mayBeExit(s, *found_by, *ongoing, config_.detector, config_.idle_open_after_s)) {
+    } else if (ongoing && mayBeExit(s, *found_by, *ongoing, config_.detector,
+                                    config_.idle_open_after_s, config_.exit_settle_s)) {
       continue;  // held: the job may be winding down (its exit ends it unreported)
     } else if (ongoing) {
       Open open;

@@ -40,6 +40,10 @@ struct LiveConfig {
   // live side cannot know the exit is coming. If it has not exited by then, it is a hang; a
   // stopped process or a thread stuck in D is one at once.
   double idle_open_after_s = 120;
+  // ... and for its first exit_settle_s whatever its processes do: a job's workers finish their
+  // prefetched batches for a few seconds after its last step. Past it, a stall whose processes
+  // still read or compute as before (stillWorking) is no exit and is reported.
+  double exit_settle_s = 10;
   // Intervals kept per job: the baseline plus the longest stall that can still be judged
   // against it. 3600 at one second is one hour, ~1 MB per job.
   size_t window_intervals = 3600;

@@ -136,7 +136,7 @@ void separateExit(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
   for (size_t i = inc.last + 1; i < n; ++i) {
     if (a.progress[i] && *a.progress[i] > 0 && !a.stalled[i]) return;  // progress resumed
   }
-  if (!mayBeExit(s, a, inc, cfg, cfg.exit_hold_s)) return;
+  if (!mayBeExit(s, a, inc, cfg, cfg.exit_hold_s, 0)) return;
   Incident span = inc;
   span.last = n - 1;  // to the job's last sample: its processes wound down until then
   span.end_ms = std::max(inc.end_ms, s.ts_ms.back());
@@ -342,11 +342,29 @@ bool progressStopped(const Analysis& a, const Incident& inc, const DetectorConfi
   return evidence::median(p).value_or(0.0) <= cfg.stopped_share * *b;
 }
 
+bool stillWorking(const JobSeries& s, const Analysis& a, const Incident& inc,
+                  const DetectorConfig& cfg) {
+  constexpr double kShare = 0.5, kBusyReadBytes = 1e6, kBusyCores = 0.1;
+  const std::vector<size_t> base = baselineBefore(inc.first, a.stalled, cfg);
+  std::vector<size_t> during;
+  for (size_t i = inc.first; i <= inc.last && i < s.size(); ++i) during.push_back(i);
+  auto medianOf = [&](const Series& x, const std::vector<size_t>& idx) {
+    return evidence::medianOver(idx, [&](size_t i) { return at(x, i); });
+  };
+  auto kept = [&](const Series& x, double floor) {
+    const auto before = medianOf(x, base), now = medianOf(x, during);
+    return before && now && *before > floor && *now >= kShare * *before;
+  };
+  return kept(s.read_bytes_per_s, kBusyReadBytes) || kept(s.workers_cpu, kBusyCores);
+}
+
 bool mayBeExit(const JobSeries& s, const Analysis& a, const Incident& inc,
-               const DetectorConfig& cfg, double hold_s) {
+               const DetectorConfig& cfg, double hold_s, double settle_s) {
   const double lasted_s = static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0;
-  return inc.cls == StallClass::kNotStorage && lasted_s < hold_s && progressStopped(a, inc, cfg) &&
-         !hangEvidence(s, inc);
+  if (inc.cls != StallClass::kNotStorage || lasted_s >= hold_s || !progressStopped(a, inc, cfg) ||
+      hangEvidence(s, inc))
+    return false;
+  return lasted_s < settle_s || !stillWorking(s, a, inc, cfg);
 }
 
 Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg) {

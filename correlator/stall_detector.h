@@ -176,12 +176,21 @@ bool hangEvidence(const JobSeries& series, const Incident& inc);
 // slowdown keeps some. ANALYSIS: analyzeJob's, whose progress and baseline INC was found on.
 bool progressStopped(const Analysis& analysis, const Incident& inc, const DetectorConfig& config);
 
+// Whether the job kept working through INC as before it: its reads (over 1 MB/s before) or its
+// workers' CPU (over 0.1 cores before) at half their level before or more. A job winding down
+// stops both once its workers have finished the batches they had; a job still reading at its
+// pace with its GPUs idle is held elsewhere, not exiting.
+bool stillWorking(const JobSeries& series, const Analysis& analysis, const Incident& inc,
+                  const DetectorConfig& config);
+
 // Whether INC, as far as it has gone, can be the job's exit (the rule in DetectorConfig): a
-// not-storage stall whose progress stopped, with no hang evidence, shorter than HOLD_S. The
-// post-mortem separates such a stall when the job then ended; the live correlator holds its
-// page for as long, and an exit ends it unreported.
+// not-storage stall whose progress stopped, with no hang evidence, shorter than HOLD_S, and past
+// its first SETTLE_S no longer working as before (stillWorking: the workers finish their
+// prefetched batches in a job's first seconds of winding down). The post-mortem separates such a
+// stall when the job then ended (SETTLE_S 0: judged over the whole span); the live correlator
+// holds its page for as long, and an exit ends it unreported.
 bool mayBeExit(const JobSeries& series, const Analysis& analysis, const Incident& inc,
-               const DetectorConfig& config, double hold_s);
+               const DetectorConfig& config, double hold_s, double settle_s);
 
 // Explains INC (its first and last intervals set) on SERIES: the cause, its evidence, and the
 // straggler of a job of several ranks, each signal against its baseline over the intervals

@@ -44,6 +44,9 @@ struct LimiterFigure {
 struct LimiterVerdict {
   int64_t start_ms = 0, end_ms = 0;  // the span judged (its intervals' start and end)
   double seconds = 0;                // time judged: the span less incidents and gaps
+  // The incidents were judged with the rest: they covered most of the run, and what was left
+  // outside them was too little to say what limits the job (issue 41). Their share of the run.
+  std::optional<double> incidents_included_share;
   Limiter limiter = Limiter::kUnknown;
   double confidence = 0;
   WaitSource wait_source = WaitSource::kNone;

@@ -97,6 +97,7 @@ nlohmann::json limiterJson(const model::LimiterVerdict& v) {
   return {{"start_ms", v.start_ms},
           {"end_ms", v.end_ms},
           {"seconds", v.seconds},
+          {"incidents_included_share", orNull(v.incidents_included_share)},
           {"limiter", model::toString(v.limiter)},
           {"confidence", v.confidence},
           {"wait_source", v.wait_source == model::WaitSource::kNone

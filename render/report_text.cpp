@@ -68,8 +68,13 @@ std::string limiterLines(const model::JobLimits& limits) {
   std::string out = "  limiter     " + correlator::describeLimiter(v) + "\n";
   if (v.limiter == model::Limiter::kUnknown) return out;
   out += fmt::format(
-      "              over {:.0f} s outside incidents, confidence {:.2f}, input wait from {}{}\n",
-      v.seconds, v.confidence,
+      "              over {:.0f} s {}, confidence {:.2f}, input wait from {}{}\n", v.seconds,
+      v.incidents_included_share
+          ? fmt::format("with its incidents (they covered {:.0f} % of the run: too much to "
+                        "judge the rest alone)",
+                        *v.incidents_included_share * 100)
+          : std::string("outside incidents"),
+      v.confidence,
       v.wait_source == model::WaitSource::kHook      ? "the dataloader hook"
       : v.wait_source == model::WaitSource::kSampled ? "where the main thread slept (no hook)"
                                                      : "the main thread and the GPU (no hook)",

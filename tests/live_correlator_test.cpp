@@ -236,7 +236,7 @@ std::vector<SampleBatch> exitRun(bool workers_stopped) {
   auto batches = idleRun(60, true);
   for (size_t i = 100; i + 1 < batches.size(); ++i) {
     collectors::JobSample& j = batches[i].jobs[0];
-    if (i < 105) {
+    if (i < 104) {
       j.workers_cpu_ratio = 1.4;
       j.main_cpu_ratio = 0.6;
       j.read_bytes_per_second = 90e6;
