@@ -10,13 +10,6 @@
 
 namespace stallwatch::cli {
 
-std::string whyNotARegularFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
-  if (!S_ISREG(st.st_mode)) return "not a regular file (a FIFO, a device or a folder)";
-  return {};
-}
-
 std::string whyNotRunnable(const std::string& program) {
   if (program.empty()) return "no program named";
   auto check = [](const std::string& path) -> std::string {

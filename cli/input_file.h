@@ -5,11 +5,11 @@
 
 #include <string>
 
+#include "common/files.h"
+
 namespace stallwatch::cli {
 
-// Why PATH cannot be read as a small input file ("" where it can): missing, or not a regular
-// file (a FIFO, a device, a folder).
-std::string whyNotARegularFile(const std::string& path);
+using common::whyNotARegularFile;  // a small input file: common/files.h
 
 // Why PROGRAM cannot be started ("" where it can): a path that is missing, not a regular file
 // or not executable; a bare name found nowhere on $PATH.

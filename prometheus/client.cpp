@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/text.h"
 
 namespace stallwatch::prometheus {
@@ -24,20 +25,11 @@ namespace {
 // A token file larger than this is no token: /dev/zero or a log file named by mistake.
 constexpr size_t kMaxTokenBytes = 64 * 1024;
 
-// Why PATH cannot be read as a small file of the operator's, or "": a FIFO would block the
-// command until killed, a device could be endless.
-std::string whyNotRegular(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
-  if (!S_ISREG(st.st_mode)) return "not a regular file (a FIFO, a device or a folder)";
-  return {};
-}
-
 // The bearer token in PATH: a regular file of at most kMaxTokenBytes, opened without blocking,
 // its content trimmed and one token (no line break or other control character, which would add
 // a header of the file's choosing to every request).
 std::string readToken(const std::string& path) {
-  if (const std::string why = whyNotRegular(path); !why.empty())
+  if (const std::string why = common::whyNotARegularFile(path); !why.empty())
     throw QueryError(path + ": cannot read the bearer token: " + why);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) throw QueryError(path + ": cannot read the bearer token: " + std::strerror(errno));
@@ -105,7 +97,7 @@ class CurlTransport : public Transport {
     }
     for (const auto* file : {&options_.ca_file, &options_.cert_file, &options_.key_file}) {
       if (file->empty()) continue;
-      if (const std::string why = whyNotRegular(*file); !why.empty())
+      if (const std::string why = common::whyNotARegularFile(*file); !why.empty())
         throw QueryError(*file + ": " + why);
     }
     for (const auto& h : options_.headers) {

@@ -22,23 +22,11 @@ the bounds it lies between, and no advice."""
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 from gpu.limiter_check import pace, steps_of
-
-BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
-RECORDINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "recordings")
-
-
-def copied(test, directory, run):
-    tmp = tempfile.mkdtemp(prefix="stallwatch-wave-")
-    test.addCleanup(shutil.rmtree, tmp, True)
-    db = os.path.join(tmp, "run.db")
-    shutil.copy(os.path.join(RECORDINGS, directory, f"{run}.db"), db)
-    return db
+from test_limiter_recordings import BIN, RECORDINGS, copied
 
 
 def run_json(*argv):
