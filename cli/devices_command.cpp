@@ -140,16 +140,20 @@ int runDevices(const DevicesArgs& args) {
     for (const auto& m : d.mounts)
       where += (where.empty() ? "" : " ") + common::printable(m.mount_point) + " (" +
                common::printable(m.fs_type) + ")";
-    const std::string under = underneath(tree, d);
+    // Every field can come from outside (a FUSE mount point is the device's name here, a backing
+    // file's path, a drive's model string): made visible before the terminal (issue 46).
+    const std::string under = common::printable(underneath(tree, d));
     if (!under.empty()) where += (where.empty() ? "" : "; ") + under;
-    const std::string name = d.kind == collectors::BlockKind::kPartition ? "└─" + d.name : d.name;
+    const std::string shown = common::printable(d.name);
+    const std::string name = d.kind == collectors::BlockKind::kPartition ? "└─" + shown : shown;
     std::cout << fmt::format(
         "{:<14} {:<9} {:<9} {:>8} {:<4} {:<9} {:<24} {:<20} {}\n", name, devnum(d),
         collectors::toString(d.kind), humanBytes(d.identity.size_bytes),
         d.identity.rotational ? (*d.identity.rotational ? "yes" : "no") : "-",
-        d.identity.transport.empty() ? "-" : d.identity.transport,
-        d.identity.model.empty() ? "-" : d.identity.model.substr(0, 24),
-        d.identity.serial.empty() ? "-" : d.identity.serial.substr(0, 20), where);
+        d.identity.transport.empty() ? "-" : common::printable(d.identity.transport),
+        d.identity.model.empty() ? "-" : common::printable(d.identity.model.substr(0, 24)),
+        d.identity.serial.empty() ? "-" : common::printable(d.identity.serial.substr(0, 20)),
+        where);
   }
   if (tree.devices.empty())
     std::cout << "(no block devices in " << root.sys.string() << "/block)\n";

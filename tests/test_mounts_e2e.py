@@ -166,6 +166,20 @@ class MountsE2E(unittest.TestCase):
         self.assertRegex(opened[0]["STALLWATCH_SERVED_BY"], r"^fuse: FUSE daemon swslowfs \(pid \d+\)$")
         self.assertLessEqual(int(opened[0]["STALLWATCH_START_MS"]) - window[0], 2000)
 
+    def test_a_fuse_mount_points_escapes_never_reach_the_terminal(self):
+        """Issue 46: a FUSE mount is a device named by its mount point; one whose path holds ESC
+        sequences and a newline is listed made visible, one row, no control character."""
+        odd = os.path.join(self.tmp, "odd\x1b]0;pwned\x07\nrow")
+        os.makedirs(odd)
+        run([SLOWFS, self.src, odd, "--delay-file", self.delay, "-o", "fsname=swslowfs,subtype=swslowfs"])
+        self.cleanups.append(["umount", "-l", odd])
+        out = subprocess.run([BIN, "devices"], capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn(b"\x1b", out.stdout)
+        self.assertNotIn(b"\x07", out.stdout)
+        self.assertIn(b"odd\\x1b]0;pwned\\x07\\nrow", out.stdout)
+        self.assertFalse(any(line.startswith(b"row") for line in out.stdout.splitlines()))
+
     def test_overlay_on_a_slow_loop_device_names_the_stack(self):
         # The loop device's image is on the slow FUSE filesystem: slowing its reads slows the
         # loop device, which is what a failing disk under a container's layers looks like.
