@@ -26,7 +26,6 @@ constexpr double kQueueFloor = 0.1;
 // An io-throttled stall without a limit seen names the job's device whose latency or queue rose
 // the most, if it rose by this much: less is a device answering as before (noise).
 constexpr double kRoseEnoughToName = 1.5;
-constexpr size_t kMinBaselineForAttribution = 5;
 
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc);
@@ -62,8 +61,6 @@ void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
 
 namespace {
 
-// A job reading at this share of its cgroup's io.max limit or more is held by the limit.
-constexpr double kAtLimitShare = 0.8;
 // A checkpoint's peak: at least this many bytes per second in one interval, and a burst that
 // writes at least this many bytes counts even without a writeback wait seen.
 constexpr double kCheckpointPeakFloor = 100e6;

@@ -11,6 +11,12 @@ namespace stallwatch::correlator {
 // The evidence that the job read at its cgroup's io.max limit: io-throttled, with the limit named.
 inline constexpr std::string_view kAtIoLimit = "job_cgroup_read_bytes_per_s at ";
 
+// A job reading at this share of its cgroup's io.max limit or more is held by the limit (the
+// incident rule, the standing verdict and the standing spans alike).
+inline constexpr double kAtLimitShare = 0.8;
+// Fewer healthy intervals than this before an incident leave nothing to call it worse than.
+inline constexpr size_t kMinBaselineForAttribution = 5;
+
 // The healthy intervals an incident starting at FIRST is compared with: the unstalled ones
 // among the baseline window before it.
 std::vector<size_t> baselineBefore(size_t first, const std::vector<bool>& stalled,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "correlator/attribution.h"
 #include "correlator/evidence.h"
 #include "correlator/wait_channel.h"
 
@@ -17,8 +18,6 @@ using model::Limiter;
 using model::LimiterVerdict;
 using model::WaitSource;
 
-// Reads at this share of the io.max limit or more are held by it (as the incident rule).
-constexpr double kAtLimitShare = 0.8;
 constexpr double kOverLimitShare = 1.25;
 // The most a speed-up is stated as: past it the GPU side would change too much to say.
 constexpr double kMaxWaitShare = 0.95;

@@ -9,11 +9,12 @@
 // share of samples in the DataLoader's result queue. It misses the CPU the loop spends
 // receiving a batch (running, not waiting), so it reads a few points under the job's own
 // account. With pin_memory the loop waits on the pinning thread's queue, a futex like CUDA's
-// synchronisation: the wait is then the GPU's idle share (idle while the loop waits for its
-// batch, busy while the loop waits on it), kept between the queue's share and that plus the
-// futex share, which are given with it. Recordings without the samples fall back to the lesser
-// of the main thread's sleeping share and the GPU's idle share, except for the ranks of a job
-// of several, whose sleep is as much the collective's as the input's: unknown.
+// synchronisation: the GPU's idle share (idle while the loop waits for its batch, busy while the
+// loop waits on it) and the main thread's running share bound the wait, the middle of the bounds
+// is the share, and bounds across the share that decides make the verdict unknown. Recordings
+// without the samples fall back to the lesser of the main thread's sleeping share and the GPU's
+// idle share, except for the ranks of a job of several, whose sleep is as much the collective's as
+// the input's: unknown.
 //
 // With that share under input_wait_share the GPU side sets the pace (gpu), unless the GPU sat
 // idle while the main thread ran flat out (host). Over it, the input side does, and what holds

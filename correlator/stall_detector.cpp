@@ -152,19 +152,17 @@ void separateExit(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
 }
 
 // Incidents that are the job's standing condition rather than a change for the worse (issue 41):
-// judged against fewer than min_baseline healthy intervals, or io-throttled by a read limit that
-// held the job's reads at 80 % of it or more over most of its baseline too. Moved to STANDING;
-// their time stays in the limiter's account of the run.
+// with too few healthy intervals before them while a read limit held the job's reads through
+// them (a limit from the first second), or io-throttled by a limit that held the reads over
+// most of their baseline too. Moved to STANDING; their time stays in the limiter's account.
 void separateStanding(const JobSeries& s, const DetectorConfig& cfg, Analysis& a) {
-  constexpr size_t kMinBaseline = 5;  // as attribution's minimum
-  constexpr double kAtLimit = 0.8;
   // Whether the job's reads sat at 80 % of an io.max limit or more in most of INTERVALS.
   auto limitHeld = [&](const std::vector<size_t>& intervals) {
     size_t held = 0;
     for (size_t i : intervals) {
       const auto limit = at(s.cgroup_read_limit_bytes_per_s, i);
       const auto read = at(s.cgroup_limited_read_bytes_per_s, i);
-      if (limit && *limit > 0 && read && *read >= kAtLimit * *limit) ++held;
+      if (limit && *limit > 0 && read && *read >= kAtLimitShare * *limit) ++held;
     }
     return !intervals.empty() && 2 * held > intervals.size();
   };
@@ -175,14 +173,15 @@ void separateStanding(const JobSeries& s, const DetectorConfig& cfg, Analysis& a
     for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
     // Too little before it (a stall in the job's first seconds, judged against its later pace):
     // a change for the worse unless a limit held the job from the start.
-    const bool standing = base.size() < kMinBaseline
+    const bool standing = base.size() < kMinBaselineForAttribution
                               ? limitHeld(during)
                               : inc.cls == StallClass::kIoThrottled && limitHeld(base);
     if (!standing) {
       kept.push_back(std::move(inc));
       continue;
     }
-    a.standing.push_back({inc.start_ms, inc.end_ms, inc.cls, base.size() < kMinBaseline});
+    a.standing.push_back(
+        {inc.start_ms, inc.end_ms, inc.cls, base.size() < kMinBaselineForAttribution});
     a.gpu_seconds_lost[static_cast<int>(inc.cls)] -= inc.gpu_seconds_lost;
   }
   a.incidents = std::move(kept);
@@ -256,12 +255,12 @@ size_t backwardEnd(const std::vector<std::optional<double>>& progress,
   return end;
 }
 
+// N: the backward pass's end (backwardEnd).
 std::optional<std::vector<bool>> earlyStall(const std::vector<std::optional<double>>& progress,
                                             const std::vector<std::optional<double>>& baseline,
-                                            const std::vector<bool>& forward_stalled,
-                                            double min_drop, const std::vector<double>& interval_s,
+                                            size_t n, double min_drop,
+                                            const std::vector<double>& interval_s,
                                             const DetectorConfig& cfg) {
-  const size_t n = backwardEnd(progress, forward_stalled);
   size_t cold = 0;  // intervals before the forward baseline is warm
   while (cold < n && !baseline[cold]) ++cold;
   if (cold == 0) return std::nullopt;
@@ -415,7 +414,8 @@ Analysis analyzeJob(const JobSeries& s, const DetectorConfig& cfg, const Judging
   // an incident, and only from the job's first progress on (its start-up is no stall):
   // otherwise the forward verdict stands as the live correlator reached it.
   const size_t backward_end = backwardEnd(progress, a.stalled);
-  if (const auto early = earlyStall(progress, a.baseline, a.stalled, min_drop, s.interval_s, cfg)) {
+  if (const auto early =
+          earlyStall(progress, a.baseline, backward_end, min_drop, s.interval_s, cfg)) {
     forward(*early);
     for (size_t i = 0; i < n && !a.baseline[i]; ++i) {
       if ((*early)[i]) a.baseline[i] = earlyBaseline(progress, i, backward_end, min_drop, cfg);
