@@ -10,7 +10,8 @@
 # and each again with -hook appended: the ranks report through stallwatch.watch(). PIN=1 gives
 # every rank's DataLoader pin_memory=True (as most scripts set it); LINGER_S makes every rank stay
 # that long after its last step before exiting; LAUNCH starts torchrun through it (e.g.
-# "stallwatch run --", the zero-code reporting). Every job ends as PyTorch
+# "stallwatch run --", the zero-code reporting); MODEL_ARGS go to train_ddp.py as they are
+# (e.g. "--model resnet152 --size 224": a job the GPUs set the pace of). Every job ends as PyTorch
 # ends it, joining its persistent workers: a job lingering at its exit (issue 48).
 # Each run leaves in OUT: <run>.db, <run>.window ("T_IN_MS T_OUT_MS RANK", RANK "all" or
 # "-"), the agent's and job's logs, <run>.steps (rank 0's step end times), <run>.hook (the
@@ -46,7 +47,7 @@ for run in $runs; do
   SW_RANK_CGROUP="$cg{rank}" SW_PID_DIR="$pids" PYTHONPATH="$here/python" OMP_NUM_THREADS=2 \
     $LAUNCH python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" "$here/tests/gpu/train_ddp.py" \
       "$work/mnt/train" --seconds "$RUN_S" --workers "$WORKERS" --decode-us "$DECODE_US" $hook \
-      $([ "${PIN:-0}" = 1 ] && echo --pin-memory) --linger "${LINGER_S:-0}" \
+      $([ "${PIN:-0}" = 1 ] && echo --pin-memory) --linger "${LINGER_S:-0}" ${MODEL_ARGS:-} \
       --step-log "$out/$run.steps" > "$out/$run.job.log" 2>&1 &
   job=$!
   sleep "$T_IN"

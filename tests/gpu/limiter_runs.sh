@@ -12,7 +12,8 @@
 #   fusestore  8 workers reading the files through a FUSE filesystem that serves each read
 #              after FUSE_DELAY_MS (swslowfs): the workers wait on reads
 # and each again with -nohook appended: the job without stallwatch.watch(), judged by its main
-# thread and GPU. The job's own step log (<run>.steps: end, wait, step seconds per step) is what
+# thread and GPU, or with -auto appended: the job without the hook started by `stallwatch run --`
+# (zero-code reporting). PIN=1 gives the DataLoader pin_memory=True. The job's own step log (<run>.steps: end, wait, step seconds per step) is what
 # stallwatch's input-wait share and predicted speed-up are held against (limiter_check.py).
 # Usage: tests/gpu/limiter_runs.sh CARRY_DIR OUT_DIR [RUNS...]   (CARRY_DIR: bundle.sh's)
 set -uo pipefail
@@ -46,6 +47,11 @@ mkdir -p "$cg"
 
 for run in $runs; do
   case_name=${run%-nohook}; hook_flag=; [ "$case_name" != "$run" ] && hook_flag=--no-hook
+  launch=; pythonpath="PYTHONPATH=$here/python"
+  if [ "${run%-auto}" != "$run" ]; then  # the carried libraries are for the launcher alone
+    case_name=${run%-auto}; hook_flag=--no-hook; launch="$bin run -- env -u LD_LIBRARY_PATH"; pythonpath=
+  fi
+  [ "${PIN:-0}" = 1 ] && hook_flag="$hook_flag --pin-memory"
   data=$work/mnt/train; args="--workers 8"
   case $case_name in
     gpu)       args="--workers 8 --in-memory" ;;
@@ -63,7 +69,7 @@ for run in $runs; do
   "$bin" record --db "$out/$run.db" --interval 1s --flush-interval 1s 2> "$out/$run.agent.log" &
   agent=$!
   sleep 1
-  ( echo $BASHPID > "$cg/cgroup.procs"; exec env PYTHONPATH="$here/python" python3 "$here/tests/gpu/train_job.py" \
+  ( echo $BASHPID > "$cg/cgroup.procs"; exec $launch env $pythonpath python3 "$here/tests/gpu/train_job.py" \
       "$data" --seconds "$RUN_S" $args $MODEL_ARGS $hook_flag --step-log "$out/$run.steps" ) > "$out/$run.job.log" 2>&1
   echo "job: $(tail -1 "$out/$run.job.log")"
   sleep 2

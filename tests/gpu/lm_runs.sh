@@ -12,6 +12,8 @@
 #   auto       the same script unchanged, started by `stallwatch run --` (zero-code reporting)
 #   lightning  the same model under a Lightning Trainer (its own loop, a validation loop every
 #              200 steps), started by `stallwatch run --`: no code change to report
+#   hftrainer  a GPT-2 under a Hugging Face Trainer (which builds its own DataLoader), started by
+#              `stallwatch run --`; hftrainer-nohook the same without it
 #   endhang    12 workers, pin_memory; after its last step the job stops its workers (SIGSTOP)
 #              and waits for a batch forever, until this script kills it HANG_S later
 # Each run leaves OUT/<run>.db, <run>.steps (END WAIT STEP per step), the job's and agent's
@@ -49,11 +51,12 @@ for run in $runs; do
     endhang)     args="--workers 12 --pin-memory --hang-at-end" ;;
     auto)        args="--workers $WORKERS_FEW --pin-memory" ;;
     lightning)   args="--workers $WORKERS_FEW --pin-memory --lightning" ;;
+    hftrainer*)  args="--workers $WORKERS_FEW --pin-memory --hf-trainer" ;;
   esac
   # Through the launcher: the carried binary's libraries are for it alone, not for PyTorch.
   # (Its PYTHONPATH is the launcher's: the bootstrap, which finds the package itself.)
   launch=; pythonpath="PYTHONPATH=$here/python"
-  if [ "$run" = auto ] || [ "$run" = lightning ]; then launch="$bin run -- env -u LD_LIBRARY_PATH"; pythonpath=; fi
+  if [ "$run" = auto ] || [ "$run" = lightning ] || [ "$run" = hftrainer ]; then launch="$bin run -- env -u LD_LIBRARY_PATH"; pythonpath=; fi
   echo "== run $run: $args"
   echo "$loop_dev rbps=max" > "$parent/io.max"
   [ "$run" = parentlimit ] && echo "$loop_dev rbps=$LIMIT_BPS" > "$parent/io.max" && echo "parent io.max: $(cat "$parent/io.max")"

@@ -14,7 +14,8 @@ through gloo, which NCCL refuses: a job of many ranks on a host with few GPUs, f
 agent's cost per rank is.
 
 Usage: torchrun --standalone --nproc-per-node 2 train_ddp.py DATA_DIR [--seconds 60]
-           [--workers 4] [--batch 64] [--decode-us 600] [--hook] [--step-log FILE]"""
+           [--workers 4] [--batch 64] [--decode-us 600] [--model resnet152] [--size 224]
+           [--hook] [--step-log FILE]"""
 
 import argparse
 import os
@@ -50,6 +51,9 @@ def main():
     ap.add_argument("--hook", action="store_true", help="report through stallwatch.watch()")
     ap.add_argument("--step-log")
     ap.add_argument("--pin-memory", action="store_true", help="DataLoader(pin_memory=True)")
+    ap.add_argument("--model", default="resnet50", choices=["resnet50", "resnet152"],
+                    help="resnet152 at --size 224: a step the GPU sets the pace of (a GPU-bound job)")
+    ap.add_argument("--size", type=int, default=112, help="images are resized to this on the GPU")
     ap.add_argument("--linger", type=float, default=0,
                     help="after the last step, stay this long (workers alive, GPU idle) before exiting")
     args = ap.parse_args()
@@ -69,7 +73,7 @@ def main():
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers,
                                          persistent_workers=True, drop_last=True, prefetch_factor=2,
                                          pin_memory=args.pin_memory)
-    model = torchvision.models.resnet50(num_classes=1000).cuda()
+    model = getattr(torchvision.models, args.model)(num_classes=1000).cuda()
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -94,6 +98,8 @@ def main():
                 break
             got = time.time()
             x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            if args.size != x.shape[-1]:
+                x = torch.nn.functional.interpolate(x, size=(args.size, args.size), mode="bilinear")
             opt.zero_grad()
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = loss_fn(model(x), y)

@@ -154,6 +154,54 @@ def train_with_lightning(args, dataset, loader):
           f"end {end:.3f}", flush=True)
 
 
+def train_with_hf_trainer(args, dataset):
+    """A GPT-2 (built from its config: nothing downloaded) under a Hugging Face Trainer, which
+    builds its own DataLoader (through accelerate) from the dataset and its arguments: for the
+    zero-code path, as Lightning. Its step log: each step's end, the time from the previous
+    step's end to this one's begin (the Trainer fetches the batch in between) and the step."""
+    import transformers
+
+    class Samples(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(dataset)
+
+        def __getitem__(self, i):
+            ids = dataset[i][:-1]
+            return {"input_ids": ids, "labels": ids}
+
+    class StepLog(transformers.TrainerCallback):
+        def __init__(self, path, seconds):
+            self.f = open(path, "w") if path else None
+            self.seconds, self.start, self.begun, self.ended, self.steps = seconds, time.time(), None, None, 0
+
+        def on_step_begin(self, targs, state, control, **kw):
+            self.begun = time.time()
+
+        def on_step_end(self, targs, state, control, **kw):
+            now = time.time()
+            if self.f and self.ended is not None:
+                self.f.write(f"{now:.3f} {self.begun - self.ended:.4f} {now - self.begun:.4f}\n")
+            self.ended, self.steps = now, self.steps + 1
+            control.should_training_stop = now - self.start >= self.seconds
+            return control
+
+    config = transformers.GPT2Config(vocab_size=dataset.tokenizer.vocab_size, n_positions=args.seq, n_embd=768,
+                                     n_layer=8, n_head=12)
+    model = transformers.GPT2LMHeadModel(config)
+    targs = transformers.TrainingArguments(
+        output_dir="/var/tmp/stallwatch-hf", max_steps=1 << 20, per_device_train_batch_size=args.batch,
+        dataloader_num_workers=args.workers, dataloader_pin_memory=args.pin_memory,
+        dataloader_persistent_workers=args.workers > 0, bf16=True, report_to="none", save_strategy="no",
+        logging_strategy="no", learning_rate=3e-4, disable_tqdm=True)
+    log = StepLog(args.step_log, args.seconds)
+    trainer = transformers.Trainer(model=model, args=targs, train_dataset=Samples(), callbacks=[log])
+    start = time.time()
+    trainer.train()
+    end = time.time()
+    print(f"train_lm: hf-trainer {log.steps} steps in {end - start:.1f} s = {log.steps / (end - start):.2f} steps/s, "
+          f"end {end:.3f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
@@ -168,9 +216,12 @@ def main():
     ap.add_argument("--step-log")
     ap.add_argument("--hang-at-end", action="store_true")
     ap.add_argument("--lightning", action="store_true", help="train under a Lightning Trainer")
+    ap.add_argument("--hf-trainer", action="store_true", help="train a GPT-2 under a Hugging Face Trainer")
     args = ap.parse_args()
     make_corpus(args.data, args.make_files)
     dataset = TextDataset(args.data, args.seq, args.tokenize_passes)
+    if args.hf_trainer:
+        return train_with_hf_trainer(args, dataset)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, num_workers=args.workers,
                                          pin_memory=args.pin_memory, persistent_workers=args.workers > 0)
     if args.lightning:
