@@ -176,7 +176,7 @@ void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch) {
       shares.erase(job.key);
     } else {
       shares[job.key] = {std::move(run), model::labelNumber(job.labels, "RANK"),
-                         model::labelNumber(job.labels, "WORLD_SIZE")};
+                         model::worldSizeOf(job.labels)};
     }
   }
 }

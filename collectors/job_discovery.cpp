@@ -65,6 +65,20 @@ std::optional<int32_t> parseRank(const std::string& text) {
 
 }  // namespace
 
+bool slurmCgroupConfirms(const std::string& key, const std::optional<std::string>& cgroup_path) {
+  constexpr std::string_view kSlurm = "slurm:";
+  if (!cgroup_path || key.rfind(kSlurm, 0) != 0) return false;
+  const std::string id = key.substr(kSlurm.size(), key.find('.') - kSlurm.size());
+  // Slurm's cgroup plugins, v1 and v2: .../job_<id>/step_<step>/...
+  const std::string component = "/job_" + id;
+  for (size_t at = cgroup_path->find(component); at != std::string::npos;
+       at = cgroup_path->find(component, at + 1)) {
+    const size_t end = at + component.size();
+    if (end == cgroup_path->size() || (*cgroup_path)[end] == '/') return true;
+  }
+  return false;
+}
+
 std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env) {
   if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty()) {
     auto step = env.find("SLURM_STEP_ID");
@@ -149,6 +163,8 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   const auto env = reader_.environ(pid);
   std::string key = forced_key.empty() ? jobKeyFromEnvironment(env) : forced_key;
+  const std::optional<std::string> claimed_key =
+      forced_key.empty() && !key.empty() ? std::optional(key) : std::nullopt;
   // In a Kubernetes pod without a run id of its own: the pod names the job, so that its
   // series keep one label for the pod's life.
   const auto pod = podOf(pid);
@@ -170,15 +186,21 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   }
   if (key.empty())
     key = "pid:" + std::to_string(pid) + ":" + std::to_string(stat->start_time_ticks);
-  // Identity: a job id in the environment is what any process can set. A process of another
-  // user that names the same id is a job of its own, never merged into this one (its steps
-  // would count as this job's); the operator's --pid and --cgroup say what they follow.
+  // Identity: a job id in the environment is what any process can set. An ordinary user's
+  // claim to one that nothing confirms (a Slurm job cgroup of that id) carries the user's uid,
+  // so that arriving first takes no one's job (issue 46); root's claim and a confirmed one keep
+  // the plain key. A process of another user naming a key already held is a job of its own,
+  // never merged into it (its steps would count as the job's); the operator's --pid and
+  // --cgroup say what they follow.
   struct stat owner {};
   const std::optional<uint32_t> uid =
       ::stat(reader_.dir(pid).c_str(), &owner) == 0 ? std::optional(owner.st_uid) : std::nullopt;
   if (forced_key.empty()) {
-    if (auto same = jobs_.find(key);
-        same != jobs_.end() && uid && same->second.uid && *same->second.uid != *uid) {
+    const bool claimed = claimed_key && !key.empty() && key == *claimed_key;
+    const auto same = jobs_.find(key);
+    if (claimed && uid && *uid != 0 && !slurmCgroupConfirms(key, cgroups_.pathOf(pid))) {
+      key += "~uid" + std::to_string(*uid);
+    } else if (same != jobs_.end() && uid && same->second.uid && *same->second.uid != *uid) {
       key += "~uid" + std::to_string(*uid);
     }
   }

@@ -74,6 +74,9 @@ struct JobTrackerOptions {
 
 // The environment variables that name a job, in the order they are tried for its key.
 std::string jobKeyFromEnvironment(const std::map<std::string, std::string>& env);
+// Whether a process in CGROUP_PATH is in the Slurm job that KEY ("slurm:ID[.STEP]") names: its
+// cgroup is Slurm's job_ID (what confirms a claim made through SLURM_JOB_ID).
+bool slurmCgroupConfirms(const std::string& key, const std::optional<std::string>& cgroup_path);
 
 class JobTracker final : public Collector {
  public:

@@ -264,4 +264,14 @@ std::optional<int32_t> labelNumber(const std::string& labels, const std::string&
   return static_cast<int32_t>(std::stol(*text));
 }
 
+std::optional<int32_t> believableWorldSize(int64_t value) {
+  if (value <= 0 || value > kMaxWorldSize) return std::nullopt;
+  return static_cast<int32_t>(value);
+}
+
+std::optional<int32_t> worldSizeOf(const std::string& labels) {
+  const auto n = labelNumber(labels, "WORLD_SIZE");
+  return n ? believableWorldSize(*n) : std::nullopt;
+}
+
 }  // namespace stallwatch::model

@@ -9,6 +9,8 @@
 #include <set>
 #include <string_view>
 
+#include "model/run.h"
+
 namespace stallwatch::prometheus {
 namespace {
 
@@ -221,7 +223,7 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
     }
     if (const std::string* w = label(s, "world_size"); w && !w->empty()) {
       try {
-        run_.world_size = std::stoi(*w);
+        if (auto n = model::believableWorldSize(std::stoll(*w))) run_.world_size = n;
       } catch (const std::exception&) {
       }
     }

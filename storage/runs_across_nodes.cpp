@@ -43,7 +43,7 @@ std::vector<RunAcrossNodes> groupRuns(const std::vector<std::vector<JobRecord>>&
       for (auto& j : cluster) {
         run.from_ms = std::min(run.from_ms, j.job.started_ms);
         run.to_ms = std::max(run.to_ms, endOf(j.job));
-        if (!run.world_size) run.world_size = model::labelNumber(j.job.labels, "WORLD_SIZE");
+        if (!run.world_size) run.world_size = model::worldSizeOf(j.job.labels);
         auto [it, fresh] = longest.try_emplace(j.recording, j);
         if (fresh) continue;
         ++run.skipped_restarts;

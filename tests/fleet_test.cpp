@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "storage/runs_across_nodes.h"
 
@@ -37,6 +38,21 @@ TEST(GroupRuns, OneKeyAtOverlappingTimesIsOneRunAndTheNextRunIsAnother) {
   EXPECT_EQ(runs[1].jobs.size(), 2u);
   EXPECT_EQ(runs[1].jobs[1].recording, 1u);
   EXPECT_FALSE(runs[1].world_size.has_value());
+}
+
+TEST(GroupRuns, AWorldSizePastBeliefIsNotTaken) {
+  // Issue 46: any process can set WORLD_SIZE; a report lists the ranks it lacks.
+  const std::vector<std::vector<storage::JobRecord>> per_recording = {
+      {job("slurm:9", 0, 100, "RANK=0,WORLD_SIZE=999999999")},
+      {job("slurm:10", 0, 100, "RANK=0,WORLD_SIZE=0")},
+      {job("slurm:11", 0, 100, "RANK=0,WORLD_SIZE=1048576")}};
+  const auto runs = storage::groupRuns(per_recording);
+  ASSERT_EQ(runs.size(), 3u);
+  std::map<std::string, std::optional<int32_t>> world;
+  for (const auto& r : runs) world[r.key] = r.world_size;
+  EXPECT_FALSE(world.at("slurm:9").has_value());
+  EXPECT_FALSE(world.at("slurm:10").has_value());
+  EXPECT_EQ(world.at("slurm:11"), 1 << 20);
 }
 
 TEST(GroupRuns, ARestartInOneRecordingKeepsTheLongestJob) {

@@ -104,6 +104,16 @@ TEST(JobKey, FromEnvironment) {
   EXPECT_EQ(jobKeyFromEnvironment({{"MASTER_ADDR", "10.1.2.3"}}), "");
 }
 
+TEST(JobKey, SlurmCgroupConfirmsOnlyItsOwnJob) {
+  const std::string v2 = "/system.slice/slurmstepd.scope/job_77/step_0/user/task_0";
+  EXPECT_TRUE(slurmCgroupConfirms("slurm:77.0", v2));
+  EXPECT_TRUE(slurmCgroupConfirms("slurm:77", "/slurm/uid_1000/job_77"));
+  EXPECT_FALSE(slurmCgroupConfirms("slurm:7", v2));  // job_7 is not job_77
+  EXPECT_FALSE(slurmCgroupConfirms("slurm:77", "/user.slice/user-1001.slice/session-3.scope"));
+  EXPECT_FALSE(slurmCgroupConfirms("torchelastic:job_77", v2));
+  EXPECT_FALSE(slurmCgroupConfirms("slurm:77", std::nullopt));
+}
+
 class JobTrackerTest : public ::testing::Test {
  protected:
   void SetUp() override {

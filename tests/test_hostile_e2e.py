@@ -233,6 +233,30 @@ class HostileE2E(unittest.TestCase):
         self.assertEqual(jobs.get("slurm:4242"), 30, jobs)
         self.assertEqual(jobs.get("slurm:4242~uid1001"), 30, jobs)
 
+    def test_a_user_arriving_first_does_not_take_roots_job_id(self):
+        """Issue 46: uid 1001 starts a process naming SLURM_JOB_ID 4243 before root's job does.
+        The user's unconfirmed claim carries its uid; root's job keeps the plain key and its own
+        30 steps (before, the user took slurm:4243 and root's job became slurm:4243~uid0)."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a process as another user")
+        agent = self.start_agent("--socket-mode", "0666")
+        os.chmod(os.path.dirname(self.sock), 0o755)
+        theirs = self.sender({b"SLURM_JOB_ID": b"4243"}, user=1001, linger=1)
+        time.sleep(0.6)  # the user's process is found first
+        mine = self.sender({b"SLURM_JOB_ID": b"4243"}, linger=1)
+        for p in (mine, theirs):
+            _, err = p.communicate(timeout=30)
+            self.assertEqual(p.returncode, 0, err)
+        time.sleep(0.6)
+        agent.terminate()
+        agent.communicate(timeout=15)
+        with sqlite3.connect(self.db) as c:
+            jobs = dict(c.execute("SELECT j.job_key, total(s.steps) FROM jobs j "
+                                  "LEFT JOIN job_samples s USING (job_id) GROUP BY j.job_id"))
+        self.assertEqual(jobs.get("slurm:4243"), 30, jobs)
+        self.assertEqual(jobs.get("slurm:4243~uid1001"), 30, jobs)
+        self.assertNotIn("slurm:4243~uid0", jobs)
+
     # --- Security: files ------------------------------------------------------------------------
 
     def test_record_refuses_a_symlink_or_fifo_as_its_database(self):
