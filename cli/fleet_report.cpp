@@ -4,9 +4,11 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -36,6 +38,55 @@ std::vector<std::string> nodeNames(const std::vector<std::string>& hosts,
     names.push_back(count[hosts[i]] > 1 ? host + "/" + fs::path(paths[i]).stem().string() : host);
   }
   return names;
+}
+
+// A node's job in a run, with its ranks.
+struct Pending {
+  const storage::NodeJobRecord* job;
+  std::vector<int32_t> ranks;
+  int32_t lowest;
+};
+
+// Each judged node's standing verdict, as its own report judges it: its job's series read and
+// judged over the range, a few nodes at once (one at a time a recording), each freed before the
+// next. Past kNodeLimiterBudgetDays of recordings none is judged, and the report says so.
+correlator::FleetLimiters nodeLimiters(const FleetReport& report,
+                                       const std::vector<Pending>& pending,
+                                       const std::vector<std::unique_ptr<storage::Recording>>& open,
+                                       const storage::TimeRange& range, unsigned threads) {
+  const auto& nodes = report.analysis.nodes;
+  double node_days = 0;
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    const double interval_s = static_cast<double>(report.analysis.interval_ms) / 1000.0;
+    node_days += static_cast<double>(report.analysis.samples[j]) * interval_s / 86400.0;
+  }
+  if (node_days > correlator::kNodeLimiterBudgetDays) {
+    correlator::FleetLimiters out;
+    out.over_budget_node_days = node_days;
+    return out;
+  }
+  std::vector<std::optional<model::LimiterVerdict>> verdicts(nodes.size());
+  std::vector<std::mutex> per_recording(open.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t j = next++; j < nodes.size(); j = next++) {
+      const storage::NodeJobRecord& nj = *pending[nodes[j]].job;
+      std::lock_guard<std::mutex> lock(per_recording[nj.recording]);
+      storage::Recording& rec = *open[nj.recording];
+      model::JobSeries series = rec.jobSeries(nj.job, range);
+      if (series.size() == 0) continue;
+      auto summary =
+          correlator::summarizeRecordedJob(series, [&](model::JobSeries& s, const auto& windows) {
+            rec.addOtherDevices(nj.job, s, windows);
+          });
+      verdicts[j] = std::move(summary.limits.run);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(threads, nodes.size()); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return correlator::summarizeFleetLimiters(std::move(verdicts));
 }
 
 }  // namespace
@@ -109,11 +160,6 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     FleetReport report;
     report.run = run;
     // Nodes in rank order, so that the first (the clock reference) is rank 0's where known.
-    struct Pending {
-      const storage::NodeJobRecord* job;
-      std::vector<int32_t> ranks;
-      int32_t lowest;
-    };
     std::vector<Pending> pending;
     pending.reserve(run.jobs.size());
     for (const auto& nj : run.jobs) {
@@ -157,6 +203,8 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
                               given[report.analysis.nodes[j]].gpu_count,
                               report.analysis.samples[j]});
     }
+    // Two nodes at a time: each holds its whole series while judged.
+    report.limiters = nodeLimiters(report, pending, open, range, 2);
     reports.push_back(std::move(report));
   }
   return reports;
@@ -188,6 +236,10 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
     return source.window(of_node[n], from_ms, to_ms);
   };
   report.analysis = correlator::analyzeFleet(std::move(nodes), window, found.world_size);
+  auto verdicts = source.limiters();
+  std::vector<std::optional<model::LimiterVerdict>> judged;
+  for (const size_t i : of_node) judged.push_back(std::move(verdicts[i]));
+  report.limiters = correlator::summarizeFleetLimiters(std::move(judged));
   std::vector<FleetReport> reports;
   reports.push_back(std::move(report));
   return reports;

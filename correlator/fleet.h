@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "correlator/postmortem.h"
 #include "correlator/stall_detector.h"
 #include "model/node_sample.h"
 
@@ -135,7 +136,7 @@ struct FleetAnalysis {
   std::vector<int32_t> missing_ranks;  // of WORLD_SIZE, ranks no node's recording holds
   Analysis analysis;
   std::vector<FleetIncident> incidents;
-  double goodput = 1.0;
+  Goodput goodput;
 };
 
 // WORLD_SIZE, when known, lets the analysis say which ranks have no recording.

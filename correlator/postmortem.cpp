@@ -5,16 +5,27 @@
 
 namespace stallwatch::correlator {
 
-double goodputOf(const Analysis& a, const JobSeries& s) {
+Goodput goodputOf(const Analysis& a, const JobSeries& s) {
+  // A stall is progress below the job's own healthy pace: without intervals to compare, a
+  // signal to compare by, or any progress at all, nothing was judged.
+  constexpr size_t kMinIntervals = 3;
+  if (s.size() < kMinIntervals) return {std::nullopt, "fewer than 3 intervals: nothing to compare"};
+  if (a.progress_signal == ProgressSignal::kNone)
+    return {std::nullopt, "nothing judged its progress (no steps, GPU work or GPU utilisation)"};
+  if (std::none_of(a.progress.begin(), a.progress.end(),
+                   [](const auto& p) { return p && std::isfinite(*p) && *p > 0; })) {
+    return {std::nullopt, "its progress was zero throughout: no healthy pace to compare with"};
+  }
   double lost = 0;
   for (double l : a.gpu_seconds_lost) lost += l;
-  if (a.gpu_seconds_total > 0) return std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0);
+  if (a.gpu_seconds_total > 0) return {std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0)};
   double total = 0, idle = 0;
   for (double i : s.interval_s) total += i;
   for (const auto& inc : a.incidents) {
     for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
   }
-  return total > 0 ? std::clamp(1.0 - idle / total, 0.0, 1.0) : 1.0;
+  if (total <= 0) return {std::nullopt, "its intervals have no length"};
+  return {std::clamp(1.0 - idle / total, 0.0, 1.0)};
 }
 
 std::vector<Gap> gapsOf(const JobSeries& s) {

@@ -42,10 +42,17 @@ struct RankFigures {
       data_wait_share_p50, read_bytes_per_second_p50;
 };
 
+// Share of capacity not lost to stalls, or none with why: "100 %" said of a job nothing could
+// judge (one interval, no progress signal, progress zero throughout) is a wrong answer (issue 46).
+struct Goodput {
+  std::optional<double> share;
+  const char* unknown_because = "";  // where there is no share
+};
+
 struct JobSummary {
   Analysis analysis;
   model::JobLimits limits;  // what limited the job outside its incidents
-  double goodput = 1.0;     // share of GPU (or step) capacity not lost to stalls
+  Goodput goodput;
   std::vector<Gap> gaps;
   std::vector<DeviceLatency> devices;  // the devices the job reads
   std::vector<RankFigures> ranks;
@@ -57,7 +64,8 @@ JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_dev
 
 // Share of capacity not lost to stalls: by GPU-seconds where the job has GPUs; without them,
 // the share of intervals not spent in incidents, weighted by how idle they were.
-double goodputOf(const Analysis& analysis, const JobSeries& series);
+// None where the analysis had nothing to judge the job's progress by (Goodput says why).
+Goodput goodputOf(const Analysis& analysis, const JobSeries& series);
 // Holes longer than one and a half of the job's typical interval.
 std::vector<Gap> gapsOf(const JobSeries& series);
 RankFigures rankFigures(const JobSeries& series, const RankSeries& rank);

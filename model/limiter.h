@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stallwatch::model {
@@ -22,7 +23,8 @@ namespace stallwatch::model {
 //   unknown        the evidence does not decide
 enum class Limiter { kGpu, kInputCpu, kInputWorkers, kInputStorage, kIoThrottled, kHost, kUnknown };
 inline constexpr int kLimiterCount = 7;
-const char* toString(Limiter limiter);  // "gpu", "input-cpu", ...
+const char* toString(Limiter limiter);                       // "gpu", "input-cpu", ...
+std::optional<Limiter> limiterNamed(std::string_view name);  // toString's inverse
 
 // Where the share of time spent waiting for input came from.
 enum class WaitSource {

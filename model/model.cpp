@@ -172,6 +172,14 @@ const char* toString(Limiter limiter) {
   return "unknown";
 }
 
+std::optional<Limiter> limiterNamed(std::string_view name) {
+  for (int k = 0; k < kLimiterCount; ++k) {
+    const auto limiter = static_cast<Limiter>(k);
+    if (name == toString(limiter)) return limiter;
+  }
+  return std::nullopt;
+}
+
 const char* toString(WaitSource source) {
   switch (source) {
     case WaitSource::kHook:

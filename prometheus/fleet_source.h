@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/limiter.h"
 #include "model/series.h"
 #include "prometheus/client.h"
 
@@ -60,6 +61,10 @@ class FleetSource {
   // Node NODE's full series from FROM_MS to TO_MS: its job's figures, its ranks, its host's
   // pressure and devices (those the job reads marked), to explain a stall on.
   model::JobSeries window(size_t node, int64_t from_ms, int64_t to_ms);
+  // Each node's standing verdict over the run, from what its agent said minute by minute
+  // (stallwatch_job_limiter and its input wait and speed-up): the limiter it named most often,
+  // the mean wait and speed-up. None for a node whose agent said none.
+  std::vector<std::optional<model::LimiterVerdict>> limiters();
 
  private:
   std::string selector(const std::string& metric, const std::string& more = "") const;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "correlator/fleet.h"
+#include "correlator/fleet_limiters.h"
 #include "storage/runs_across_nodes.h"
 
 namespace stallwatch::render {
@@ -24,6 +25,7 @@ struct FleetReport {
   storage::RunAcrossNodes run;
   std::vector<FleetNode> nodes;
   correlator::FleetAnalysis analysis;
+  correlator::FleetLimiters limiters;  // in the order of NODES
 };
 
 struct FleetInputs {

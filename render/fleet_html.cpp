@@ -72,10 +72,11 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
     if (a.series.size() == 0) continue;
     html += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {} across {} nodes</h2>\n",
                         escape(r.run.key), escape(r.run.key), r.nodes.size());
-    html +=
-        fmt::format("<p>{} .. {} UTC &middot; goodput <b>{:.1f} %</b> &middot; {} stall(s)</p>\n",
-                    timeText(a.series.ts_ms.front()), timeText(a.series.ts_ms.back()),
-                    a.goodput * 100, a.incidents.size());
+    html += fmt::format("<p>{} .. {} UTC &middot; goodput <b>{}</b> &middot; {} stall(s)</p>\n",
+                        timeText(a.series.ts_ms.front()), timeText(a.series.ts_ms.back()),
+                        a.goodput.share ? fmt::format("{:.1f} %", *a.goodput.share * 100)
+                                        : "unknown (" + escape(a.goodput.unknown_because) + ")",
+                        a.incidents.size());
     if (!a.missing_ranks.empty()) {
       std::string list;
       for (int32_t k : a.missing_ranks) list += (list.empty() ? "" : ", ") + std::to_string(k);

@@ -98,6 +98,45 @@ std::string clockText(const FleetReport& r) {
   return head + out;
 }
 
+// "input-cpu, waited for input 53 %, ~2.1x on offer": a node's standing verdict on one line.
+std::string limiterLine(const model::LimiterVerdict& v) {
+  std::string out = model::toString(v.limiter);
+  if (v.wait_source != model::WaitSource::kNone || v.input_wait_gpu_seconds > 0)
+    out += fmt::format(", waited for input {:.0f} %", v.input_wait_share * 100);
+  const bool input = v.limiter != model::Limiter::kGpu && v.limiter != model::Limiter::kUnknown &&
+                     v.limiter != model::Limiter::kHost;
+  if (input && v.speedup >= 1.05) out += fmt::format(", ~{:.1f}x on offer", v.speedup);
+  if (!v.device.empty()) out += " (" + v.device + ")";
+  return out;
+}
+
+// The run's standing verdict: under which limiter most of its GPU time went, whose input was
+// slowest, and the GPU-hours it waited for input by limiter.
+std::string fleetLimiterText(const FleetReport& r) {
+  const auto& l = r.limiters;
+  if (l.over_budget_node_days) {
+    return fmt::format(
+        "  limiter     not judged node by node: {:.0f} node-days of recordings, past the {:.0f} a "
+        "report judges (narrow it with --since/--until, or report a node's own recording)\n",
+        *l.over_budget_node_days, correlator::kNodeLimiterBudgetDays);
+  }
+  if (!l.run_limiter) return "  limiter     not judged on any node\n";
+  std::string out = fmt::format("  limiter     {} over most of the run's GPU time",
+                                model::toString(*l.run_limiter));
+  if (l.slowest_input_node)
+    out += fmt::format("; slowest input: node {} ({:.0f} % waiting)",
+                       r.nodes[*l.slowest_input_node].name,
+                       l.nodes[*l.slowest_input_node]->input_wait_share * 100);
+  std::string hours;
+  for (size_t k = 0; k < l.wait_gpu_hours.size(); ++k) {
+    if (l.wait_gpu_hours[k] <= 0) continue;
+    hours += fmt::format("{}{} {:.3g}", hours.empty() ? "" : ", ",
+                         model::toString(static_cast<model::Limiter>(k)), l.wait_gpu_hours[k]);
+  }
+  if (!hours.empty()) out += "\n              GPU-hours waiting for input, by limiter: " + hours;
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string renderFleetText(const std::vector<FleetReport>& reports, const FleetInputs& inputs) {
@@ -134,6 +173,9 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
       out += fmt::format(
           "  node        {:<20} ranks {:<10} {} GPU(s)  {}\n", n.name, rankList(n.ranks), n.gpus,
           n.job_id ? fmt::format("job {} in {}", n.job_id, n.path) : "from " + n.path);
+      const size_t k = static_cast<size_t>(&n - r.nodes.data());
+      if (k < r.limiters.nodes.size() && r.limiters.nodes[k])
+        out += "              limiter " + limiterLine(*r.limiters.nodes[k]) + "\n";
     }
     if (!a.missing_ranks.empty()) {
       out += fmt::format(
@@ -150,7 +192,9 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
                        : a.analysis.progress_signal == model::ProgressSignal::kGpuWork
                            ? "GPU work (GPM tensor/DRAM activity), over every node"
                            : "GPU utilisation of each node's least busy rank");
-    out += fmt::format("  goodput     {:.2f} %\n", a.goodput * 100);
+    out += a.goodput.share ? fmt::format("  goodput     {:.2f} %\n", *a.goodput.share * 100)
+                           : fmt::format("  goodput     unknown: {}\n", a.goodput.unknown_because);
+    out += fleetLimiterText(r);
     out += fmt::format("  stalls      {} ({} shorter blips not reported)\n", a.incidents.size(),
                        a.analysis.blips);
     for (const auto& fi : a.incidents) {
@@ -179,14 +223,31 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
   for (const auto& r : reports) {
     const auto& a = r.analysis;
     nlohmann::json nodes = nlohmann::json::array();
-    for (const auto& n : r.nodes) {
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      const auto& n = r.nodes[k];
+      const bool judged = k < r.limiters.nodes.size() && r.limiters.nodes[k];
       nodes.push_back({{"node", n.name},
                        {"path", n.path},
                        {"job_id", n.job_id},
                        {"ranks", n.ranks},
                        {"gpus", n.gpus},
-                       {"intervals", n.intervals}});
+                       {"intervals", n.intervals},
+                       {"limiter", judged ? limiterJson(*r.limiters.nodes[k]) : nlohmann::json()}});
     }
+    nlohmann::json wait_hours = nlohmann::json::object();
+    for (size_t k = 0; k < r.limiters.wait_gpu_hours.size(); ++k) {
+      if (r.limiters.wait_gpu_hours[k] > 0)
+        wait_hours[model::toString(static_cast<model::Limiter>(k))] = r.limiters.wait_gpu_hours[k];
+    }
+    const auto& slowest = r.limiters.slowest_input_node;
+    const nlohmann::json limiters = {
+        {"run", r.limiters.run_limiter ? nlohmann::json(model::toString(*r.limiters.run_limiter))
+                                       : nlohmann::json()},
+        {"slowest_input_node", slowest ? nlohmann::json(r.nodes[*slowest].name) : nlohmann::json()},
+        {"input_wait_gpu_hours", wait_hours},
+        {"over_budget_node_days", r.limiters.over_budget_node_days
+                                      ? nlohmann::json(*r.limiters.over_budget_node_days)
+                                      : nlohmann::json()}};
     nlohmann::json clocks = nlohmann::json::array();
     for (const auto& c : a.clocks) {
       clocks.push_back({{"node", c.node},
@@ -229,7 +290,10 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
          {"clocks", clocks},
          {"progress_signal", model::toString(a.analysis.progress_signal)},
          {"gpus", s.gpu_count},
-         {"goodput", a.goodput},
+         {"goodput", a.goodput.share ? nlohmann::json(*a.goodput.share) : nlohmann::json()},
+         {"goodput_unknown_because",
+          a.goodput.share ? nlohmann::json() : nlohmann::json(a.goodput.unknown_because)},
+         {"limiters", limiters},
          {"blips", a.analysis.blips},
          {"incidents", incidents}});
   }

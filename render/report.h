@@ -26,8 +26,8 @@ struct JobReport {
   storage::JobRecord job;
   model::JobSeries series;
   correlator::Analysis analysis;
-  model::JobLimits limits;  // what limited the job over its run, its windows and phases
-  double goodput = 1.0;     // share of GPU (or step) capacity not lost to stalls
+  model::JobLimits limits;      // what limited the job over its run, its windows and phases
+  correlator::Goodput goodput;  // share of GPU (or step) capacity not lost to stalls
   std::vector<correlator::Gap> gaps;
   std::vector<DeviceRow> devices;  // the job's devices
   std::vector<correlator::RankFigures> ranks;

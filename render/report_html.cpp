@@ -213,10 +213,12 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
     html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n",
                         r.job.job_id, r.job.job_id, escape(r.job.label));
     html += fmt::format(
-        "<p>{} .. {} UTC &middot; {} &middot; goodput <b>{:.1f} %</b> &middot; {} incident(s), "
+        "<p>{} .. {} UTC &middot; {} &middot; goodput <b>{}</b> &middot; {} incident(s), "
         "{} blip(s)</p>\n",
         timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
-        r.goodput * 100, r.analysis.incidents.size(), r.analysis.blips);
+        r.goodput.share ? fmt::format("{:.1f} %", *r.goodput.share * 100)
+                        : "unknown (" + escape(r.goodput.unknown_because) + ")",
+        r.analysis.incidents.size(), r.analysis.blips);
     // What limits it when nothing has gone wrong, and what to do about it.
     const model::LimiterVerdict& v = r.limits.run;
     html +=

@@ -198,7 +198,9 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
          {"cgroup_limits", r.job.cgroup_limits.empty() ? nlohmann::json(nullptr)
                                                        : nlohmann::json(r.job.cgroup_limits)},
          {"gpus", r.series.gpu_count},
-         {"goodput", r.goodput},
+         {"goodput", r.goodput.share ? nlohmann::json(*r.goodput.share) : nlohmann::json()},
+         {"goodput_unknown_because",
+          r.goodput.share ? nlohmann::json() : nlohmann::json(r.goodput.unknown_because)},
          {"limiter", limitsJson(r.limits)},
          {"gpu_seconds_total", r.analysis.gpu_seconds_total},
          {"gpu_seconds_lost_by_class", lost},

@@ -125,7 +125,6 @@ std::string renderText(const std::vector<JobReport>& reports) {
                        timeText(s.ts_ms.back()), s.size());
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
     if (!r.job.cgroup_limits.empty()) out += "  limits      " + r.job.cgroup_limits + "\n";
-    out += fmt::format("  goodput     {:.2f} % ", r.goodput * 100);
     std::string lost;
     for (int c = 0; c < model::kStallClassCount; ++c) {
       if (r.analysis.gpu_seconds_lost[c] > 0) {
@@ -134,7 +133,12 @@ std::string renderText(const std::vector<JobReport>& reports) {
                             r.analysis.gpu_seconds_lost[c]);
       }
     }
-    out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
+    if (r.goodput.share) {
+      out += fmt::format("  goodput     {:.2f} % ", *r.goodput.share * 100);
+      out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
+    } else {
+      out += fmt::format("  goodput     unknown: {}\n", r.goodput.unknown_because);
+    }
     out += limiterLines(r.limits);
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
                        r.analysis.incidents.size(), r.analysis.blips);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "correlator/fleet_limiters.h"
 #include "storage/runs_across_nodes.h"
 
 namespace stallwatch {
@@ -224,6 +225,34 @@ TEST(FleetStreaming, NodesWithoutSamplesAreNotJudged) {
   EXPECT_EQ(f.series.ranks[1].node, "n2");
   ASSERT_TRUE(f.incidents[0].incident.straggler);
   EXPECT_EQ(f.incidents[0].incident.straggler->pid, 102u);
+}
+
+model::LimiterVerdict verdictOf(model::Limiter l, double wait, double seconds, double gpus) {
+  model::LimiterVerdict v;
+  v.limiter = l;
+  v.wait_source = model::WaitSource::kSampled;
+  v.input_wait_share = wait;
+  v.seconds = seconds;
+  v.gpus = gpus;
+  v.input_wait_gpu_seconds = wait * seconds * gpus;
+  return v;
+}
+
+TEST(FleetLimiters, TheSlowestInputIsAnInputBoundNodeAndTheHoursAddUp) {
+  using model::Limiter;
+  // A GPU-bound node of 8 GPUs waiting 9 %, an input-bound one of 4 waiting 50 %, one unjudged.
+  const auto l = correlator::summarizeFleetLimiters({verdictOf(Limiter::kGpu, 0.09, 3600, 8),
+                                                     verdictOf(Limiter::kInputCpu, 0.5, 3600, 4),
+                                                     std::nullopt});
+  ASSERT_TRUE(l.slowest_input_node.has_value());
+  EXPECT_EQ(*l.slowest_input_node, 1u);
+  EXPECT_NEAR(l.wait_gpu_hours[static_cast<size_t>(Limiter::kInputCpu)], 2.0, 1e-9);
+  EXPECT_NEAR(l.wait_gpu_hours[static_cast<size_t>(Limiter::kGpu)], 0.72, 1e-9);
+  EXPECT_EQ(l.run_limiter, Limiter::kGpu);  // 8 of its 12 GPUs' time
+  // Only GPU-bound nodes: no node's input held the run back.
+  const auto gpu = correlator::summarizeFleetLimiters({verdictOf(Limiter::kGpu, 0.05, 60, 1)});
+  EXPECT_FALSE(gpu.slowest_input_node.has_value());
+  EXPECT_FALSE(correlator::summarizeFleetLimiters({std::nullopt}).run_limiter.has_value());
 }
 
 }  // namespace

@@ -140,6 +140,29 @@ class FleetE2E(unittest.TestCase):
         self.assertEqual(run["missing_ranks"], [])
         self.assertEqual(run["incidents"][0]["straggler_node"], "gpu-01")
 
+    def test_each_nodes_limiter_is_its_own_reports(self):
+        """Issue 41: the run's report carries each node's standing verdict, the same one that
+        node's own report gives, and what they add up to (the slowest input, GPU-hours waiting)."""
+        dbs = self.fleet(stall="disk-slow", straggler=1)
+        run = self.report(*dbs)
+        by_name = {n["node"]: n for n in run["nodes"]}
+        for db in dbs:
+            [own] = json.loads(self.sw("report", "--db", db, "--json").stdout)
+            node = next(n for n in run["nodes"] if n["path"] == db)
+            self.assertEqual(node["limiter"]["limiter"], own["limiter"]["limiter"], db)
+            self.assertAlmostEqual(node["limiter"]["input_wait_share"],
+                                   own["limiter"]["input_wait_share"], places=6)
+        limiters = run["limiters"]
+        self.assertIsNotNone(limiters["run"])
+        waits = {n["node"]: n["limiter"]["input_wait_share"] for n in run["nodes"]}
+        if limiters["slowest_input_node"] is not None:
+            self.assertEqual(waits[limiters["slowest_input_node"]], max(waits.values()))
+        total = sum(n["limiter"]["input_wait_gpu_seconds"] for n in run["nodes"]) / 3600
+        self.assertAlmostEqual(sum(limiters["input_wait_gpu_hours"].values()), total, places=6)
+        self.assertTrue(by_name)
+        text = self.sw("report", "--db", os.path.join(self.tmp, "*.db")).stdout
+        self.assertIn("over most of the run's GPU time", text)
+
     def test_exports_give_the_same_verdict(self):
         exports = []
         for i, db in enumerate(self.fleet(stall="disk-slow", straggler=2)):

@@ -196,6 +196,26 @@ class HostileE2E(unittest.TestCase):
         self.assertEqual(text.returncode, 0, text.stderr)
         self.assertNotIn(b"\x1b", text.stdout)
 
+    def test_a_report_without_evidence_says_so_not_100_percent(self):
+        """Issue 46: a recording of one interval, or a hooked job whose steps are 0 throughout,
+        got "goodput 100.00 %". Nothing judged them: the goodput is unknown, and why is said."""
+        for case in ("one_interval", "zero_steps"):
+            db = os.path.join(self.tmp, case + ".db")
+            for suffix in ("", "-wal"):
+                if os.path.exists(RECORDING + suffix):
+                    shutil.copy(RECORDING + suffix, db + suffix)
+            with sqlite3.connect(db) as c:
+                if case == "one_interval":
+                    c.execute("DELETE FROM job_samples WHERE ts_ms > (SELECT min(ts_ms) FROM job_samples)")
+                else:
+                    c.execute("UPDATE job_samples SET steps = 0")
+            [report] = json.loads(self.run_bin("report", "--db", db, "--json").stdout)
+            self.assertIsNone(report["goodput"], case)
+            self.assertTrue(report["goodput_unknown_because"], case)
+            text = self.run_bin("report", "--db", db).stdout.decode()
+            self.assertIn("goodput     unknown: ", text, case)
+            self.assertNotIn("100.00 %", text, case)
+
     def test_mount_points_with_bad_bytes_and_newlines(self):
         """A mount point with a byte that is not UTF-8, a newline and an ESC: devices --json is
         valid, the text listing keeps one row per mount and prints no control character."""

@@ -449,6 +449,14 @@ scrape_configs:
             self.assertEqual([n["node"] for n in from_prom["nodes"]], ["node0", "node1"])
             self.assertEqual([n["ranks"] for n in from_prom["nodes"]], [n["ranks"] for n in from_db["nodes"]])
             self.assertEqual(len(from_prom["incidents"]), len(from_db["incidents"]), (name, from_prom["incidents"]))
+            # Each node's standing verdict, as its agent said it minute by minute: the class the
+            # recording's own report gives, where the agent gave one (issue 41).
+            self.assertIn("limiters", from_prom)
+            for p_node, d_node in zip(from_prom["nodes"], from_db["nodes"]):
+                if p_node["limiter"] is not None:
+                    print(f"{name} {p_node['node']}: limiter --prometheus {p_node['limiter']['limiter']}, "
+                          f"--db {d_node['limiter']['limiter']}")
+                    self.assertEqual(p_node["limiter"]["limiter"], d_node["limiter"]["limiter"])
             for p, d in zip(from_prom["incidents"], from_db["incidents"]):
                 print(f"{name}: --db {d['class']} {d['device']} node {d['straggler_node']} rank "
                       f"{d['straggler']['rank']}, {(d['end_ms'] - d['start_ms']) / 1000:.0f} s; --prometheus "
