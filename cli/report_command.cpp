@@ -34,6 +34,7 @@ struct ReportArgs {
   // A run read from Prometheus (Thanos Query, Mimir) instead of recordings.
   std::string prometheus;
   std::string step;
+  std::string deadline;
   std::string match;
   prometheus::ClientOptions client;
 };
@@ -141,6 +142,13 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
       return refuse("--prometheus-step " + args.step +
                     ": a duration of 100ms or more (1s, 15s, 1m), the agents' scrape interval");
     selection.step_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*step).count();
+  }
+  if (!args.deadline.empty()) {
+    const auto deadline = parseDuration(args.deadline);
+    if (!deadline || *deadline < std::chrono::seconds(1))
+      return refuse("--prometheus-deadline " + args.deadline +
+                    ": a duration of 1s or more (90s, 10m), for the whole report");
+    args.client.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline);
   }
   if (args.client.insecure_skip_verify)
     std::cerr << "stallwatch report: not checking the server's TLS certificate "
@@ -274,6 +282,10 @@ CommandRunner addReportCommand(CLI::App& app) {
       ->group("Across nodes, from Prometheus");
   cmd->add_flag("--prometheus-insecure-skip-verify", args->client.insecure_skip_verify,
                 "TLS: accept any certificate")
+      ->group("Across nodes, from Prometheus");
+  cmd->add_option("--prometheus-deadline", args->deadline,
+                  "The whole report's time to talk to the server (default 10m): no request "
+                  "starts after it, and each gets at most what is left")
       ->group("Across nodes, from Prometheus");
   cmd->add_option("--prometheus-header", args->client.headers,
                   "Send this header with every request, \"Name: value\" (Mimir's "

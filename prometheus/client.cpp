@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "common/files.h"
@@ -48,10 +51,6 @@ std::string readToken(const std::string& path) {
   text.resize(got);
   return text;
 }
-
-// An answer larger than this is refused rather than held: a query that matches far more than
-// a run's series (a wrong selector, a hostile server) must not take the machine's memory.
-constexpr size_t kMaxBody = size_t{1} << 30;
 
 std::string trimmed(std::string s) {
   const auto not_space = [](unsigned char c) { return !std::isspace(c); };
@@ -122,7 +121,14 @@ class CurlTransport : public Transport {
     std::string body;
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     if (list) curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
+        started_ + options_.deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0)
+      throw QueryError(
+          fmt::format("{}: the command's deadline of {} s passed (--prometheus-deadline)",
+                      shown_url_, options_.deadline.count() / 1000));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(std::min(options_.timeout, remaining).count()));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10'000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -140,14 +146,19 @@ class CurlTransport : public Transport {
     curl_easy_setopt(
         c, CURLOPT_WRITEFUNCTION, +[](char* p, size_t size, size_t n, void* out) {
           auto* b = static_cast<std::string*>(out);
-          if (b->size() + size * n > kMaxBody) return size_t{0};  // aborts: said below
+          if (b->size() + size * n > kMaxAnswerBytes) return size_t{0};  // aborts: said below
           b->append(p, size * n);
           return size * n;
         });
     const CURLcode rc = curl_easy_perform(c);
     const std::string shown = common::printable(common::withoutUserinfo(url));
     if (rc == CURLE_WRITE_ERROR)
-      throw QueryError(fmt::format("{}: the answer passed {} MiB", shown, kMaxBody >> 20));
+      throw AnswerTooLarge(
+          fmt::format("{}: the answer passed {} MiB", shown, kMaxAnswerBytes >> 20));
+    if (rc == CURLE_OPERATION_TIMEDOUT && remaining.count() < options_.timeout.count())
+      throw QueryError(
+          fmt::format("{}: the command's deadline of {} s passed (--prometheus-deadline)", shown,
+                      options_.deadline.count() / 1000));
     if (rc != CURLE_OK) throw QueryError(fmt::format("{}: {}", shown, curl_easy_strerror(rc)));
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -168,6 +179,7 @@ class CurlTransport : public Transport {
 
  private:
   ClientOptions options_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::string token_;
   std::string shown_url_;  // the URL as errors say it: no password, no control characters
 };
@@ -304,16 +316,29 @@ std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t sta
   if (step_ms <= 0) throw QueryError("the step must be positive");
   std::vector<RangeSeries> out;
   std::map<std::map<std::string, std::string>, size_t> index;
-  const int64_t chunk = static_cast<int64_t>(max_points_ - 1) * step_ms;
-  for (int64_t from = start_ms; from <= end_ms; from += chunk + step_ms) {
+  size_t points = max_points_;
+  for (int64_t from = start_ms; from <= end_ms;) {
+    const int64_t chunk = static_cast<int64_t>(points - 1) * step_ms;
     const int64_t to = std::min(end_ms, from + chunk);
-    const std::string body = transport_->get(
-        fmt::format("/api/v1/query_range?query={}&start={}&end={}&step={}", percentEncoded(expr),
-                    secondsText(from), secondsText(to), secondsText(step_ms)));
+    std::string body;
+    try {
+      body = transport_->get(fmt::format("/api/v1/query_range?query={}&start={}&end={}&step={}",
+                                         percentEncoded(expr), secondsText(from), secondsText(to),
+                                         secondsText(step_ms)));
+    } catch (const AnswerTooLarge&) {
+      ++stats_.requests;
+      if (points == 1) throw;
+      points = std::max<size_t>(1, points / 2);  // the same span again, in smaller pieces
+      continue;
+    }
+    from = to + step_ms;
     ++stats_.requests;
     stats_.bytes += body.size();
+    std::set<std::map<std::string, std::string>> in_answer;
     for (auto& s : parseMatrix(body)) {
       stats_.points += s.ts_ms.size();
+      if (!in_answer.insert(s.labels).second)
+        throw QueryError("the server sent one series twice in one answer: not a PromQL answer");
       auto [it, fresh] = index.try_emplace(s.labels, out.size());
       if (fresh) {
         out.push_back(std::move(s));

@@ -23,6 +23,15 @@ class QueryError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// An answer past the size the client holds (kMaxAnswerBytes): asked again over fewer steps.
+class AnswerTooLarge : public QueryError {
+ public:
+  using QueryError::QueryError;
+};
+
+// The most of one answer the client holds; a larger one is refused as it arrives (issue 46: a
+// 3 GiB answer was buffered whole before a refusal at 1 GiB).
+constexpr size_t kMaxAnswerBytes = size_t{256} << 20;
 
 struct ClientOptions {
   std::string url;  // base URL: http(s)://host:port, with a path prefix where one serves the API
@@ -32,6 +41,9 @@ struct ClientOptions {
   bool insecure_skip_verify = false;  // TLS: accept any certificate (said on stderr)
   std::vector<std::string> headers;   // "Name: value" each, e.g. Mimir's X-Scope-OrgID
   std::chrono::milliseconds timeout{120'000};  // per request
+  // For the whole command: every request after it is refused, and each is given at most what
+  // is left of it (issue 46: 46 requests of up to 120 s each had no bound together).
+  std::chrono::milliseconds deadline{600'000};
 };
 
 // One series of a range query: its labels, its points in time order (NaN kept as NaN).
@@ -62,7 +74,9 @@ class Client {
   explicit Client(std::unique_ptr<Transport> transport, size_t max_points_per_request = 10'000);
 
   // EXPR over [START_MS, END_MS] every STEP_MS, in chunks of at most max_points_per_request
-  // steps; the chunks' series joined by their labels. Throws QueryError.
+  // steps (halved, down to one, while an answer is too large); the chunks' series joined by
+  // their labels. An answer naming one series twice is refused (PromQL never sends one).
+  // Throws QueryError.
   std::vector<RangeSeries> queryRange(const std::string& expr, int64_t start_ms, int64_t end_ms,
                                       int64_t step_ms);
   const QueryStats& stats() const { return stats_; }

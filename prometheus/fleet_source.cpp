@@ -87,14 +87,27 @@ class Grid {
 };
 
 // Puts R's points into INTO on the grid: each value times SCALE, and times the interval where
-// PER_INTERVAL (a rate turned into the interval's amount).
+// PER_INTERVAL (a rate turned into the interval's amount). Every figure the agents export is
+// finite and not negative: any other value is refused and counted in TALLY, as is a slot that
+// two series (two scrape jobs of one agent) fill with values that disagree: neither is kept.
 void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, model::Series& into,
-           double scale, bool per_interval = false) {
+           double scale, bool per_interval, ServerValues& tally) {
   if (into.size() < s.size()) into.resize(s.size());
   for (size_t i = 0; i < r.ts_ms.size(); ++i) {
     const auto k = grid.at(r.ts_ms[i]);
-    if (!k || std::isnan(r.values[i])) continue;
-    into[*k] = r.values[i] * scale * (per_interval ? s.interval_s[*k] : 1.0);
+    const double v = r.values[i];
+    if (!k || std::isnan(v)) continue;
+    if (!std::isfinite(v) || v < 0) {
+      ++tally.refused;
+      continue;
+    }
+    const double x = v * scale * (per_interval ? s.interval_s[*k] : 1.0);
+    if (into[*k] && std::abs(*into[*k] - x) > 1e-9 * std::max(1.0, std::abs(x))) {
+      ++tally.disagreeing;
+      into[*k].reset();
+      continue;
+    }
+    into[*k] = x;
   }
 }
 
@@ -273,8 +286,12 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
          client_.queryRange(fmt::format("count_over_time({}[{}s])",
                                         selector("stallwatch_run_job_info", run), w / 1000),
                             at, at, 1000)) {
-      if (!s.values.empty() && s.values.front() >= 2)
-        spacing.push_back(static_cast<double>(w) / s.values.front());
+      if (s.values.empty() || std::isnan(s.values.front())) continue;
+      if (!std::isfinite(s.values.front())) {
+        ++values_.refused;  // +Inf made a step of 100 ms
+        continue;
+      }
+      if (s.values.front() >= 2) spacing.push_back(static_cast<double>(w) / s.values.front());
     }
     if (!spacing.empty()) {
       // Scrape intervals are whole seconds, or a round fraction of one.
@@ -293,7 +310,15 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
                        selector("stallwatch_intervals_total"), w / 1000,
                        selector("stallwatch_run_job_info", run)),
            at, at, 1000)) {
-    if (!s.values.empty() && s.values.front() > 0) agent_ms.push_back(1000.0 / s.values.front());
+    // An agent samples every 100 ms to a minute (--interval): a rate that says otherwise is
+    // a bad counter, and a shift of minutes would move every stall (issue 46: 16 min early).
+    if (s.values.empty() || std::isnan(s.values.front())) continue;
+    const double ms = 1000.0 / s.values.front();
+    if (std::isfinite(ms) && ms >= 100 && ms <= 60'000) {
+      agent_ms.push_back(ms);
+    } else {
+      ++values_.refused;
+    }
   }
   // To 10 ms: a counter's rate over a window is a few ms off the interval it counts.
   if (!agent_ms.empty())
@@ -326,7 +351,7 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     for (const auto& s :
          client_.queryRange(onRun(f.metric), run_.from_ms, run_.to_ms, run_.step_ms)) {
       if (const auto k = nodeOf(s); k && labelOr(s, "training_job") == run_.nodes[*k].training_job)
-        place(s, grids[*k], out[*k], out[*k].*(f.into), f.scale, f.per_interval);
+        place(s, grids[*k], out[*k], out[*k].*(f.into), f.scale, f.per_interval, values_);
     }
   }
   for (size_t k = 0; k < n; ++k) {
@@ -345,7 +370,8 @@ std::vector<model::JobSeries> FleetSource::summaries() {
       const auto k = nodeOf(s);
       if (!k) continue;
       ranked[*k] = true;
-      place(s, grids[*k], out[*k], out[*k].ranks.front().*(f.into), f.scale, f.per_interval);
+      place(s, grids[*k], out[*k], out[*k].ranks.front().*(f.into), f.scale, f.per_interval,
+            values_);
     }
   }
   // GPUs: the job's count where its agent said, else one a rank.
@@ -353,9 +379,14 @@ std::vector<model::JobSeries> FleetSource::summaries() {
        client_.queryRange(onRun("stallwatch_job_gpus"), run_.from_ms, run_.to_ms, run_.step_ms)) {
     const auto k = nodeOf(s);
     if (!k) continue;
+    constexpr double kMaxGpusOfANode = 1024;
     for (double v : s.values) {
-      if (!std::isnan(v))
-        run_.nodes[*k].gpus = std::max(run_.nodes[*k].gpus, static_cast<uint32_t>(v));
+      if (std::isnan(v)) continue;
+      if (!std::isfinite(v) || v < 0 || v > kMaxGpusOfANode) {
+        ++values_.refused;  // cast to a count, -1 was 4294967295 GPUs
+        continue;
+      }
+      run_.nodes[*k].gpus = std::max(run_.nodes[*k].gpus, static_cast<uint32_t>(v));
     }
   }
   for (size_t k = 0; k < n; ++k) {
@@ -403,21 +434,21 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   s.gpu_count = rn.gpus;
   auto fill = [&](const JobFigure& f) {
     for (const auto& r : query(selector(f.metric, job)))
-      place(r, grid, s, s.*(f.into), f.scale, f.per_interval);
+      place(r, grid, s, s.*(f.into), f.scale, f.per_interval, values_);
   };
   for (const JobFigure& f : kSummaryFigures) fill(f);
   for (const JobFigure& f : kWindowFigures) fill(f);
   for (const auto& r : query(selector("stallwatch_job_cgroup_pressure_some_ratio", job))) {
     const std::string resource = labelOr(r, "resource");
-    if (resource == "io") place(r, grid, s, s.cgroup_io_some, 1.0);
-    if (resource == "cpu") place(r, grid, s, s.cgroup_cpu_some, 1.0);
-    if (resource == "memory") place(r, grid, s, s.cgroup_memory_some, 1.0);
+    if (resource == "io") place(r, grid, s, s.cgroup_io_some, 1.0, false, values_);
+    if (resource == "cpu") place(r, grid, s, s.cgroup_cpu_some, 1.0, false, values_);
+    if (resource == "memory") place(r, grid, s, s.cgroup_memory_some, 1.0, false, values_);
   }
   for (const auto& r : query(selector("stallwatch_pressure_some_ratio", instance))) {
     const std::string resource = labelOr(r, "resource");
-    if (resource == "io") place(r, grid, s, s.io_some, 1.0);
-    if (resource == "cpu") place(r, grid, s, s.cpu_some, 1.0);
-    if (resource == "memory") place(r, grid, s, s.memory_some, 1.0);
+    if (resource == "io") place(r, grid, s, s.io_some, 1.0, false, values_);
+    if (resource == "cpu") place(r, grid, s, s.cpu_some, 1.0, false, values_);
+    if (resource == "memory") place(r, grid, s, s.memory_some, 1.0, false, values_);
   }
   // The devices the job reads first (as the recording orders them), then the host's others.
   std::set<std::pair<std::string, std::string>> reads;
@@ -446,7 +477,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
       const std::string name = labelOr(r, "device");
       if (name.empty()) continue;
       sampled.insert(name);
-      place(r, grid, s, deviceNamed(name).*(f.into), f.scale);
+      place(r, grid, s, deviceNamed(name).*(f.into), f.scale, false, values_);
     }
   }
   for (const auto& f : kMountFigures) {
@@ -454,7 +485,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
       const std::string name = labelOr(r, "mountpoint");
       if (name.empty()) continue;
       sampled.insert(name);
-      place(r, grid, s, deviceNamed(name).*(f.into), f.scale);
+      place(r, grid, s, deviceNamed(name).*(f.into), f.scale, false, values_);
     }
   }
   // A device the job read that has no samples in the window is left out, as from a recording.
@@ -470,7 +501,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
         try {
           model::RankSeries& rank = model::addRank(s, std::stoi(labelOr(r, "rank")));
           rank.node = rn.node;
-          place(r, grid, s, rank.*(f.into), f.scale, f.per_interval);
+          place(r, grid, s, rank.*(f.into), f.scale, f.per_interval, values_);
         } catch (const std::exception&) {
         }
       }

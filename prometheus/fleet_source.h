@@ -31,6 +31,12 @@ struct RunNode {
   uint32_t gpus = 0;
 };
 
+// Values a server sent that no agent exports (issue 46): refused, and counted for the report.
+struct ServerValues {
+  size_t refused = 0;      // not finite, or negative
+  size_t disagreeing = 0;  // one slot of one node filled by two series with different values
+};
+
 struct FoundRun {
   std::string run;
   int64_t from_ms = 0, to_ms = 0;  // the span of its samples, on the step grid
@@ -65,6 +71,8 @@ class FleetSource {
   // (stallwatch_job_limiter and its input wait and speed-up): the limiter it named most often,
   // the mean wait and speed-up. None for a node whose agent said none.
   std::vector<std::optional<model::LimiterVerdict>> limiters();
+  // What was refused of the server's values so far.
+  const ServerValues& values() const { return values_; }
 
  private:
   std::string selector(const std::string& metric, const std::string& more = "") const;
@@ -74,6 +82,7 @@ class FleetSource {
   RunSelection selection_;
   std::string run_matcher_;  // the run label matcher every selector of the run carries
   FoundRun run_;
+  ServerValues values_;
 };
 
 }  // namespace stallwatch::prometheus

@@ -26,6 +26,9 @@ struct FleetReport {
   std::vector<FleetNode> nodes;
   correlator::FleetAnalysis analysis;
   correlator::FleetLimiters limiters;  // in the order of NODES
+  // From Prometheus: the server's values refused (not finite, negative) and slots two series
+  // filled with values that disagree (kept as none).
+  size_t server_values_refused = 0, server_values_disagreeing = 0;
 };
 
 struct FleetInputs {

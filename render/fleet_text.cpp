@@ -155,6 +155,12 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
                        r.nodes.size() == 1 ? "" : "s");
     if (r.run.world_size) out += fmt::format(", world size {}", *r.run.world_size);
     out += "\n";
+    if (r.server_values_refused + r.server_values_disagreeing > 0) {
+      out += fmt::format(
+          "  refused     {} of the server's values not finite or negative, {} where two series "
+          "of one node disagreed (neither kept)\n",
+          r.server_values_refused, r.server_values_disagreeing);
+    }
     if (s.size() == 0) {
       out += "  no samples in the range\n\n";
       continue;
@@ -294,6 +300,8 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
          {"goodput_unknown_because",
           a.goodput.share ? nlohmann::json() : nlohmann::json(a.goodput.unknown_because)},
          {"limiters", limiters},
+         {"server_values_refused", r.server_values_refused},
+         {"server_values_disagreeing", r.server_values_disagreeing},
          {"blips", a.analysis.blips},
          {"incidents", incidents}});
   }

@@ -88,6 +88,32 @@ TEST(PrometheusClient, LongSpansAreAskedInChunksAndJoined) {
   EXPECT_EQ(client.stats().points, 7u);
 }
 
+TEST(PrometheusClient, AnAnswerTooLargeIsAskedAgainInSmallerPiecesAndADuplicateIsRefused) {
+  // The server refuses (as the transport does past kMaxAnswerBytes) any span over 2 steps.
+  auto answer = [](const std::string& path, bool twice) {
+    const auto start = std::stoll(path.substr(path.find("start=") + 6));
+    const auto end = std::stoll(path.substr(path.find("end=") + 4));
+    if (end - start > 10) throw AnswerTooLarge("too large");
+    std::string values;
+    for (auto t = start; t <= end; t += 10) {
+      values += (values.empty() ? "" : ",") + std::string("[") + std::to_string(t) + ",\"1\"]";
+    }
+    const std::string one = R"({"metric":{"a":"b"},"values":[)" + values + "]}";
+    return R"({"status":"success","data":{"resultType":"matrix","result":[)" + one +
+           (twice ? "," + one : "") + "]}}";
+  };
+  auto transport =
+      std::make_unique<FakeTransport>([&](const std::string& p) { return answer(p, false); });
+  Client client(std::move(transport), 8);
+  const auto series = client.queryRange("up", 0, 70'000, 10'000);
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_EQ(series[0].ts_ms.size(), 8u);  // every step, once
+  EXPECT_EQ(series[0].ts_ms.back(), 70'000);
+  Client refusing(
+      std::make_unique<FakeTransport>([&](const std::string& p) { return answer(p, true); }), 2);
+  EXPECT_THROW(refusing.queryRange("up", 0, 10'000, 10'000), QueryError);
+}
+
 TEST(PrometheusClient, LabelValuesAreQuotedForPromQL) {
   EXPECT_EQ(quoted("slurm:1"), "\"slurm:1\"");
   EXPECT_EQ(quoted("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");

@@ -500,6 +500,85 @@ class HostileE2E(unittest.TestCase):
         self.assertIn(b"\\x1b]0;pwned", out.stderr)  # said, made visible
         self.assertIn(b"***@127.0.0.1", out.stderr)
 
+    def prometheus_report(self, scenario):
+        import fake_prometheus
+        t0 = int(time.time()) - 300
+        server, url = fake_prometheus.serve(scenario, t0)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        r = subprocess.run([BIN, "report", "--prometheus", url, "--run", fake_prometheus.RUN, "--since",
+                            str(t0 - 10), "--until", str(t0 + 70), "--json"], capture_output=True, text=True,
+                           timeout=60)
+        run = json.loads(r.stdout)["runs"][0] if r.returncode == 0 else None
+        return r, run, t0 * 1000
+
+    def test_a_prometheus_servers_values_are_checked(self):
+        """Issue 46: values no agent exports are refused and counted, not used: NaN everywhere
+        gave goodput 100 %, a GPU count of -1 gave 4294967295 GPUs, a series sent twice (the
+        second x10) gave 983 % utilisation, +Inf samples a 100 ms step, and a counter rising
+        1000x too slowly shifted the run 16 minutes early."""
+        r, run, t0_ms = self.prometheus_report("healthy")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run["goodput"], 1.0)
+        self.assertEqual(run["server_values_refused"], 0)
+        healthy_start = run["start_ms"]
+        r, run, _ = self.prometheus_report("nan")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNone(run["goodput"])
+        self.assertTrue(run["goodput_unknown_because"])
+        r, run, _ = self.prometheus_report("negative")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNone(run["goodput"])
+        self.assertGreater(run["server_values_refused"], 0)
+        self.assertTrue(all(0 <= n["gpus"] <= 1024 for n in run["nodes"]), run["nodes"])
+        r, run, _ = self.prometheus_report("duplicate")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("twice in one answer", r.stderr)
+        r, run, _ = self.prometheus_report("inf_spacing")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(run["interval_ms"], 1000)
+        self.assertGreater(run["server_values_refused"], 0)
+        r, run, _ = self.prometheus_report("bad_counter")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLessEqual(abs(run["start_ms"] - healthy_start), 1000)  # not minutes early
+        self.assertGreater(run["server_values_refused"], 0)
+
+    def test_a_prometheus_report_has_one_deadline(self):
+        """Issue 46: no bound on the whole command (46 requests of up to 120 s each). A server
+        that answers each request after 2 s: --prometheus-deadline 3s ends it in about 3 s."""
+        import http.server
+        import threading
+
+        class Slow(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                time.sleep(2)
+                body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+                    {"metric": {"run": "slurm:1", "node": "n0", "instance": "i", "training_job": "slurm:1"},
+                     "values": [[time.time() - 100, "1"]]}]}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        started = time.monotonic()
+        r = subprocess.run([BIN, "report", "--prometheus", f"http://127.0.0.1:{server.server_address[1]}",
+                            "--run", "slurm:1", "--since", "1h", "--prometheus-deadline", "3s"],
+                           capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - started
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("deadline of 3 s", r.stderr)
+        self.assertLess(took, 6, took)
+        r = subprocess.run([BIN, "report", "--prometheus", "http://127.0.0.1:1", "--run", "slurm:1",
+                            "--prometheus-deadline", "0s"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+
     def test_stop_kills_a_hung_hook_and_its_setsid_child_at_stop_timeout(self):
         """A job whose steps stall opens an incident; its hook hangs and starts a setsid child.
         SIGTERM: the agent ends within --stop-timeout (not the hook's 60 s), counts the hook as
