@@ -1,7 +1,9 @@
 #include "storage/recording.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +29,13 @@ int checkRecording(SQLite::Database& db, const std::string& path) {
     version = db.execAndGet("PRAGMA user_version").getInt();
     has_runs = db.tableExists("runs");
   } catch (const SQLite::Exception& e) {
+    // SQLite reads a WAL database through its -shm, which it must be able to make or write.
+    if (e.getErrorCode() == SQLITE_READONLY || e.getErrorCode() == SQLITE_CANTOPEN) {
+      throw StoreError(path +
+                       " cannot be read by this user: its -wal or -shm beside it, or its folder, "
+                       "is not writable here (read it as its owner, or copy the .db with its "
+                       "-wal to a folder of your own)");
+    }
     throw StoreError(path + " is not a readable SQLite database: " + e.what());
   }
   if (version < 1 || !has_runs) {
@@ -76,8 +85,17 @@ std::optional<std::string> readOnlyMountUri(const std::string& path) {
   // On a read-only filesystem SQLite cannot make the WAL index (-shm) a reader of a WAL
   // database needs: opened immutable there, as nothing on it can change under the reader.
   struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0 || (fs.f_flag & ST_RDONLY) == 0) return std::nullopt;
-  return fileUri(path) + "?immutable=1";
+  if (::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0)
+    return fileUri(path) + "?immutable=1";
+  // Likewise in a directory this reader cannot write (a 0644 recording in another user's
+  // folder, issue 46), where no -wal file says a writer has it open or left data outside the
+  // file: everything is in the file, and nothing writes it.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct stat wal {};
+  if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0 &&
+      ::stat((path + "-wal").c_str(), &wal) != 0 && errno == ENOENT)
+    return fileUri(path) + "?immutable=1";
+  return std::nullopt;
 }
 
 Recording::Recording(std::string path, SQLite::Database db, int version)

@@ -99,7 +99,8 @@ struct ReplayStats {
 // PATH as a file: URI.
 std::string fileUri(const std::string& path);
 // The file: URI that opens PATH read-only where it lies on a read-only filesystem (immutable:
-// SQLite can make no WAL index there); nullopt where the plain path will do.
+// SQLite can make no WAL index there), or in a folder this reader cannot write with no -wal
+// beside it; nullopt where the plain path will do.
 std::optional<std::string> readOnlyMountUri(const std::string& path);
 
 class Recording {

@@ -329,6 +329,36 @@ class HostileE2E(unittest.TestCase):
             self.assertEqual(r.returncode, 0, (args, r.stderr))
         self.assertEqual(sorted(os.listdir(ro)), [os.path.basename(RECORDING)], "nothing written beside it")
 
+    def test_a_readable_recording_in_a_folder_the_reader_cannot_write(self):
+        """Issue 46: a 0644 recording in a folder an ordinary user cannot write was "not a
+        readable SQLite database: attempt to write a readonly database". Without a -wal beside
+        it, it is read (everything is in the file); with one the user cannot use, it is said why."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to read as another user")
+        folder = os.path.join(self.tmp, "theirs")
+        os.mkdir(folder)
+        db = os.path.join(folder, "run.db")
+        shutil.copy(RECORDING, db)
+        with sqlite3.connect(db) as c:  # everything into the file, the -wal gone
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for extra in ("-wal", "-shm"):
+            if os.path.exists(db + extra):
+                os.remove(db + extra)
+        os.chmod(db, 0o644)
+        os.chmod(folder, 0o755)
+        os.chmod(self.tmp, 0o755)
+        as_nobody = dict(user=65534, group=65534)
+        r = self.run_bin("report", "--db", db, "--json", **as_nobody)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(json.loads(r.stdout)), 1)
+        self.assertEqual(sorted(os.listdir(folder)), ["run.db"], "nothing written beside it")
+        with open(db + "-wal", "wb"):
+            pass
+        os.chmod(db + "-wal", 0o600)  # a -wal the reader cannot read
+        r = self.run_bin("report", "--db", db, **as_nobody)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"cannot be read by this user", r.stderr)
+
     # --- Flags, files and units checked at start -------------------------------------------------
 
     def test_flags_that_name_something_are_checked_at_start(self):
