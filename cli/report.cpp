@@ -5,6 +5,28 @@ namespace stallwatch::cli {
 using render::DeviceRow;
 using render::JobReport;
 
+namespace {
+
+// A report over part of a run: its incidents judged over the hour before it and the ten
+// minutes after (correlator::takeIncidentsFrom), as the whole run's report judges them.
+void judgeInContext(storage::Recording& recording, JobReport& r, const storage::TimeRange& range) {
+  constexpr int64_t kBeforeMs = 3'600'000, kAfterMs = 600'000;
+  const storage::TimeRange around{
+      range.since_ms ? std::optional(*range.since_ms - kBeforeMs) : std::nullopt,
+      range.until_ms ? std::optional(*range.until_ms + kAfterMs) : std::nullopt};
+  model::JobSeries series = recording.jobSeries(r.job, around);
+  if (series.size() == 0) return;
+  const auto context =
+      correlator::summarizeRecordedJob(series, [&](model::JobSeries& s, const auto& windows) {
+        recording.addOtherDevices(r.job, s, windows);
+      });
+  correlator::takeIncidentsFrom(context.analysis, series, r.analysis, r.series);
+  r.goodput = correlator::goodputOf(r.analysis, r.series);
+  r.limits = correlator::analyzeLimits(r.series, r.analysis);  // outside those incidents
+}
+
+}  // namespace
+
 std::vector<JobReport> buildReports(storage::Recording& recording, std::optional<int64_t> job_id,
                                     const storage::TimeRange& range) {
   std::vector<JobReport> reports;
@@ -21,6 +43,7 @@ std::vector<JobReport> buildReports(storage::Recording& recording, std::optional
     r.analysis = std::move(summary.analysis);
     r.limits = std::move(summary.limits);
     r.goodput = summary.goodput;
+    if (range.since_ms || range.until_ms) judgeInContext(recording, r, range);
     r.gaps = std::move(summary.gaps);
     r.ranks = std::move(summary.ranks);
     r.served_by = served_by;

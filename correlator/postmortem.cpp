@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace stallwatch::correlator {
 
@@ -26,6 +27,34 @@ Goodput goodputOf(const Analysis& a, const JobSeries& s) {
   }
   if (total <= 0) return {std::nullopt, "its intervals have no length"};
   return {std::clamp(1.0 - idle / total, 0.0, 1.0)};
+}
+
+void takeIncidentsFrom(const Analysis& context, const JobSeries& cs, Analysis& window,
+                       const JobSeries& ws) {
+  std::map<int64_t, size_t> in_window;  // interval end time -> its index in the window
+  for (size_t k = 0; k < ws.size(); ++k) in_window.emplace(ws.ts_ms[k], k);
+  window.incidents.clear();
+  std::fill(std::begin(window.gpu_seconds_lost), std::end(window.gpu_seconds_lost), 0.0);
+  for (const Incident& c : context.incidents) {
+    std::optional<size_t> first, last;
+    for (size_t i = c.first; i <= c.last && i < cs.size(); ++i) {
+      const auto it = in_window.find(cs.ts_ms[i]);
+      if (it == in_window.end()) continue;
+      if (!first) first = it->second;
+      last = it->second;
+    }
+    if (!first) continue;
+    Incident inc = c;
+    const double whole = static_cast<double>(c.last - c.first + 1);
+    const double inside = static_cast<double>(*last - *first + 1);
+    inc.first = *first;
+    inc.last = *last;
+    inc.start_ms = ws.ts_ms[*first] - static_cast<int64_t>(ws.interval_s[*first] * 1000.0);
+    inc.end_ms = ws.ts_ms[*last];
+    inc.gpu_seconds_lost = c.gpu_seconds_lost * std::min(1.0, inside / whole);
+    window.gpu_seconds_lost[static_cast<size_t>(inc.cls)] += inc.gpu_seconds_lost;
+    window.incidents.push_back(std::move(inc));
+  }
 }
 
 std::vector<Gap> gapsOf(const JobSeries& s) {

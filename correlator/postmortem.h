@@ -66,6 +66,14 @@ JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_dev
 // the share of intervals not spent in incidents, weighted by how idle they were.
 // None where the analysis had nothing to judge the job's progress by (Goodput says why).
 Goodput goodputOf(const Analysis& analysis, const JobSeries& series);
+// A report over part of a run (--since/--until) judged the way the whole run is: CONTEXT is the
+// job judged over a longer span around WINDOW_SERIES (same recording, same interval times), so
+// that a stall under way when the window opens is judged against the pace before it (issue 46:
+// 14 s inside a recorded stall said "goodput 100 %, incidents 0"). WINDOW's incidents become
+// CONTEXT's that overlap the window, clipped to it and re-indexed, their GPU-seconds lost in
+// proportion to the part inside.
+void takeIncidentsFrom(const Analysis& context, const JobSeries& context_series, Analysis& window,
+                       const JobSeries& window_series);
 // Holes longer than one and a half of the job's typical interval.
 std::vector<Gap> gapsOf(const JobSeries& series);
 RankFigures rankFigures(const JobSeries& series, const RankSeries& rank);

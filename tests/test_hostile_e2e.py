@@ -216,6 +216,25 @@ class HostileE2E(unittest.TestCase):
             self.assertIn("goodput     unknown: ", text, case)
             self.assertNotIn("100.00 %", text, case)
 
+    def test_a_range_inside_a_recorded_stall_reports_the_stall(self):
+        """Issue 46: report --since/--until over 14 s inside a recorded stall said "goodput
+        100.00 %, incidents 0" while `incidents` listed it. The range is judged with the hour
+        before it, as the whole run is: the stall is there, clipped to the range."""
+        with open(RECORDING[:-3] + ".window") as f:
+            t_in = int(f.read().split()[0]) // 1000
+        db = os.path.join(self.tmp, "stall.db")
+        for suffix in ("", "-wal"):
+            if os.path.exists(RECORDING + suffix):
+                shutil.copy(RECORDING + suffix, db + suffix)
+        [inside] = json.loads(self.run_bin("report", "--db", db, "--json", "--since", str(t_in + 3),
+                                           "--until", str(t_in + 17)).stdout)
+        [whole] = json.loads(self.run_bin("report", "--db", db, "--json").stdout)
+        self.assertEqual(len(inside["incidents"]), 1, inside["incidents"])
+        self.assertEqual(inside["incidents"][0]["class"], whole["incidents"][0]["class"])
+        self.assertGreaterEqual(inside["incidents"][0]["start_ms"], (t_in + 2) * 1000)
+        self.assertLess(inside["goodput"], 0.5)
+        self.assertLessEqual(inside["incidents"][0]["gpu_seconds_lost"], whole["incidents"][0]["gpu_seconds_lost"])
+
     def test_mount_points_with_bad_bytes_and_newlines(self):
         """A mount point with a byte that is not UTF-8, a newline and an ESC: devices --json is
         valid, the text listing keeps one row per mount and prints no control character."""
