@@ -4,6 +4,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,15 @@
 #include <vector>
 
 namespace stallwatch::storage {
+
+// A reading a recording holds, or none where it is no reading: NaN, infinite, or past any a
+// collector gives (1e15: a PB/s, a thousand trillion steps). A recording is a file anyone may
+// have edited: 1e308 waited seconds summed to infinity, then "waited for input -nan %" (issue 46).
+inline std::optional<double> reading(double v) {
+  constexpr double kMaxReading = 1e15;
+  if (!std::isfinite(v) || std::fabs(v) > kMaxReading) return std::nullopt;
+  return v;
+}
 
 // The current row of Q by column name. Q must have been prepared; names are its result
 // columns (an expression needs an AS name).
@@ -28,7 +38,7 @@ class Columns {
   }
   std::optional<double> optionalReal(const char* name) const {
     const SQLite::Column c = at(name);
-    return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+    return c.isNull() ? std::nullopt : reading(c.getDouble());
   }
   std::optional<int64_t> optionalInt64(const char* name) const {
     const SQLite::Column c = at(name);
@@ -40,7 +50,7 @@ class Columns {
 };
 
 inline std::optional<double> optionalReal(const SQLite::Column& c) {
-  return c.isNull() ? std::nullopt : std::optional<double>(c.getDouble());
+  return c.isNull() ? std::nullopt : reading(c.getDouble());
 }
 
 // The parameter KEY (a name, ":x", or a 1-based position) bound to VALUE, or NULL without

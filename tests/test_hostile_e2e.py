@@ -235,6 +235,25 @@ class HostileE2E(unittest.TestCase):
         self.assertLess(inside["goodput"], 0.5)
         self.assertLessEqual(inside["incidents"][0]["gpu_seconds_lost"], whole["incidents"][0]["gpu_seconds_lost"])
 
+    def test_readings_past_any_collector_are_no_readings(self):
+        """Issue 46: a recording with waits of 1e308 s and steps of INT64_MAX printed "waited for
+        input -nan %". Such a value is no reading: the report is made from the rest."""
+        db = os.path.join(self.tmp, "edited.db")
+        for suffix in ("", "-wal"):
+            if os.path.exists(RECORDING + suffix):
+                shutil.copy(RECORDING + suffix, db + suffix)
+        with sqlite3.connect(db) as c:
+            c.execute("UPDATE job_samples SET data_wait_seconds = 1e308 WHERE rowid % 3 = 0")
+            c.execute("UPDATE job_samples SET steps = 9223372036854775807 WHERE rowid % 7 = 0")
+        text = self.run_bin("report", "--db", db)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertNotIn(b"nan", text.stdout.lower())
+        self.assertNotIn(b"inf ", text.stdout.lower())
+        r = self.run_bin("report", "--db", db, "--json")
+        [report] = json.loads(r.stdout, parse_constant=lambda c: self.fail(f"{c} in the JSON"))
+        self.assertGreaterEqual(report["limiter"]["input_wait_share"], 0)
+        self.assertLessEqual(report["limiter"]["input_wait_share"], 1)
+
     def test_mount_points_with_bad_bytes_and_newlines(self):
         """A mount point with a byte that is not UTF-8, a newline and an ESC: devices --json is
         valid, the text listing keeps one row per mount and prints no control character."""
