@@ -238,6 +238,13 @@ FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader
     // The job's "ranks" are its nodes, numbered by index: name the ranks they ran instead.
     if (inc.straggler) fi.straggler_node = static_cast<size_t>(inc.straggler->rank);
     for (int32_t n : inc.ranks_starved) fi.starved_nodes.push_back(static_cast<size_t>(n));
+    // Neither one node nor a set of them stood out (one node recorded, the others missing; or
+    // all alike): each node's own series explains it, where they are few enough to read
+    // (issue 46: a lone node's own slow disk was called "not-storage").
+    constexpr size_t kExplainAllUpTo = 16;
+    if (!fi.straggler_node && fi.starved_nodes.empty() && nodes.size() <= kExplainAllUpTo) {
+      for (size_t n = 0; n < nodes.size(); ++n) fi.starved_nodes.push_back(n);
+    }
     inc.straggler.reset();
     inc.ranks_starved.clear();
     inc.waiting_ranks.clear();

@@ -225,6 +225,25 @@ class FleetE2E(unittest.TestCase):
         d, _, _, _ = self.real_run("healthy")
         self.assertEqual(self.report(d)["incidents"], [])
 
+    def test_a_lone_node_is_judged_on_its_own_series(self):
+        """Issue 46: with node 0's recording missing, node 1's own slow disk (46 ms await, 8
+        threads in D) was "not-storage, starved alike" with no node named. A stall no node
+        stands out in is explained on each node's own series."""
+        d, t_in, t_out, node = self.real_run("node1-disk")
+        lone = os.path.join(self.tmp, "lone")
+        os.mkdir(lone)
+        for f in os.listdir(d):
+            if f.startswith(f"node{node}.db"):
+                shutil.copy(os.path.join(d, f), lone)
+        run = self.report(lone)
+        self.assertEqual(run["missing_ranks"], [0])
+        self.assertEqual(len(run["incidents"]), 1, run["incidents"])
+        inc = run["incidents"][0]
+        self.assertEqual(inc["class"], "disk-slow")
+        self.assertEqual(inc["device"], "loop0")
+        self.assertEqual(inc["nodes_starved"], [run["nodes"][0]["node"]])
+        self.assertEqual(inc["on_nodes"][0]["incident"]["class"], "disk-slow")
+
     def test_html_in_chromium(self):
         browser = chromium()
         if not browser:
