@@ -58,6 +58,7 @@ void CollectorSet::account(Active& a, const collectors::CollectResult& r, int64_
   a.stats.last_ok = r.outcome != collectors::Outcome::kError && !r.unavailable;
   a.stats.available = !r.unavailable;
   a.stats.skipped += r.skipped;
+  a.stats.refused += r.refused;
   switch (r.outcome) {
     case collectors::Outcome::kData:
       ++a.stats.data;

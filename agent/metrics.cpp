@@ -53,6 +53,11 @@ void renderAgent(const MetricsSnapshot& s, Writer& w) {
            "Malformed or out-of-range values skipped.");
   for (const auto& c : s.collectors)
     w.sample({{"collector", c.name}}, static_cast<double>(c.skipped));
+  w.family("stallwatch_collector_refused_total", "counter",
+           "Items not taken because a bound was reached (the jobs collector: processes not "
+           "tracked while --max-jobs jobs were).");
+  for (const auto& c : s.collectors)
+    w.sample({{"collector", c.name}}, static_cast<double>(c.refused));
   w.family("stallwatch_writer_queue_depth", "gauge", "Intervals waiting for the database writer.");
   w.sample(static_cast<double>(s.writer.queue_depth));
   w.family("stallwatch_writer_written_batches_total", "counter",

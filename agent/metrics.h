@@ -35,6 +35,7 @@ struct CollectorStats {
   bool last_ok = true;    // the last collection was neither an error nor without its source
   bool available = true;  // its source exists on this host (an NVIDIA driver, PSI)
   std::chrono::nanoseconds total_cpu_time{0};  // the sampling thread's CPU inside collect()
+  uint64_t refused = 0;  // items not taken past a bound (processes past the jobs cap)
 };
 
 // A drive's health verdict, as the health thread last read it.

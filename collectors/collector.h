@@ -27,6 +27,7 @@ struct CollectResult {
   // No data because the source is missing on this host (no NVIDIA driver, no PSI), not because
   // there was nothing to read this time (no job yet): the collector is not working here.
   bool unavailable = false;
+  uint64_t refused = 0;  // items not taken past a bound this time (processes past the jobs cap)
 
   static CollectResult data(uint64_t skipped = 0) { return {Outcome::kData, {}, skipped, {}}; }
   static CollectResult noData(std::string why) { return {Outcome::kNoData, std::move(why), 0, {}}; }

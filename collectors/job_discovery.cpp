@@ -14,6 +14,8 @@ namespace stallwatch::collectors {
 namespace {
 
 constexpr int kMaxAncestorDepth = 64;
+// Of max_jobs, what ordinary users' dataloader senders cannot take (at most an eighth).
+constexpr size_t kReservedJobSlots = 32;
 constexpr size_t kMaxCmdlineBytes = 512;
 // A job id from a process's environment (SLURM_JOB_ID, TORCHELASTIC_RUN_ID...): what any process
 // can set, so bounded (it becomes a label value on /metrics) and made valid UTF-8.
@@ -204,7 +206,14 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
       key += "~uid" + std::to_string(*uid);
     }
   }
-  if (jobs_.size() >= options_.max_jobs && !jobs_.count(key)) {
+  // Ordinary users' senders (a datagram is all it takes to be one) leave the last slots to
+  // jobs found otherwise (a GPU, --pid, --cgroup) and to root's: a flood of job ids from one
+  // user cannot keep a real job untracked (issue 46).
+  const bool ordinary_sender = sender && forced_key.empty() && (!uid || *uid != 0);
+  const size_t cap = ordinary_sender
+                         ? options_.max_jobs - std::min(options_.max_jobs / 8, kReservedJobSlots)
+                         : options_.max_jobs;
+  if (jobs_.size() >= cap && !jobs_.count(key)) {
     ++jobs_refused_;
     return nullptr;
   }

@@ -394,6 +394,8 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
                              ? CollectResult::noData(socket_ ? std::string() : "no job found yet")
                              : CollectResult::data();
   result.notice = std::move(notice);
+  result.refused = jobs_refused_ - refused_said_;
+  refused_said_ = jobs_refused_;
   return result;
 }
 

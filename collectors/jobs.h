@@ -229,6 +229,7 @@ class JobTracker final : public Collector {
   // Launcher -> the key of the job its senders make, kept while the launcher lives.
   std::map<ProcessId, std::string> launcher_jobs_;
   uint64_t jobs_refused_ = 0;  // processes not tracked: max_jobs reached
+  uint64_t refused_said_ = 0;  // of them, counted in a CollectResult already
   bool said_refused_ = false;
   uint64_t ticks_ = 0;
   int64_t last_tick_ns_ = 0;

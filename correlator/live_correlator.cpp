@@ -218,16 +218,14 @@ std::optional<IncidentEvent> LiveCorrelator::closeOf(const std::string& key, Job
 std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch& batch) {
   std::vector<IncidentEvent> events;
   recordHostDisks(batch);
+  // A job that ended in this batch is forgotten after its last samples below: forgotten here,
+  // those samples made it again, kept for good (issue 46: a flood of short jobs grew the agent
+  // and /metrics without end).
+  std::vector<const collectors::JobDescription*> ended;
   for (const auto& u : batch.job_updates) {
     auto& job = this->job(u.key);
     job.label = u.label;
-    if (u.ended_ms) {
-      if (auto e = closeOf(u.key, job, batch.wall_time_ms,
-                           job.open ? job.open->last_stalled_ms : batch.wall_time_ms)) {
-        events.push_back(std::move(*e));
-      }
-      jobs_.erase(u.key);
-    }
+    if (u.ended_ms) ended.push_back(&u);
   }
   for (const auto& r : batch.rank_updates) {
     if (auto it = jobs_.find(r.key); it != jobs_.end()) it->second.rank_facts[r.rank] = r;
@@ -326,6 +324,16 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       job.open = std::move(open);
       events.push_back(eventOf(IncidentEventKind::kOpen, sample.key, job, batch.wall_time_ms));
     }
+  }
+  for (const collectors::JobDescription* u : ended) {
+    auto it = jobs_.find(u->key);
+    if (it == jobs_.end()) continue;
+    JobState& job = it->second;
+    if (auto e = closeOf(u->key, job, batch.wall_time_ms,
+                         job.open ? job.open->last_stalled_ms : batch.wall_time_ms)) {
+      events.push_back(std::move(*e));
+    }
+    jobs_.erase(it);
   }
   return events;
 }

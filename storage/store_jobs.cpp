@@ -40,7 +40,13 @@ void Store::writeJobFacts(const collectors::SampleBatch& b) {
     st.bind(":last_seen_ms", b.wall_time_ms);
     bindTextOrNull(st, ":cgroup_limits", j.cgroup_limits);
     st.executeStep();
-    job_ids_[j.key] = st.getColumn(0).getInt64();
+    // The cache holds the jobs running: an ended one is looked up again if it comes back
+    // (issue 46: a flood of short jobs grew it without end).
+    if (j.ended_ms) {
+      job_ids_.erase(j.key);
+    } else {
+      job_ids_[j.key] = st.getColumn(0).getInt64();
+    }
   }
   for (const auto& p : b.job_processes) {
     const int64_t job = jobId(p.key);

@@ -194,6 +194,7 @@ TEST_F(JobTrackerTest, JobsPastTheCapAreNotTrackedAndAreSaid) {
   EXPECT_NE((r.notice + next.notice).find("more than 1 jobs at once"), std::string::npos)
       << r.notice << " / " << next.notice;
   EXPECT_EQ(second.jobs.size(), 1u);
+  EXPECT_GT(r.refused + next.refused, 0u);  // counted for /metrics (issue 46)
 }
 
 // Each rank in a cgroup of its own, rank 1's with an io.max limit: the job's figures are rank

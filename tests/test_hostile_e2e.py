@@ -5,6 +5,7 @@ damaged recordings, flags that cannot work. The real binary, real processes, rea
 
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -314,6 +315,54 @@ class HostileE2E(unittest.TestCase):
         self.assertEqual(jobs.get("slurm:4243"), 30, jobs)
         self.assertEqual(jobs.get("slurm:4243~uid1001"), 30, jobs)
         self.assertNotIn("slurm:4243~uid0", jobs)
+
+    def test_a_flood_of_job_ids_leaves_room_for_a_real_job_and_nothing_behind(self):
+        """Issue 46: 270 processes of uid 1001, each naming its own SLURM_JOB_ID, filled the
+        256-job cap, and root's job started meanwhile went untracked with nothing said on
+        /metrics; ended jobs' limiter series stayed on /metrics for good. Now the ordinary
+        user's senders get 224 slots, root's job is tracked at once, the refusals are counted,
+        and once the flood ends its series go."""
+        if os.geteuid() != 0 or not shutil.which("cc"):
+            self.skipTest("needs root (another user's processes) and a C compiler")
+        sender = os.path.join(self.tmp, "flood_sender")
+        subprocess.run(["cc", "-O2", "-o", sender, os.path.join(HERE, "flood_sender.c")], check=True)
+        os.chmod(self.tmp, 0o755)
+        port = free_port()
+        agent = self.start_agent("--socket-mode", "0666", "--listen", f"127.0.0.1:{port}")
+        os.chmod(os.path.dirname(self.sock), 0o755)
+        flood = []
+        for i in range(270):
+            env = {"SLURM_JOB_ID": f"flood{i}", "PATH": "/usr/bin:/bin"}
+            flood.append(subprocess.Popen(["setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", sender,
+                                           self.sock, "12000"], env=env))
+        self.procs.extend(flood)
+        time.sleep(4)  # the flood found, the cap full
+        real = subprocess.Popen([sender, self.sock, "3000"], env={"SLURM_JOB_ID": "realjob"})
+        self.procs.append(real)
+
+        def metrics():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                return r.read().decode()
+
+        seen = None
+        for _ in range(30):
+            time.sleep(0.2)
+            if 'training_job="slurm:realjob"' in metrics():
+                seen = True
+                break
+        self.assertTrue(seen, "root's job not on /metrics within 6 s of its start")
+        page = metrics()
+        refused = re.search(r'stallwatch_collector_refused_total\{collector="jobs"\} (\S+)', page)
+        self.assertIsNotNone(refused)
+        self.assertGreater(float(refused.group(1)), 0)
+        tracked = len(set(re.findall(r'training_job="(slurm:flood\d+~uid1001)"', page)))
+        self.assertLessEqual(tracked, 224)
+        for p in flood + [real]:
+            p.wait(timeout=60)
+        time.sleep(3)
+        self.assertNotIn("flood", metrics())  # the ended jobs' series are gone
+        agent.terminate()
+        agent.communicate(timeout=15)
 
     # --- Security: files ------------------------------------------------------------------------
 
