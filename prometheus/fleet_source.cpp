@@ -210,45 +210,67 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
   }
   run_.run = selection_.run;
   const std::string run = run_matcher_;
-  const int64_t span = std::max<int64_t>(1000, selection_.until_ms - selection_.since_ms);
-  const int64_t coarse = ceilTo(std::max<int64_t>(1000, span / kDiscoveryPoints), 1000);
-  const std::string window = fmt::format("[{}s]", coarse / 1000);
   // The nodes: each (node, instance, job) that said it is part of the run, and when.
   struct Seen {
     RunNode node;
     int64_t first = INT64_MAX, last = INT64_MIN;
   };
   std::map<std::string, Seen> by_node;
-  for (const auto& s : client_.queryRange(
-           fmt::format(
-               "max by (run, node, instance, training_job, world_size) (max_over_time({}{}))",
-               selector("stallwatch_run_job_info", run), window),
-           selection_.since_ms, selection_.until_ms, coarse)) {
-    if (s.ts_ms.empty()) continue;
-    const std::string node = labelOr(s, "node");
-    Seen& seen = by_node[node];
-    // A job restarted on the node under another key: the one seen longest stands for it.
-    const int64_t first = s.ts_ms.front() - coarse, last = s.ts_ms.back();
-    if (const std::string* r = label(s, "run")) run_.run = *r;
-    if (seen.node.instance.empty() || last - first > seen.last - seen.first) {
-      seen.node = {node, labelOr(s, "instance"), labelOr(s, "training_job"), {}, 0};
-      seen.first = first;
-      seen.last = last;
-    }
-    if (const std::string* w = label(s, "world_size"); w && !w->empty()) {
-      try {
-        if (auto n = model::believableWorldSize(std::stoll(*w))) run_.world_size = n;
-      } catch (const std::exception&) {
+  auto discoverNodes = [&](int64_t from_ms, int64_t to_ms, int64_t grid_ms) {
+    std::map<std::string, Seen> found;
+    for (const auto& s : client_.queryRange(
+             fmt::format(
+                 "max by (run, node, instance, training_job, world_size) (max_over_time({}[{}s]))",
+                 selector("stallwatch_run_job_info", run), grid_ms / 1000),
+             from_ms, to_ms, grid_ms)) {
+      if (s.ts_ms.empty()) continue;
+      const std::string node = labelOr(s, "node");
+      Seen& seen = found[node];
+      // A job restarted on the node under another key: the one seen longest stands for it.
+      const int64_t first = s.ts_ms.front() - grid_ms, last = s.ts_ms.back();
+      if (const std::string* r = label(s, "run")) run_.run = *r;
+      if (seen.node.instance.empty() || last - first > seen.last - seen.first) {
+        seen.node = {node, labelOr(s, "instance"), labelOr(s, "training_job"), {}, 0};
+        seen.first = first;
+        seen.last = last;
+      }
+      if (const std::string* w = label(s, "world_size"); w && !w->empty()) {
+        try {
+          if (auto n = model::believableWorldSize(std::stoll(*w))) run_.world_size = n;
+        } catch (const std::exception&) {
+        }
       }
     }
+    return found;
+  };
+  // Found on a coarse grid over the whole search span, then again over the run's own span,
+  // until the grid is a second or the span no narrower: a 60 s run found in 24 h on a 144 s
+  // grid had its span, and with it the scrape interval, wrong (issue 42: a 15 s step).
+  int64_t since = selection_.since_ms, until = selection_.until_ms, coarse = 1000;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int64_t span = std::max<int64_t>(1000, until - since);
+    coarse = ceilTo(std::max<int64_t>(1000, span / kDiscoveryPoints), 1000);
+    by_node = discoverNodes(since, until, coarse);
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const auto& [name, seen] : by_node) {
+      first = std::min(first, seen.first);
+      last = std::max(last, seen.last);
+    }
+    if (by_node.empty() || coarse <= 1000) break;
+    const int64_t narrower_since = std::max(selection_.since_ms, first - coarse);
+    const int64_t narrower_until = std::min(selection_.until_ms, last + coarse);
+    if (narrower_until - narrower_since >= span / 2) break;
+    since = narrower_since;
+    until = narrower_until;
   }
+  const std::string window = fmt::format("[{}s]", coarse / 1000);
   if (by_node.empty()) return;
   // Its ranks, from every rank family (one at a time: over_time drops the names, and two
   // families' series would collide).
   for (const RankFigure& f : kRankFigures) {
     for (const auto& s : client_.queryRange(fmt::format("max by (node, rank) (max_over_time({}{}))",
                                                         selector(f.metric, run), window),
-                                            selection_.since_ms, selection_.until_ms, coarse)) {
+                                            since, until, coarse)) {
       const auto it = by_node.find(labelOr(s, "node"));
       if (it == by_node.end()) continue;
       try {

@@ -483,6 +483,12 @@ scrape_configs:
                     self.assertLessEqual(abs(late), 1000 + 250, late_ms)
         self.assertEqual(len(self.report_json(["--prometheus", base, "--run", "torchelastic:sw2n-node1-disk",
                                                "--since", str(int(started_s) - 5)])["incidents"]), 1)
+        # With its defaults (the last 24 h): the run's span is found again on a finer grid, so
+        # the step is the scrape interval, not 15 s, and the stall is there (issue 42).
+        default = self.report_json(["--prometheus", base, "--run", "torchelastic:sw2n-node1-disk"])
+        self.assertEqual(default["interval_ms"], 1000)
+        self.assertEqual([(i["class"], i["straggler_node"]) for i in default["incidents"]],
+                         [("disk-slow", "node1")])
 
     def report_json(self, args):
         r = subprocess.run([BIN, "report", "--json", *args], capture_output=True, text=True, timeout=60)
