@@ -1,4 +1,5 @@
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -14,69 +15,98 @@ namespace {
 struct IncidentsArgs {
   std::string db;
   bool recompute = false;
+  bool live = false;
   bool json = false;
   std::optional<int64_t> job;
 };
 
+// The post-mortem's incidents of each job, as `report` finds them: the one answer (issue 42).
+std::vector<storage::StoredIncident> postMortem(storage::Recording& recording,
+                                                std::optional<int64_t> job_id) {
+  std::vector<storage::StoredIncident> out;
+  for (const auto& job : recording.jobs(job_id)) {
+    auto series = recording.jobSeries(job, {});
+    if (series.size() == 0) continue;
+    const auto analysis =
+        correlator::analyzeJobOnHost(series, [&](model::JobSeries& s, const auto& windows) {
+          recording.addOtherDevices(job, s, windows);
+        });
+    for (const auto& inc : analysis.incidents)
+      out.push_back({0, job.job_id, job.label, inc, "post-mortem", 0});
+  }
+  return out;
+}
+
+void print(const std::vector<storage::StoredIncident>& incidents, const std::string& path,
+           bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : incidents) {
+      nlohmann::json j = render::incidentJson(s.incident);
+      j["incident_id"] = s.incident_id ? nlohmann::json(s.incident_id) : nlohmann::json();
+      j["job_id"] = s.job_id;
+      j["job"] = s.job_label;
+      j["source"] = s.source;
+      j["detected_ms"] = s.detected_ms ? nlohmann::json(s.detected_ms) : nlohmann::json();
+      out.push_back(j);
+    }
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return;
+  }
+  if (incidents.empty()) std::cout << "no incidents in " << path << "\n";
+  for (const auto& s : incidents) {
+    std::cout << (s.incident_id ? "#" + std::to_string(s.incident_id) + "  " : std::string())
+              << "job " << s.job_id << " " << common::printable(s.job_label) << "\n    "
+              << common::printableLines(render::describeIncident(s.incident)) << "  [" << s.source
+              << "]\n";
+    if (const std::string ranks = correlator::rankSummary(s.incident); !ranks.empty()) {
+      std::cout << "    " << ranks << "\n";
+    }
+    for (const auto& e : s.incident.evidence) {
+      if (!e.supports) continue;
+      std::cout << "      * " << common::printable(e.signal) << ": " << e.baseline << " -> "
+                << e.during << "\n";
+    }
+  }
+}
+
 int runIncidents(const IncidentsArgs& args) {
   const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  if (args.live && args.recompute) {
+    std::cerr << "stallwatch incidents: --live shows what was paged, --recompute stores the "
+                 "post-mortem's answer: give one\n";
+    return 2;
+  }
   try {
     // A stallwatch recording of a version this one reads, before anything is written to it:
     // --recompute must not install stallwatch's tables into someone else's SQLite file.
-    auto checked = storage::Recording::open(path);
-    if (args.job && checked.jobs(args.job).empty()) {
+    auto recording = storage::Recording::open(path);
+    if (args.job && recording.jobs(args.job).empty()) {
       std::cerr << "stallwatch incidents: no job " << *args.job << " in " << path
                 << " (`stallwatch jobs` lists them)\n";
       return 1;
     }
-    if (args.recompute) {
-      // Through Store::open, so that an older DB gains the incidents table first.
-      auto store = storage::Store::open(path);
-      auto recording = storage::Recording::open(path);
-      size_t jobs = 0, found = 0;
-      for (const auto& job : recording.jobs(args.job)) {
-        auto series = recording.jobSeries(job, {});
-        const auto analysis =
-            correlator::analyzeJobOnHost(series, [&](model::JobSeries& s, const auto& windows) {
-              recording.addOtherDevices(job, s, windows);
-            });
-        store->replaceIncidents(job.job_id, "recompute", analysis.incidents, nowMs());
-        ++jobs;
-        found += analysis.incidents.size();
-      }
-      std::cerr << "recomputed " << jobs << " job(s): " << found << " incident(s)\n";
-    }
-    const auto incidents =
-        storage::Recording::open(path, storage::Recording::Needs::kIncidents).incidents(args.job);
-    if (args.json) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& s : incidents) {
-        nlohmann::json j = render::incidentJson(s.incident);
-        j["incident_id"] = s.incident_id;
-        j["job_id"] = s.job_id;
-        j["job"] = s.job_label;
-        j["source"] = s.source;
-        j["detected_ms"] = s.detected_ms;
-        out.push_back(j);
-      }
-      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (args.live) {  // what the agent paged, as it paged it
+      auto stored =
+          storage::Recording::open(path, storage::Recording::Needs::kIncidents).incidents(args.job);
+      std::erase_if(stored, [](const auto& s) { return s.source != "live"; });
+      print(stored, path, args.json);
       return 0;
     }
-    if (incidents.empty()) std::cout << "no incidents in " << path << "\n";
-    for (const auto& s : incidents) {
-      std::cout << "#" << s.incident_id << "  job " << s.job_id << " "
-                << common::printable(s.job_label) << "\n    "
-                << common::printableLines(render::describeIncident(s.incident)) << "  [" << s.source
-                << "]\n";
-      if (const std::string ranks = correlator::rankSummary(s.incident); !ranks.empty()) {
-        std::cout << "    " << ranks << "\n";
-      }
-      for (const auto& e : s.incident.evidence) {
-        if (!e.supports) continue;
-        std::cout << "      * " << common::printable(e.signal) << ": " << e.baseline << " -> "
-                  << e.during << "\n";
-      }
+    auto found = postMortem(recording, args.job);
+    if (args.recompute) {
+      // Through Store::open, so that an older DB gains the incidents table first; each job's
+      // earlier post-mortem rows replaced, never added beside.
+      auto store = storage::Store::open(path);
+      std::map<int64_t, std::vector<model::Incident>> by_job;
+      for (const auto& job : recording.jobs(args.job)) by_job[job.job_id];
+      for (const auto& s : found) by_job[s.job_id].push_back(s.incident);
+      for (const auto& [job_id, incidents] : by_job)
+        store->replaceIncidents(job_id, "recompute", incidents, nowMs());
+      std::cerr << "recomputed " << by_job.size() << " job(s): " << found.size()
+                << " incident(s)\n";
     }
+    print(found, path, args.json);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch incidents: " << path << ": " << e.what() << "\n";
     return 1;
@@ -89,10 +119,14 @@ int runIncidents(const IncidentsArgs& args) {
 CommandRunner addIncidentsCommand(CLI::App& app) {
   auto args = std::make_shared<IncidentsArgs>();
   CLI::App* cmd =
-      app.add_subcommand("incidents", "List the stalls found in a database, with their causes");
+      app.add_subcommand("incidents",
+                         "List the stalls in a database with their causes: the post-mortem's "
+                         "answer (as `report` gives it), or with --live what the agent paged");
   cmd->add_option("--db", args->db, "Database file (default: the recorder's default)");
   cmd->add_flag("--recompute", args->recompute,
-                "Recompute every job's incidents from its samples and store them first");
+                "Store the post-mortem's incidents in the database too (replacing earlier ones)");
+  cmd->add_flag("--live", args->live,
+                "What the agent paged while the job ran, as it paged it (its class at the time)");
   cmd->add_option("--job", args->job, "Only this job (its id in `stallwatch jobs`)");
   cmd->add_flag("--json", args->json, "Print JSON");
   return [args] { return runIncidents(*args); };

@@ -28,7 +28,7 @@ EXPECTED = ROOT / "tests" / "golden" / "expected"
 # (name, arguments): the order matters, --recompute rewrites the stored incidents.
 COMMANDS = [
     ("jobs", ["jobs", "--json"]),
-    ("incidents_stored", ["incidents", "--json"]),
+    ("incidents_stored", ["incidents", "--live", "--json"]),
     ("incidents_recompute", ["incidents", "--recompute", "--json"]),
     ("report", ["report", "--json"]),
     ("report_text", ["report"]),

@@ -88,7 +88,7 @@ def main():
             live = live_incidents(binary, copy)
             post = json.loads(run([binary, "--log-level", "off", "incidents", "--recompute", "--json", "--db", str(copy)]))
             # The recording may hold the incidents its agent found live, too: the post-mortem's only.
-            post = [p for p in post if p["source"] == "recompute"]
+            post = [p for p in post if p["source"] == "post-mortem"]
             for p in post:
                 twins = [l for l in live if l["start_ms"] < p["end_ms"] and p["start_ms"] < l["end_ms"]]
                 if not twins:
