@@ -240,6 +240,8 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   std::vector<std::optional<model::LimiterVerdict>> judged;
   for (const size_t i : of_node) judged.push_back(std::move(verdicts[i]));
   report.limiters = correlator::summarizeFleetLimiters(std::move(judged));
+  report.step_ms = found.step_ms;
+  report.data_step_ms = found.data_step_ms;
   report.server_values_refused = source.values().refused;
   report.server_values_disagreeing = source.values().disagreeing;
   std::vector<FleetReport> reports;

@@ -302,7 +302,7 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
   const int64_t at = (first + last) / 2 / 1000 * 1000;
   run_.step_given = selection_.step_ms.has_value();
   run_.step_ms = selection_.step_ms.value_or(kDefaultStepMs);
-  if (!selection_.step_ms) {
+  {  // the samples' own spacing, also where a step was given: said when it is coarser
     std::vector<double> spacing;
     for (const auto& s :
          client_.queryRange(fmt::format("count_over_time({}[{}s])",
@@ -318,8 +318,9 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
     if (!spacing.empty()) {
       // Scrape intervals are whole seconds, or a round fraction of one.
       const double ms = medianOf(std::move(spacing));
-      run_.step_ms = ms >= 1000 ? std::llround(ms / 1000.0) * 1000
-                                : std::max<int64_t>(100, std::llround(ms / 100.0) * 100);
+      run_.data_step_ms = ms >= 1000 ? std::llround(ms / 1000.0) * 1000
+                                     : std::max<int64_t>(100, std::llround(ms / 100.0) * 100);
+      if (!selection_.step_ms) run_.step_ms = run_.data_step_ms;
     }
   }
   run_.from_ms = first / run_.step_ms * run_.step_ms;

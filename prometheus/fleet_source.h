@@ -41,7 +41,9 @@ struct FoundRun {
   std::string run;
   int64_t from_ms = 0, to_ms = 0;  // the span of its samples, on the step grid
   int64_t step_ms = 0;
-  bool step_given = false;  // false: found from the samples' spacing
+  bool step_given = false;   // false: found from the samples' spacing
+  int64_t data_step_ms = 0;  // the samples' own spacing (0: not found); a coarser step misses
+                             // stalls shorter than it
   // What the series' times are shifted back by from Prometheus's steps: the agents' sampling
   // interval, from the rise of stallwatch_intervals_total (0 where they do not export it). A value
   // Prometheus holds at a step is the one the agent gave for its interval before the scrape: half a

@@ -29,6 +29,9 @@ struct FleetReport {
   // From Prometheus: the server's values refused (not finite, negative) and slots two series
   // filled with values that disagree (kept as none).
   size_t server_values_refused = 0, server_values_disagreeing = 0;
+  // From Prometheus: the step asked for (--prometheus-step) where coarser than the samples'
+  // own spacing, and that spacing; a stall shorter than the step may be missed.
+  int64_t step_ms = 0, data_step_ms = 0;
 };
 
 struct FleetInputs {

@@ -155,6 +155,12 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
                        r.nodes.size() == 1 ? "" : "s");
     if (r.run.world_size) out += fmt::format(", world size {}", *r.run.world_size);
     out += "\n";
+    if (r.data_step_ms > 0 && r.step_ms > r.data_step_ms) {
+      out += fmt::format(
+          "  coarse      read at a step of {}, coarser than the agents' samples ({}): a stall "
+          "shorter than {} may be missed\n",
+          seconds(r.step_ms), seconds(r.data_step_ms), seconds(r.step_ms));
+    }
     if (r.server_values_refused + r.server_values_disagreeing > 0) {
       out += fmt::format(
           "  refused     {} of the server's values not finite or negative, {} where two series "
@@ -301,6 +307,10 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
           a.goodput.share ? nlohmann::json() : nlohmann::json(a.goodput.unknown_because)},
          {"limiters", limiters},
          {"server_values_refused", r.server_values_refused},
+         {"step_coarser_than_samples",
+          r.data_step_ms > 0 && r.step_ms > r.data_step_ms
+              ? nlohmann::json({{"step_ms", r.step_ms}, {"samples_ms", r.data_step_ms}})
+              : nlohmann::json()},
          {"server_values_disagreeing", r.server_values_disagreeing},
          {"blips", a.analysis.blips},
          {"incidents", incidents}});

@@ -617,14 +617,14 @@ class HostileE2E(unittest.TestCase):
         self.assertIn(b"\\x1b]0;pwned", out.stderr)  # said, made visible
         self.assertIn(b"***@127.0.0.1", out.stderr)
 
-    def prometheus_report(self, scenario):
+    def prometheus_report(self, scenario, *extra):
         import fake_prometheus
         t0 = int(time.time()) - 300
         server, url = fake_prometheus.serve(scenario, t0)
         self.addCleanup(server.server_close)
         self.addCleanup(server.shutdown)
         r = subprocess.run([BIN, "report", "--prometheus", url, "--run", fake_prometheus.RUN, "--since",
-                            str(t0 - 10), "--until", str(t0 + 70), "--json"], capture_output=True, text=True,
+                            str(t0 - 10), "--until", str(t0 + 70), "--json", *extra], capture_output=True, text=True,
                            timeout=60)
         run = json.loads(r.stdout)["runs"][0] if r.returncode == 0 else None
         return r, run, t0 * 1000
@@ -655,6 +655,10 @@ class HostileE2E(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreaterEqual(run["interval_ms"], 1000)
         self.assertGreater(run["server_values_refused"], 0)
+        # A step coarser than the samples (--prometheus-step 15s over 1 s scrapes) is said.
+        r, run, _ = self.prometheus_report("healthy", "--prometheus-step", "15s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run["step_coarser_than_samples"], {"step_ms": 15000, "samples_ms": 1000})
         r, run, t0_ms = self.prometheus_report("bad_counter")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertLessEqual(abs(run["start_ms"] - t0_ms - healthy_start), 1000)  # not minutes early
