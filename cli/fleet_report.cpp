@@ -73,13 +73,16 @@ correlator::FleetLimiters nodeLimiters(const FleetReport& report,
       const storage::NodeJobRecord& nj = *pending[nodes[j]].job;
       std::lock_guard<std::mutex> lock(per_recording[nj.recording]);
       storage::Recording& rec = *open[nj.recording];
-      model::JobSeries series = rec.jobSeries(nj.job, range);
-      if (series.size() == 0) continue;
-      auto summary =
-          correlator::summarizeRecordedJob(series, [&](model::JobSeries& s, const auto& windows) {
-            rec.addOtherDevices(nj.job, s, windows);
-          });
-      verdicts[j] = std::move(summary.limits.run);
+      try {  // a recording that fails now (damaged past its first read) leaves its node unjudged
+        model::JobSeries series = rec.jobSeries(nj.job, range);
+        if (series.size() == 0) continue;
+        auto summary =
+            correlator::summarizeRecordedJob(series, [&](model::JobSeries& s, const auto& windows) {
+              rec.addOtherDevices(nj.job, s, windows);
+            });
+        verdicts[j] = std::move(summary.limits.run);
+      } catch (const std::exception&) {
+      }
     }
   };
   std::vector<std::thread> pool;
@@ -238,6 +241,7 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   report.analysis = correlator::analyzeFleet(std::move(nodes), window, found.world_size);
   auto verdicts = source.limiters();
   std::vector<std::optional<model::LimiterVerdict>> judged;
+  judged.reserve(of_node.size());
   for (const size_t i : of_node) judged.push_back(std::move(verdicts[i]));
   report.limiters = correlator::summarizeFleetLimiters(std::move(judged));
   report.step_ms = found.step_ms;

@@ -200,11 +200,11 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
   if (forced_key.empty()) {
     const bool claimed = claimed_key && !key.empty() && key == *claimed_key;
     const auto same = jobs_.find(key);
-    if (claimed && uid && *uid != 0 && !slurmCgroupConfirms(key, cgroups_.pathOf(pid))) {
-      key += "~uid" + std::to_string(*uid);
-    } else if (same != jobs_.end() && uid && same->second.uid && *same->second.uid != *uid) {
-      key += "~uid" + std::to_string(*uid);
-    }
+    const bool unconfirmed =
+        claimed && uid && *uid != 0 && !slurmCgroupConfirms(key, cgroups_.pathOf(pid));
+    const bool held_by_another =
+        same != jobs_.end() && uid && same->second.uid && *same->second.uid != *uid;
+    if (unconfirmed || held_by_another) key += "~uid" + std::to_string(*uid);
   }
   // Ordinary users' senders (a datagram is all it takes to be one) leave the last slots to
   // jobs found otherwise (a GPU, --pid, --cgroup) and to root's: a flood of job ids from one
