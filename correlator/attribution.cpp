@@ -567,7 +567,10 @@ bool strongStorageEvidence(const Incident& inc) {
   };
   switch (inc.cls) {
     case StallClass::kIoThrottled:
-      return supported(kAtIoLimit) || (supported("job_d_state_threads", 2) && supported("io_some"));
+      // Without the limit read, only where the device the reads wait on is named: a page that
+      // names none is corrected a second later, two alerts for one stall (issue 42).
+      return supported(kAtIoLimit) ||
+             (supported("job_d_state_threads", 2) && supported("io_some") && !inc.device.empty());
     case StallClass::kDiskSlow:
       return supported("job_d_state_threads");
     default:
