@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bad=()
 while IFS= read -r f; do
   clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done < <(git ls-files '*.cpp' '*.h' 2>/dev/null || find agent cli collectors common correlator health model storage tests bench fuzz -name '*.cpp' -o -name '*.h')
+done < <(git ls-files '*.cpp' '*.h' 2>/dev/null || find $(python3 "$(dirname "$0")/check_layers.py" --list) tests bench fuzz -name '*.cpp' -o -name '*.h')
 if [ ${#bad[@]} -gt 0 ]; then
   echo "not formatted (clang-format -i them): ${bad[*]}" >&2
   exit 1

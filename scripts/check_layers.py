@@ -8,13 +8,18 @@ folder and, in its last column, the folders it may depend on ("—" for none). C
   - no SQL outside storage/: no SQLiteCpp, no `PRAGMA user_version`, in any other layer.
 tests/, bench/ and fuzz/ may use any layer and are not checked.
 
-Usage: check_layers.py [REPO_ROOT]
+The same table is where the other scripts (function_sizes.py, check_tidy.sh, check_format.sh)
+take the list of folders from: `check_layers.py --list [REPO_ROOT]` prints it.
+
+Usage: check_layers.py [REPO_ROOT] | check_layers.py --list [REPO_ROOT]
 """
 import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[1])
+LIST = len(sys.argv) > 1 and sys.argv[1] == "--list"
+ARGS = sys.argv[2:] if LIST else sys.argv[1:]
+ROOT = pathlib.Path(ARGS[0] if ARGS else pathlib.Path(__file__).resolve().parents[1])
 ROW = re.compile(r"^\|\s*`([a-z_]+)/`\s*\|.*\|\s*([^|]*?)\s*\|\s*$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
 SQL = re.compile(r"SQLite::|SQLiteCpp|user_version")
@@ -36,6 +41,9 @@ def layer_table():
 
 def main():
     layers = layer_table()
+    if LIST:
+        print(" ".join(sorted(layers)))
+        return 0 if layers else 2
     if not layers:
         print("check_layers: no layer table found in docs/DESIGN.md", file=sys.stderr)
         return 2

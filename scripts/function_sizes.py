@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Lists the longest functions and files of the layers (agent, cli, collectors, common,
-correlator, health, model, storage), for keeping an eye on size.
+"""Lists the longest functions and files of the layers (every folder of docs/DESIGN.md's layer
+table, as check_layers.py reads it), for keeping an eye on size.
 
 A function is a definition that starts at column 0 and ends at the next "}" at column 0, as
 clang-format (Google style) lays them out; lambdas and member functions defined inside a
@@ -14,7 +14,11 @@ import sys
 
 ROOT = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[1]
 TOP = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-LAYERS = ["agent", "cli", "collectors", "common", "correlator", "health", "model", "storage"]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.argv = sys.argv[:1] + [str(ROOT)]  # check_layers reads its root from the arguments
+import check_layers  # noqa: E402
+
+LAYERS = sorted(check_layers.layer_table())
 NOT_A_FUNCTION = re.compile(r"^(namespace|struct|class|enum|union|using|typedef|static_assert|extern|#|//|/\*|\}|template)")
 
 
