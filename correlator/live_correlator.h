@@ -27,7 +27,7 @@ struct LiveConfig {
   DetectorConfig detector;
   double open_after_s = 3;
   // A stall with strong storage evidence (strongStorageEvidence: the job's reads at its io.max
-  // limit, or its threads waiting on I/O at a device that got slow) is reported once it has
+  // limit, or its threads waiting on I/O at a device that got slow, named) is reported once it has
   // lasted this long: two intervals at one-second sampling, so that the page comes within 2 s
   // of the GPUs' work falling. Weaker evidence waits for open_after_s, which a burst of other
   // causes (a one-off slow step, a loader starting) does not outlast. 0 turns it off.
