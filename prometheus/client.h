@@ -51,6 +51,12 @@ struct RangeSeries {
   std::map<std::string, std::string> labels;
   std::vector<int64_t> ts_ms;
   std::vector<double> values;
+
+  // The label NAME's value, "" where the series has none.
+  std::string label(const std::string& name) const {
+    const auto it = labels.find(name);
+    return it == labels.end() ? std::string() : it->second;
+  }
 };
 
 // The transport: GET PATH_AND_QUERY under the base URL; returns the body of a 2xx answer and

@@ -24,11 +24,6 @@ const std::string* label(const RangeSeries& s, const std::string& name) {
   return it == s.labels.end() ? nullptr : &it->second;
 }
 
-std::string labelOr(const RangeSeries& s, const std::string& name) {
-  const std::string* v = label(s, name);
-  return v ? *v : std::string();
-}
-
 int64_t ceilTo(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 
 // The median of V (not empty), the nodes' agreement on a figure each says for itself.
@@ -223,13 +218,13 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
                  selector("stallwatch_run_job_info", run), grid_ms / 1000),
              from_ms, to_ms, grid_ms)) {
       if (s.ts_ms.empty()) continue;
-      const std::string node = labelOr(s, "node");
+      const std::string node = s.label("node");
       Seen& seen = found[node];
       // A job restarted on the node under another key: the one seen longest stands for it.
       const int64_t first = s.ts_ms.front() - grid_ms, last = s.ts_ms.back();
       if (const std::string* r = label(s, "run")) run_.run = *r;
       if (seen.node.instance.empty() || last - first > seen.last - seen.first) {
-        seen.node = {node, labelOr(s, "instance"), labelOr(s, "training_job"), {}, 0};
+        seen.node = {node, s.label("instance"), s.label("training_job"), {}, 0};
         seen.first = first;
         seen.last = last;
       }
@@ -270,10 +265,10 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
     for (const auto& s : client_.queryRange(fmt::format("max by (node, rank) (max_over_time({}{}))",
                                                         selector(f.metric, run), window),
                                             since, until, coarse)) {
-      const auto it = by_node.find(labelOr(s, "node"));
+      const auto it = by_node.find(s.label("node"));
       if (it == by_node.end()) continue;
       try {
-        it->second.node.ranks.push_back(std::stoi(labelOr(s, "rank")));
+        it->second.node.ranks.push_back(std::stoi(s.label("rank")));
       } catch (const std::exception&) {
       }
     }
@@ -354,7 +349,7 @@ std::vector<model::JobSeries> FleetSource::summaries() {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < n; ++i) index[run_.nodes[i].node] = i;
   auto nodeOf = [&](const RangeSeries& s) -> std::optional<size_t> {
-    const auto it = index.find(labelOr(s, "node"));
+    const auto it = index.find(s.label("node"));
     if (it == index.end()) return std::nullopt;
     return it->second;
   };
@@ -372,7 +367,7 @@ std::vector<model::JobSeries> FleetSource::summaries() {
   for (const JobFigure& f : kSummaryFigures) {
     for (const auto& s :
          client_.queryRange(onRun(f.metric), run_.from_ms, run_.to_ms, run_.step_ms)) {
-      if (const auto k = nodeOf(s); k && labelOr(s, "training_job") == run_.nodes[*k].training_job)
+      if (const auto k = nodeOf(s); k && s.label("training_job") == run_.nodes[*k].training_job)
         place(s, grids[*k], out[*k], out[*k].*(f.into), f.scale, f.per_interval, values_);
     }
   }
@@ -461,13 +456,13 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   for (const JobFigure& f : kSummaryFigures) fill(f);
   for (const JobFigure& f : kWindowFigures) fill(f);
   for (const auto& r : query(selector("stallwatch_job_cgroup_pressure_some_ratio", job))) {
-    const std::string resource = labelOr(r, "resource");
+    const std::string resource = r.label("resource");
     if (resource == "io") place(r, grid, s, s.cgroup_io_some, 1.0, false, values_);
     if (resource == "cpu") place(r, grid, s, s.cgroup_cpu_some, 1.0, false, values_);
     if (resource == "memory") place(r, grid, s, s.cgroup_memory_some, 1.0, false, values_);
   }
   for (const auto& r : query(selector("stallwatch_pressure_some_ratio", instance))) {
-    const std::string resource = labelOr(r, "resource");
+    const std::string resource = r.label("resource");
     if (resource == "io") place(r, grid, s, s.io_some, 1.0, false, values_);
     if (resource == "cpu") place(r, grid, s, s.cpu_some, 1.0, false, values_);
     if (resource == "memory") place(r, grid, s, s.memory_some, 1.0, false, values_);
@@ -476,7 +471,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   std::set<std::pair<std::string, std::string>> reads;
   for (const auto& r : query(
            fmt::format("max by (device, via) ({})", selector("stallwatch_job_device_info", job)))) {
-    reads.emplace(labelOr(r, "device"), labelOr(r, "via"));
+    reads.emplace(r.label("device"), r.label("via"));
   }
   std::vector<std::pair<std::string, std::string>> ordered(reads.begin(), reads.end());
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
@@ -496,7 +491,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   std::set<std::string> sampled;
   for (const auto& f : kDiskFigures) {
     for (const auto& r : query(selector(f.metric, instance))) {
-      const std::string name = labelOr(r, "device");
+      const std::string name = r.label("device");
       if (name.empty()) continue;
       sampled.insert(name);
       place(r, grid, s, deviceNamed(name).*(f.into), f.scale, false, values_);
@@ -504,7 +499,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   }
   for (const auto& f : kMountFigures) {
     for (const auto& r : query(selector(f.metric, instance))) {
-      const std::string name = labelOr(r, "mountpoint");
+      const std::string name = r.label("mountpoint");
       if (name.empty()) continue;
       sampled.insert(name);
       place(r, grid, s, deviceNamed(name).*(f.into), f.scale, false, values_);
@@ -521,7 +516,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
     for (const RankFigure& f : kRankFigures) {
       for (const auto& r : query(selector(f.metric, ranks))) {
         try {
-          model::RankSeries& rank = model::addRank(s, std::stoi(labelOr(r, "rank")));
+          model::RankSeries& rank = model::addRank(s, std::stoi(r.label("rank")));
           rank.node = rn.node;
           place(r, grid, s, rank.*(f.into), f.scale, f.per_interval, values_);
         } catch (const std::exception&) {

@@ -10,15 +10,6 @@
 #include "prometheus/fleet_source.h"
 
 namespace stallwatch::prometheus {
-namespace {
-
-std::string labelOf(const RangeSeries& s, const std::string& name) {
-  const auto it = s.labels.find(name);
-  return it == s.labels.end() ? std::string() : it->second;
-}
-
-}  // namespace
-
 std::vector<std::optional<model::LimiterVerdict>> FleetSource::limiters() {
   const size_t n = run_.nodes.size();
   std::vector<std::optional<model::LimiterVerdict>> out(n);
@@ -35,8 +26,8 @@ std::vector<std::optional<model::LimiterVerdict>> FleetSource::limiters() {
   };
   auto nodeOf = [&](const RangeSeries& s) -> std::optional<size_t> {
     for (size_t k = 0; k < n; ++k) {
-      if (labelOf(s, "instance") == run_.nodes[k].instance &&
-          labelOf(s, "training_job") == run_.nodes[k].training_job)
+      if (s.label("instance") == run_.nodes[k].instance &&
+          s.label("training_job") == run_.nodes[k].training_job)
         return k;
     }
     return std::nullopt;
@@ -49,7 +40,7 @@ std::vector<std::optional<model::LimiterVerdict>> FleetSource::limiters() {
   std::vector<std::array<double, model::kLimiterCount>> minutes(n);
   for (const auto& s : over("count_over_time", "stallwatch_job_limiter")) {
     const auto k = nodeOf(s);
-    const auto limiter = model::limiterNamed(labelOf(s, "limiter"));
+    const auto limiter = model::limiterNamed(s.label("limiter"));
     const auto v = value(s);
     if (k && limiter && v) minutes[*k][static_cast<size_t>(*limiter)] += *v;
   }

@@ -202,9 +202,7 @@ class HostileE2E(unittest.TestCase):
         got "goodput 100.00 %". Nothing judged them: the goodput is unknown, and why is said."""
         for case in ("one_interval", "zero_steps"):
             db = os.path.join(self.tmp, case + ".db")
-            for suffix in ("", "-wal"):
-                if os.path.exists(RECORDING + suffix):
-                    shutil.copy(RECORDING + suffix, db + suffix)
+            self.copy_recording(db)
             with sqlite3.connect(db) as c:
                 if case == "one_interval":
                     c.execute("DELETE FROM job_samples WHERE ts_ms > (SELECT min(ts_ms) FROM job_samples)")
@@ -224,9 +222,7 @@ class HostileE2E(unittest.TestCase):
         with open(RECORDING[:-3] + ".window") as f:
             t_in = int(f.read().split()[0]) // 1000
         db = os.path.join(self.tmp, "stall.db")
-        for suffix in ("", "-wal"):
-            if os.path.exists(RECORDING + suffix):
-                shutil.copy(RECORDING + suffix, db + suffix)
+        self.copy_recording(db)
         [inside] = json.loads(self.run_bin("report", "--db", db, "--json", "--since", str(t_in + 3),
                                            "--until", str(t_in + 17)).stdout)
         [whole] = json.loads(self.run_bin("report", "--db", db, "--json").stdout)
@@ -240,9 +236,7 @@ class HostileE2E(unittest.TestCase):
         """Issue 46: a recording with waits of 1e308 s and steps of INT64_MAX printed "waited for
         input -nan %". Such a value is no reading: the report is made from the rest."""
         db = os.path.join(self.tmp, "edited.db")
-        for suffix in ("", "-wal"):
-            if os.path.exists(RECORDING + suffix):
-                shutil.copy(RECORDING + suffix, db + suffix)
+        self.copy_recording(db)
         with sqlite3.connect(db) as c:
             c.execute("UPDATE job_samples SET data_wait_seconds = 1e308 WHERE rowid % 3 = 0")
             c.execute("UPDATE job_samples SET steps = 9223372036854775807 WHERE rowid % 7 = 0")
@@ -270,25 +264,37 @@ class HostileE2E(unittest.TestCase):
         self.assertIn(b"m\xef\xbf\xbd\\nnext\\x1b[2J", text.stdout)
         self.assertFalse(any(line.startswith(b"next") for line in text.stdout.splitlines()))
 
-    def test_another_users_process_does_not_join_roots_job(self):
-        """Root's job and a process of uid 1001 naming the same SLURM_JOB_ID: two jobs, and root's
-        steps are its own 30."""
-        if os.geteuid() != 0:
-            self.skipTest("needs root to run a process as another user")
+    def steps_of_two_claims(self, job_id, first_user):
+        """Root's sender and one of uid 1001 naming the same SLURM_JOB_ID, FIRST_USER's found
+        first (None: root's): the steps each job key holds once the agent has stopped."""
         agent = self.start_agent("--socket-mode", "0666")
         os.chmod(os.path.dirname(self.sock), 0o755)
-        mine = self.sender({b"SLURM_JOB_ID": b"4242"}, linger=1)
-        time.sleep(0.6)  # root's job is found first
-        theirs = self.sender({b"SLURM_JOB_ID": b"4242"}, user=1001, linger=1)
-        for p in (mine, theirs):
+        second_user = 1001 if first_user is None else None
+        first = self.sender({b"SLURM_JOB_ID": job_id}, user=first_user, linger=1)
+        time.sleep(0.6)
+        second = self.sender({b"SLURM_JOB_ID": job_id}, user=second_user, linger=1)
+        for p in (first, second):
             _, err = p.communicate(timeout=30)
             self.assertEqual(p.returncode, 0, err)
         time.sleep(0.6)
         agent.terminate()
         agent.communicate(timeout=15)
         with sqlite3.connect(self.db) as c:
-            jobs = dict(c.execute("SELECT j.job_key, total(s.steps) FROM jobs j "
+            return dict(c.execute("SELECT j.job_key, total(s.steps) FROM jobs j "
                                   "LEFT JOIN job_samples s USING (job_id) GROUP BY j.job_id"))
+
+    def copy_recording(self, db):
+        """RECORDING copied to DB with its -wal (what it holds past the file)."""
+        for suffix in ("", "-wal"):
+            if os.path.exists(RECORDING + suffix):
+                shutil.copy(RECORDING + suffix, db + suffix)
+
+    def test_another_users_process_does_not_join_roots_job(self):
+        """Root's job and a process of uid 1001 naming the same SLURM_JOB_ID: two jobs, and root's
+        steps are its own 30."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a process as another user")
+        jobs = self.steps_of_two_claims(b"4242", first_user=None)  # root's job is found first
         self.assertEqual(jobs.get("slurm:4242"), 30, jobs)
         self.assertEqual(jobs.get("slurm:4242~uid1001"), 30, jobs)
 
@@ -298,20 +304,7 @@ class HostileE2E(unittest.TestCase):
         30 steps (before, the user took slurm:4243 and root's job became slurm:4243~uid0)."""
         if os.geteuid() != 0:
             self.skipTest("needs root to run a process as another user")
-        agent = self.start_agent("--socket-mode", "0666")
-        os.chmod(os.path.dirname(self.sock), 0o755)
-        theirs = self.sender({b"SLURM_JOB_ID": b"4243"}, user=1001, linger=1)
-        time.sleep(0.6)  # the user's process is found first
-        mine = self.sender({b"SLURM_JOB_ID": b"4243"}, linger=1)
-        for p in (mine, theirs):
-            _, err = p.communicate(timeout=30)
-            self.assertEqual(p.returncode, 0, err)
-        time.sleep(0.6)
-        agent.terminate()
-        agent.communicate(timeout=15)
-        with sqlite3.connect(self.db) as c:
-            jobs = dict(c.execute("SELECT j.job_key, total(s.steps) FROM jobs j "
-                                  "LEFT JOIN job_samples s USING (job_id) GROUP BY j.job_id"))
+        jobs = self.steps_of_two_claims(b"4243", first_user=1001)  # the user's is found first
         self.assertEqual(jobs.get("slurm:4243"), 30, jobs)
         self.assertEqual(jobs.get("slurm:4243~uid1001"), 30, jobs)
         self.assertNotIn("slurm:4243~uid0", jobs)
