@@ -198,38 +198,46 @@ DataloaderSocket::~DataloaderSocket() {
 }
 
 void DataloaderSocket::run() {
-  // One byte more than accepted, so that MSG_TRUNC marks what is too long.
   std::vector<char> buffer(kMaxDatagramBytes + 1);
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
   pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
   while (true) {
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
     if (fds[1].revents) break;
-    while (true) {
-      iovec iov{buffer.data(), buffer.size()};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n < 0) break;  // EAGAIN: drained
-      uint32_t pid = 0;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
-          ucred cred{};
-          std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
-          pid = static_cast<uint32_t>(cred.pid);
-        }
+    receiveQueued(buffer);
+  }
+}
+
+// Everything the kernel holds for us, without waiting. Called by the receiving thread as
+// datagrams come, and by drain() so that a datagram sent before the tick is in it even where
+// the thread lags (a loaded host): a process that sends its last steps and exits is seen gone
+// by that tick, and what it sent would otherwise reach the next tick with no job to go to.
+void DataloaderSocket::receiveQueued(std::vector<char>& buffer) {
+  // One byte more than accepted, so that MSG_TRUNC marks what is too long.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+  while (true) {
+    iovec iov{buffer.data(), buffer.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) break;  // EAGAIN: drained
+    uint32_t pid = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+        ucred cred{};
+        std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+        pid = static_cast<uint32_t>(cred.pid);
       }
-      if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxDatagramBytes) {
-        std::lock_guard lock(mutex_);
-        ++stats_.datagrams;
-        ++stats_.oversized_datagrams;
-        continue;
-      }
-      receive(buffer.data(), static_cast<size_t>(n), pid);
     }
+    if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxDatagramBytes) {
+      std::lock_guard lock(mutex_);
+      ++stats_.datagrams;
+      ++stats_.oversized_datagrams;
+      continue;
+    }
+    receive(buffer.data(), static_cast<size_t>(n), pid);
   }
 }
 
@@ -264,6 +272,7 @@ void DataloaderSocket::receive(const char* data, size_t size, uint32_t pid) {
 }
 
 std::map<uint32_t, DataloaderTotals> DataloaderSocket::drain() {
+  receiveQueued(drain_buffer_);
   std::lock_guard lock(mutex_);
   std::map<uint32_t, DataloaderTotals> out;
   out.swap(pending_);

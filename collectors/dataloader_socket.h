@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collectors/statsd.h"
 
@@ -77,7 +78,8 @@ class DataloaderSocket {
   DataloaderSocket(const DataloaderSocket&) = delete;
   DataloaderSocket& operator=(const DataloaderSocket&) = delete;
 
-  // What arrived since the last call, per sending pid.
+  // What arrived since the last call, per sending pid, the kernel's queue included. Called
+  // from one thread.
   std::map<uint32_t, DataloaderTotals> drain();
   DataloaderSocketStats stats() const;
   const std::filesystem::path& path() const { return options_.path; }
@@ -85,6 +87,7 @@ class DataloaderSocket {
  private:
   DataloaderSocket(Options options, int fd, int stop_fd);
   void run();
+  void receiveQueued(std::vector<char>& buffer);
   void receive(const char* data, size_t size, uint32_t pid);
 
   Options options_;
@@ -95,6 +98,7 @@ class DataloaderSocket {
   DataloaderSocketStats stats_;
   int64_t last_warning_ns_ = 0;
   uint64_t suppressed_warnings_ = 0;
+  std::vector<char> drain_buffer_ = std::vector<char>(kMaxDatagramBytes + 1);  // drain()'s own
   std::thread thread_;
 };
 
