@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/incident_payload.h"
+#include "collectors/self_process.h"
 
 namespace stallwatch::agent {
 
@@ -64,6 +65,8 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
     for (auto& e : correlator_.onBatch(batch)) {
       ++events_[static_cast<size_t>(e.kind)];
       if (e.kind == model::IncidentEventKind::kOpen) ++opened_[static_cast<size_t>(e.incident.cls)];
+      if (e.kind == model::IncidentEventKind::kClose)
+        lost_[static_cast<size_t>(e.incident.cls)] += e.incident.gpu_seconds_lost;
       if (tree_) e.served_by = servedBy(*tree_, e.incident);
       const std::string summary = incidentSummary(e, options_.host);
       if (e.kind == model::IncidentEventKind::kClose) {
@@ -78,7 +81,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   }
   noteRunShares(run_shares_, batch);
   noteJobDevices(job_devices_, batch);
-  if (!server_) return;
+  if (!server_ && !options_.keep_metrics) return;
   addIoLatency(batch.io_latency, io_latency_);
   for (const auto& u : batch.job_updates) {
     if (u.ended_ms) forgetIoLatencyOf(u.key, io_latency_);
@@ -100,7 +103,9 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->stalls = correlator_.active();
   s->limiters = correlator_.limiters();
   for (const auto& [key, m] : io_latency_) s->io_latency.push_back(m);
+  s->process = collectors::readSelfProcess();
   s->incidents_opened = opened_;
+  s->gpu_seconds_lost = lost_;
   s->incident_events = events_;
   if (counters.collectors) s->collectors = *counters.collectors;
   s->writer = counters.writer;
@@ -112,6 +117,11 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
     s->health = health_;
   }
   board_.publish(std::move(s));
+}
+
+std::string LivePipeline::metricsPage() const {
+  const auto latest = board_.latest();
+  return latest ? renderMetrics(*latest) : std::string();
 }
 
 void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) {

@@ -31,7 +31,8 @@ struct LiveOptions {
   std::optional<WebhookConfig> webhook;  // --webhook
   std::chrono::milliseconds repeat_window = std::chrono::minutes(10);
   std::optional<ListenAddress> listen;  // --listen
-  std::string host;                     // the node's name on metrics and in hook payloads (--node)
+  bool keep_metrics = false;  // build the metrics page without an endpoint (replay --metrics-file)
+  std::string host;           // the node's name on metrics and in hook payloads (--node)
 };
 
 // What the recorder knows about itself, for the endpoint.
@@ -72,6 +73,9 @@ class LivePipeline {
   NotifierStats notifierStats() const { return notifier_.stats(); }
   const std::array<uint64_t, 3>& eventCounts() const { return events_; }
   std::optional<int> metricsPort() const;
+  // The metrics page as of the last batch (empty before the first, or with neither --listen nor
+  // keep_metrics).
+  std::string metricsPage() const;
 
  private:
   LiveOptions options_;
@@ -85,6 +89,7 @@ class LivePipeline {
   MetricsBoard board_;
   std::unique_ptr<MetricsServer> server_;
   std::array<uint64_t, model::kStallClassCount> opened_{};
+  std::array<double, model::kStallClassCount> lost_{};  // GPU-seconds of closed incidents
   std::array<uint64_t, 3> events_{};
   std::mutex health_mutex_;  // set by the health thread, read by the sampling thread
   std::vector<DriveHealthMetric> health_;

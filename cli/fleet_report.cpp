@@ -208,6 +208,9 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     }
     // Two nodes at a time: each holds its whole series while judged.
     report.limiters = nodeLimiters(report, pending, open, range, 2);
+    report.analysis.goodput =
+        correlator::goodputOf(report.analysis.analysis, report.analysis.series,
+                              correlator::standingVerdictOf(report.limiters));
     reports.push_back(std::move(report));
   }
   return reports;
@@ -244,6 +247,8 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   judged.reserve(of_node.size());
   for (const size_t i : of_node) judged.push_back(std::move(verdicts[i]));
   report.limiters = correlator::summarizeFleetLimiters(std::move(judged));
+  report.analysis.goodput = correlator::goodputOf(report.analysis.analysis, report.analysis.series,
+                                                  correlator::standingVerdictOf(report.limiters));
   report.step_ms = found.step_ms;
   report.data_step_ms = found.data_step_ms;
   report.server_values_refused = source.values().refused;

@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -22,12 +25,27 @@ namespace {
 struct ReplayArgs {
   std::string db;
   double speed = 0;
+  std::string metrics_file;
   LiveArgs live;
 };
+
+// The page a scrape would have got after the last interval: "-" for stdout.
+bool writeMetricsPage(const std::string& path, const std::string& page) {
+  if (path == "-") {
+    std::cout << page << std::flush;
+    return true;
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << page;
+  if (out.flush()) return true;
+  std::cerr << "stallwatch replay: cannot write " << path << ": " << std::strerror(errno) << "\n";
+  return false;
+}
 
 int runReplay(const ReplayArgs& args) {
   auto options = toLiveOptions(args.live, "replay");
   if (!options) return 2;
+  options->keep_metrics = !args.metrics_file.empty();
   try {
     auto recording = storage::Recording::open(args.db);
     agent::LivePipeline live(*options);
@@ -62,6 +80,8 @@ int runReplay(const ReplayArgs& args) {
       return true;
     });
     live.drain(std::chrono::seconds(60));
+    if (!args.metrics_file.empty() && !writeMetricsPage(args.metrics_file, live.metricsPage()))
+      return 1;
     std::cerr << "replayed " << stats.batches << " intervals\n";
     logLiveSummary(live.eventCounts(), live.notifierStats(), live.hookStats(), live.webhookStats());
   } catch (const storage::StoreError& e) {
@@ -88,6 +108,9 @@ CommandRunner addReplayCommand(CLI::App& app) {
          "Replay at this multiple of the recording's pace (1: as recorded); 0: as fast as possible")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--metrics-file", args->metrics_file,
+                  "At the end, write the metrics page a scrape would get to FILE ('-': standard "
+                  "output)");
   addLiveOptions(*cmd, args->live);
   return [args] { return runReplay(*args); };
 }

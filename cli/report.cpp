@@ -21,8 +21,8 @@ void judgeInContext(storage::Recording& recording, JobReport& r, const storage::
         recording.addOtherDevices(r.job, s, windows);
       });
   correlator::takeIncidentsFrom(context.analysis, series, r.analysis, r.series);
-  r.goodput = correlator::goodputOf(r.analysis, r.series);
   r.limits = correlator::analyzeLimits(r.series, r.analysis);  // outside those incidents
+  r.goodput = correlator::goodputOf(r.analysis, r.series, &r.limits.run);
 }
 
 }  // namespace

@@ -230,7 +230,8 @@ FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader
       f.progress[i] = judging.progress(i, reporting);
     }
   }
-  f.goodput = goodputOf(f.analysis, f.series);
+  // The stalls alone until the nodes' standing verdicts are in (fleet_limiters).
+  f.goodput = goodputOf(f.analysis, f.series, nullptr);
   for (const Incident& job_inc : f.analysis.incidents) {
     FleetIncident fi;
     fi.incident = job_inc;

@@ -38,4 +38,15 @@ FleetLimiters summarizeFleetLimiters(std::vector<std::optional<model::LimiterVer
   return out;
 }
 
+const model::LimiterVerdict* standingVerdictOf(const FleetLimiters& limiters) {
+  if (limiters.slowest_input_node && limiters.nodes[*limiters.slowest_input_node])
+    return &*limiters.nodes[*limiters.slowest_input_node];
+  const model::LimiterVerdict* longest = nullptr;
+  for (const auto& v : limiters.nodes) {
+    if (!v || v->wait_source == model::WaitSource::kNone) continue;
+    if (!longest || v->input_wait_share > longest->input_wait_share) longest = &*v;
+  }
+  return longest;
+}
+
 }  // namespace stallwatch::correlator

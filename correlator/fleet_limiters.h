@@ -33,4 +33,9 @@ constexpr double kNodeLimiterBudgetDays = 8;
 
 FleetLimiters summarizeFleetLimiters(std::vector<std::optional<model::LimiterVerdict>> nodes);
 
+// The verdict that stands for the run's wait for input in its goodput: the slowest input's node,
+// else the node whose measured wait was longest (the nodes of a synchronous run wait for the one
+// that waits). None where no node was judged.
+const model::LimiterVerdict* standingVerdictOf(const FleetLimiters& limiters);
+
 }  // namespace stallwatch::correlator

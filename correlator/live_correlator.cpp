@@ -8,6 +8,11 @@
 namespace stallwatch::correlator {
 namespace {
 
+// The newest interval made progress: a stall held as a possible exit was not the exit.
+bool progressCameBack(const Analysis& a) {
+  return !a.progress.empty() && a.progress.back() && *a.progress.back() > 0 && !a.stalled.back();
+}
+
 std::optional<double> toOptional(const std::optional<uint64_t>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
@@ -248,15 +253,15 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
     judgeNewest(job);
     judgeLimiter(job);
     // Healthy and nothing open: no analysis needed (the common case, ~1 us).
-    if (!job.open && job.since_stalled > 1) continue;
+    if (!job.open && !job.held && job.since_stalled > 1) continue;
     // Only the tail decides what is going on now: the open stall (if any) and, before it,
     // twice the baseline window, so that the baseline and the attribution see the same
     // healthy intervals a whole-window analysis would. ~10x cheaper than the whole hour.
     const JobSeries& whole = job.series;
     size_t stall_start = whole.size();
-    if (job.open) {
+    if (const Incident* since = job.open ? &job.open->incident : job.held ? &*job.held : nullptr) {
       stall_start = static_cast<size_t>(
-          std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), job.open->incident.start_ms) -
+          std::lower_bound(whole.ts_ms.begin(), whole.ts_ms.end(), since->start_ms) -
           whole.ts_ms.begin());
     }
     const size_t margin = tailMargin();
@@ -315,13 +320,27 @@ std::vector<IncidentEvent> LiveCorrelator::onBatch(const collectors::SampleBatch
       }
     } else if (ongoing && mayBeExit(s, *found_by, *ongoing, config_.detector,
                                     config_.idle_open_after_s, config_.exit_settle_s)) {
-      continue;  // held: the job may be winding down (its exit ends it unreported)
-    } else if (ongoing) {
+      job.held = *ongoing;  // the job may be winding down (its exit ends it unreported)
+      continue;
+    } else if (ongoing || (job.held && progressCameBack(a) &&
+                           std::none_of(ended.begin(), ended.end(),
+                                        [&](const auto* u) { return u->key == sample.key; }))) {
+      // A stall, or one held as a possible exit whose progress came back before the job ended:
+      // a hang after all, paged now (late), as the post-mortem records it (issue 42: a 41 s
+      // mid-run hang was never paged).
+      const Incident* found = ongoing;
+      if (!found) {
+        found = &*job.held;
+        for (const Incident& inc : a.incidents) {
+          if (inc.start_ms <= job.held->end_ms && inc.end_ms >= job.held->start_ms) found = &inc;
+        }
+      }
       Open open;
       open.live_id = next_id_++;
-      open.incident = *ongoing;
-      open.last_stalled_ms = ongoing->end_ms;
+      open.incident = *found;
+      open.last_stalled_ms = found->end_ms;
       job.open = std::move(open);
+      job.held.reset();
       events.push_back(eventOf(IncidentEventKind::kOpen, sample.key, job, batch.wall_time_ms));
     }
   }

@@ -109,6 +109,9 @@ class LiveCorrelator {
     JobSeries series;
     std::set<DeviceRef> devices;
     std::optional<Open> open;
+    // A stall held back as the job's possible exit (mayBeExit): dropped if the job ends, paged
+    // late if its progress comes back first (it was a hang, not the exit).
+    std::optional<Incident> held;
     // The cheap path: judging each new interval against the running baseline decides whether
     // the full analysis (attribution) needs to run at all this tick.
     ProgressBaseline baseline;

@@ -6,7 +6,7 @@
 
 namespace stallwatch::correlator {
 
-Goodput goodputOf(const Analysis& a, const JobSeries& s) {
+Goodput goodputOf(const Analysis& a, const JobSeries& s, const model::LimiterVerdict* standing) {
   // A stall is progress below the job's own healthy pace: without intervals to compare, a
   // signal to compare by, or any progress at all, nothing was judged.
   constexpr size_t kMinIntervals = 3;
@@ -17,16 +17,38 @@ Goodput goodputOf(const Analysis& a, const JobSeries& s) {
                    [](const auto& p) { return p && std::isfinite(*p) && *p > 0; })) {
     return {std::nullopt, "its progress was zero throughout: no healthy pace to compare with"};
   }
-  double lost = 0;
-  for (double l : a.gpu_seconds_lost) lost += l;
-  if (a.gpu_seconds_total > 0) return {std::clamp(1.0 - lost / a.gpu_seconds_total, 0.0, 1.0)};
-  double total = 0, idle = 0;
-  for (double i : s.interval_s) total += i;
-  for (const auto& inc : a.incidents) {
-    for (size_t k = inc.first; k <= inc.last; ++k) idle += s.interval_s[k] * inc.idle_share;
+  double seconds = 0;
+  for (double i : s.interval_s) seconds += i;
+  if (seconds <= 0) return {std::nullopt, "its intervals have no length"};
+  Goodput g;
+  // Capacity: GPU-seconds, or seconds for a job without GPUs (its GPUs count as one).
+  const bool by_gpu = a.gpu_seconds_total > 0;
+  const double capacity = by_gpu ? a.gpu_seconds_total : seconds;
+  const double gpus = by_gpu ? a.gpu_seconds_total / seconds : 1.0;
+  if (by_gpu) {
+    for (double l : a.gpu_seconds_lost) g.stall_gpu_seconds += l;
+  } else {
+    for (const auto& inc : a.incidents) {
+      for (size_t k = inc.first; k <= inc.last && k < s.size(); ++k)
+        g.stall_gpu_seconds += s.interval_s[k] * inc.idle_share;
+    }
   }
-  if (total <= 0) return {std::nullopt, "its intervals have no length"};
-  return {std::clamp(1.0 - idle / total, 0.0, 1.0)};
+  // The standing wait: its share of the time judged outside the incidents, on all the job's
+  // GPUs (a synchronous job's ranks wait for the one that waits). Where the incidents were
+  // judged with the rest, the part of the span outside them.
+  if (!standing) {
+    g.input_wait_not_counted = "no standing verdict";
+  } else if (standing->wait_source == model::WaitSource::kNone) {
+    g.input_wait_not_counted = "not measured (no hook, no main-thread samples)";
+  } else if (standing->limiter == model::Limiter::kUnknown) {
+    g.input_wait_not_counted = "uncertain (the limiter is unknown)";
+  } else {
+    const double outside = 1.0 - standing->incidents_included_share.value_or(0.0);
+    g.input_wait_gpu_seconds =
+        std::clamp(standing->input_wait_share, 0.0, 1.0) * standing->seconds * outside * gpus;
+  }
+  g.share = std::clamp(1.0 - (g.stall_gpu_seconds + g.input_wait_gpu_seconds) / capacity, 0.0, 1.0);
+  return g;
 }
 
 void takeIncidentsFrom(const Analysis& context, const JobSeries& cs, Analysis& window,
@@ -109,7 +131,7 @@ JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_dev
   JobSummary j;
   j.analysis = analyzeJobOnHost(series, other_devices, config);
   j.limits = analyzeLimits(series, j.analysis, limiter);
-  j.goodput = goodputOf(j.analysis, series);
+  j.goodput = goodputOf(j.analysis, series, &j.limits.run);
   j.gaps = gapsOf(series);
   for (const auto& d : series.devices) {
     if (!d.job_reads) continue;

@@ -42,11 +42,19 @@ struct RankFigures {
       data_wait_share_p50, read_bytes_per_second_p50;
 };
 
-// Share of capacity not lost to stalls, or none with why: "100 %" said of a job nothing could
-// judge (one interval, no progress signal, progress zero throughout) is a wrong answer (issue 46).
+// Share of the job's GPU time (or, without GPUs, of its time) that did its work, or none with
+// why: "100 %" said of a job nothing could judge (one interval, no progress signal, progress
+// zero throughout) is a wrong answer (issue 46). What was lost is both kinds of waiting: the
+// stalls (incidents) and the standing wait for input outside them that the limiter measured
+// (issue 42: "goodput 100 %" above "the loop waited for input 80 %"). A wait that was not
+// measured (no hook and no sampled main thread, or a verdict whose bounds straddle its
+// threshold) is not counted, and said so.
 struct Goodput {
   std::optional<double> share;
-  const char* unknown_because = "";  // where there is no share
+  const char* unknown_because = "";         // where there is no share
+  double stall_gpu_seconds = 0;             // lost to incidents (seconds, for a job without GPUs)
+  double input_wait_gpu_seconds = 0;        // waiting for input outside incidents
+  const char* input_wait_not_counted = "";  // why the standing wait is not in the share
 };
 
 struct JobSummary {
@@ -62,10 +70,11 @@ JobSummary summarizeRecordedJob(JobSeries& series, const OtherDevices& other_dev
                                 const DetectorConfig& config = {},
                                 const LimiterConfig& limiter = {});
 
-// Share of capacity not lost to stalls: by GPU-seconds where the job has GPUs; without them,
-// the share of intervals not spent in incidents, weighted by how idle they were.
-// None where the analysis had nothing to judge the job's progress by (Goodput says why).
-Goodput goodputOf(const Analysis& analysis, const JobSeries& series);
+// Goodput (above): by GPU-seconds where the job has GPUs; without them, by time, an incident's
+// intervals weighted by how idle they were. STANDING is the limiter's verdict over the run
+// outside the incidents (none: the stalls alone, said so).
+Goodput goodputOf(const Analysis& analysis, const JobSeries& series,
+                  const model::LimiterVerdict* standing);
 // A report over part of a run (--since/--until) judged the way the whole run is: CONTEXT is the
 // job judged over a longer span around WINDOW_SERIES (same recording, same interval times), so
 // that a stall under way when the window opens is judged against the pace before it (issue 46:

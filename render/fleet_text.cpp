@@ -204,8 +204,7 @@ std::string renderFleetText(const std::vector<FleetReport>& reports, const Fleet
                        : a.analysis.progress_signal == model::ProgressSignal::kGpuWork
                            ? "GPU work (GPM tensor/DRAM activity), over every node"
                            : "GPU utilisation of each node's least busy rank");
-    out += a.goodput.share ? fmt::format("  goodput     {:.2f} %\n", *a.goodput.share * 100)
-                           : fmt::format("  goodput     unknown: {}\n", a.goodput.unknown_because);
+    out += "  goodput     " + goodputText(a.goodput, a.analysis) + "\n";
     out += fleetLimiterText(r);
     out += fmt::format("  stalls      {} ({} shorter blips not reported)\n", a.incidents.size(),
                        a.analysis.blips);
@@ -305,6 +304,7 @@ nlohmann::json renderFleetJson(const std::vector<FleetReport>& reports, const Fl
          {"goodput", a.goodput.share ? nlohmann::json(*a.goodput.share) : nlohmann::json()},
          {"goodput_unknown_because",
           a.goodput.share ? nlohmann::json() : nlohmann::json(a.goodput.unknown_because)},
+         {"goodput_lost", goodputJson(a.goodput)},
          {"limiters", limiters},
          {"server_values_refused", r.server_values_refused},
          {"step_coarser_than_samples",

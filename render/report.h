@@ -40,7 +40,10 @@ struct JobReport {
 // "p50 0.16  p99 0.32  p99.9 1.68 ms" of SLOTS ("" for none).
 std::string ioLatencyText(const collectors::IoLatencySlots& slots);
 
+// A time as text output shows it: in the local zone (UTC with --utc), the zone said:
+// "2026-11-22 03:37:19 UTC". The HTML page's times are UTC, said once in its headings (utcText).
 std::string timeText(int64_t ms);
+std::string utcText(int64_t ms);
 std::string describeIncident(const model::Incident& inc);
 nlohmann::json incidentJson(const model::Incident& inc);
 // The bottleneck verdict as JSON, and as the report's lines ("  limiter     input-cpu: ...",
@@ -48,6 +51,10 @@ nlohmann::json incidentJson(const model::Incident& inc);
 nlohmann::json limiterJson(const model::LimiterVerdict& verdict);
 nlohmann::json limitsJson(const model::JobLimits& limits);
 std::string limiterLines(const model::JobLimits& limits);
+// The headline figure and what the rest of the GPU time was lost to ("74.53 % (lost: ...)").
+std::string goodputText(const correlator::Goodput& goodput, const correlator::Analysis& analysis);
+std::string goodputLost(const correlator::Goodput& goodput, const correlator::Analysis& analysis);
+nlohmann::json goodputJson(const correlator::Goodput& goodput);
 std::string renderText(const std::vector<JobReport>& reports);
 nlohmann::json renderJson(const std::vector<JobReport>& reports);
 // HOST (may be null): the host's own series (Recording::hostSeries), shown when no job has
@@ -56,5 +63,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
                        const model::JobSeries* host = nullptr);
 // "no job with samples in the range", and with HOST what its devices did (p50/p99 await).
 std::string renderHostText(const model::JobSeries& host);
+// The same as JSON: each device's await p50/p99 (ms) over the range.
+nlohmann::json hostDevicesJson(const model::JobSeries& host);
 
 }  // namespace stallwatch::render

@@ -148,7 +148,7 @@ std::string hostSection(const model::JobSeries& s) {
       "samples in the range: what the host's devices did.</p>\n";
   html +=
       fmt::format("<p>{} .. {} UTC &middot; {} intervals &middot; {} device(s)</p>\n",
-                  timeText(s.ts_ms.front()), timeText(s.ts_ms.back()), s.size(), s.devices.size());
+                  utcText(s.ts_ms.front()), utcText(s.ts_ms.back()), s.size(), s.devices.size());
   auto peak = [](const model::Series& values) {
     double top = 0;
     for (const auto& v : values) top = std::max(top, v.value_or(0.0));
@@ -213,11 +213,12 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
     html += fmt::format("<section class=\"job\" data-job=\"{}\"><h2>Job {}: {}</h2>\n",
                         r.job.job_id, r.job.job_id, escape(r.job.label));
     html += fmt::format(
-        "<p>{} .. {} UTC &middot; {} &middot; goodput <b>{}</b> &middot; {} incident(s), "
+        "<p>{} .. {} UTC &middot; {} &middot; goodput {} &middot; {} incident(s), "
         "{} blip(s)</p>\n",
-        timeText(r.series.ts_ms.front()), timeText(r.series.ts_ms.back()), escape(r.job.key),
-        r.goodput.share ? fmt::format("{:.1f} %", *r.goodput.share * 100)
-                        : "unknown (" + escape(r.goodput.unknown_because) + ")",
+        utcText(r.series.ts_ms.front()), utcText(r.series.ts_ms.back()), escape(r.job.key),
+        r.goodput.share ? fmt::format("<b>{:.1f} %</b> <small>{}</small>", *r.goodput.share * 100,
+                                      escape(goodputLost(r.goodput, r.analysis)))
+                        : "<b>unknown</b> (" + escape(r.goodput.unknown_because) + ")",
         r.analysis.incidents.size(), r.analysis.blips);
     // What limits it when nothing has gone wrong, and what to do about it.
     const model::LimiterVerdict& v = r.limits.run;
@@ -227,7 +228,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
                     escape(correlator::describeLimiter(v)));
     if (!v.advice.empty()) {
       html += "<ul class=\"advice\">";
-      for (const auto& a : v.advice) html += "<li>" + escape(a) + "</li>";
+      for (const auto& a : v.advice) html += "<li>" + escape(a.text) + "</li>";
       html += "</ul>\n";
     }
     html += timeline(r, j);
@@ -246,7 +247,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
           "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
-          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), model::toString(inc.cls),
+          utcText(inc.start_ms), utcText(inc.end_ms).substr(11), model::toString(inc.cls),
           escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
           ranks.empty() ? "-" : escape(ranks), inc.idle_share * 100, inc.gpu_seconds_lost,
           inc.confidence, evidence);

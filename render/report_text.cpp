@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "common/text.h"
+#include "common/time_zone.h"
 #include "correlator/limiter.h"
 #include "render/report.h"
 
@@ -42,6 +43,15 @@ std::string percent(const std::optional<double>& v) {
 }  // namespace
 
 std::string timeText(int64_t t_ms) {
+  const tm shown = common::brokenDown(static_cast<time_t>(t_ms / 1000));
+  char buffer[64];
+  // The zone said: its abbreviation (CET, UTC), or "UTC" with --utc (gmtime's own says GMT).
+  std::strftime(buffer, sizeof buffer,
+                common::timesInUtc() ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M:%S %Z", &shown);
+  return buffer;
+}
+
+std::string utcText(int64_t t_ms) {
   const time_t t = static_cast<time_t>(t_ms / 1000);
   tm utc{};
   gmtime_r(&t, &utc);
@@ -61,6 +71,33 @@ std::string describeIncident(const model::Incident& inc) {
       timeText(inc.start_ms), timeText(inc.end_ms).substr(11),
       static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0, model::toString(inc.cls), where,
       inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence);
+}
+
+std::string goodputLost(const correlator::Goodput& g, const correlator::Analysis& a) {
+  const char* unit = a.gpu_seconds_total > 0 ? "GPU-s" : "s";
+  std::string lost;
+  for (int c = 0; c < model::kStallClassCount; ++c) {
+    if (a.gpu_seconds_lost[c] > 0) {
+      lost += fmt::format("{}{} {:.1f} {}", lost.empty() ? "" : ", ",
+                          model::toString(static_cast<model::StallClass>(c)), a.gpu_seconds_lost[c],
+                          unit);
+    }
+  }
+  if (lost.empty() && g.stall_gpu_seconds > 0)
+    lost = fmt::format("stalls {:.1f} {}", g.stall_gpu_seconds, unit);
+  if (g.input_wait_gpu_seconds > 0) {
+    lost += fmt::format("{}waiting for input outside incidents {:.1f} {}", lost.empty() ? "" : "; ",
+                        g.input_wait_gpu_seconds, unit);
+  }
+  std::string out = lost.empty() ? "(nothing lost" : "(lost: " + lost;
+  if (*g.input_wait_not_counted)
+    out += fmt::format("; wait for input not counted: {}", g.input_wait_not_counted);
+  return out + ")";
+}
+
+std::string goodputText(const correlator::Goodput& g, const correlator::Analysis& a) {
+  if (!g.share) return fmt::format("unknown: {}", g.unknown_because);
+  return fmt::format("{:.2f} % {}", *g.share * 100, goodputLost(g, a));
 }
 
 std::string limiterLines(const model::JobLimits& limits) {
@@ -85,7 +122,7 @@ std::string limiterLines(const model::JobLimits& limits) {
                            f.name, f.value);
   }
   if (!figures.empty()) out += "              " + figures + "\n";
-  for (const auto& a : v.advice) out += "    advice    " + a + "\n";
+  for (const auto& a : v.advice) out += "    advice    " + a.text + "\n";
   if (limits.phases.size() > 1) {
     for (const auto& p : limits.phases) {
       out += fmt::format("    phase     {} .. {}  {}\n", timeText(p.start_ms),
@@ -125,20 +162,7 @@ std::string renderText(const std::vector<JobReport>& reports) {
                        timeText(s.ts_ms.back()), s.size());
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
     if (!r.job.cgroup_limits.empty()) out += "  limits      " + r.job.cgroup_limits + "\n";
-    std::string lost;
-    for (int c = 0; c < model::kStallClassCount; ++c) {
-      if (r.analysis.gpu_seconds_lost[c] > 0) {
-        lost += fmt::format("{}{} {:.1f} GPU-s", lost.empty() ? "" : ", ",
-                            model::toString(static_cast<model::StallClass>(c)),
-                            r.analysis.gpu_seconds_lost[c]);
-      }
-    }
-    if (r.goodput.share) {
-      out += fmt::format("  goodput     {:.2f} % ", *r.goodput.share * 100);
-      out += lost.empty() ? "(nothing lost to stalls)\n" : "(lost: " + lost + ")\n";
-    } else {
-      out += fmt::format("  goodput     unknown: {}\n", r.goodput.unknown_because);
-    }
+    out += "  goodput     " + goodputText(r.goodput, r.analysis) + "\n";
     out += limiterLines(r.limits);
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
                        r.analysis.incidents.size(), r.analysis.blips);

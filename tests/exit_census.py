@@ -9,6 +9,7 @@ GPU work (utilisation) at half the run's median of its busy intervals or more.
 
 Usage: exit_census.py STALLWATCH_BINARY [RECORDINGS_DIR]"""
 import json
+import swjson
 import os
 import shutil
 import sqlite3
@@ -52,7 +53,7 @@ def main():
                 if out.returncode != 0:
                     print(f"{name}: report failed: {out.stderr.strip()[:200]}")
                     continue
-                for job in json.loads(out.stdout):
+                for job in swjson.loads(out.stdout):
                     checked += 1
                     last = last_progress_ms(db, job["job_id"], job.get("progress_signal"))
                     if last is None:

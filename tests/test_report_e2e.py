@@ -2,6 +2,7 @@
 and of the HTML report in a real browser (Debian's headless Chromium, no network)."""
 
 import json
+import swjson
 import os
 import re
 import shutil
@@ -48,7 +49,7 @@ class ReportE2E(unittest.TestCase):
 
     def incidents(self, stall):
         synthetic_db.build(self.db, BIN, stall=stall, stall_at=STALL_AT, stall_for=STALL_FOR)
-        return json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
+        return swjson.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
 
     def assert_window(self, incident):
         # Injected: intervals 300..329, i.e. from T0+299 s to T0+329 s. Within 2 s at each end.
@@ -62,7 +63,7 @@ class ReportE2E(unittest.TestCase):
         self.assertEqual(found[0]["device"], "loop1")
         self.assertEqual(found[0]["physical_device"], "vda")
         self.assert_window(found[0])
-        report = json.loads(self.sw("report", "--db", self.db, "--json"))
+        report = swjson.loads(self.sw("report", "--db", self.db, "--json"))
         self.assertEqual(len(report), 1)
         self.assertLess(report[0]["goodput"], 0.99)
         self.assertGreater(report[0]["gpu_seconds_lost_by_class"]["disk-slow"], 15)
@@ -70,7 +71,7 @@ class ReportE2E(unittest.TestCase):
         self.assertLess(loop1["r_await_p50_ms"], 1.0)
         self.assertGreater(loop1["r_await_p99_ms"], 15.0)
         # Recomputing again replaces, never duplicates.
-        again = json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
+        again = swjson.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json"))
         self.assertEqual(len(again), 1)
 
     def test_disk_slow_names_the_neighbour(self):
@@ -103,14 +104,16 @@ class ReportE2E(unittest.TestCase):
     def test_healthy(self):
         self.assertEqual(self.incidents(None), [])
         text = self.sw("report", "--db", self.db)
-        self.assertIn("goodput     100.00 %", text)
+        # Nothing lost to stalls: what the headline leaves out is the loop's standing wait for its
+        # batches (10 % of each step in synthetic_db), said as such.
+        self.assertRegex(text, r"goodput     (8\d|9\d)\.\d\d % \(lost: waiting for input outside incidents")
 
     def test_real_healthy_recording(self):
         """A real ResNet-18 run on an H200 (tests/gpu/job_check.sh, schema 2): no incident."""
         fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "recordings",
                                "h200-resnet18-healthy.db")
         shutil.copy(fixture, self.db)
-        report = json.loads(self.sw("report", "--db", self.db, "--json"))
+        report = swjson.loads(self.sw("report", "--db", self.db, "--json"))
         self.assertEqual(len(report), 1)
         # The job reported its steps through stallwatch.watch(): they are its progress.
         self.assertEqual(report[0]["progress_signal"], "steps")
@@ -118,7 +121,7 @@ class ReportE2E(unittest.TestCase):
         self.assertEqual([(d["device"], d["via"]) for d in report[0]["devices"]],
                          [("loop0", ""), ("vda", "loop0")])
         # --recompute migrates the old file to the current schema and finds nothing either.
-        self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
+        self.assertEqual(swjson.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
 
     def test_gaps_are_reported(self):
         """Intervals that never reached the DB (the agent stopped, or dropped what it could not
@@ -129,7 +132,7 @@ class ReportE2E(unittest.TestCase):
         db.execute("DELETE FROM job_samples WHERE ts_ms > ? AND ts_ms < ?", (t0 + 100_000, t0 + 140_000))
         db.commit()
         db.close()
-        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        report = swjson.loads(self.sw("report", "--db", self.db, "--json"))[0]
         self.assertEqual(report["gaps"], [{"start_ms": t0 + 100_000, "end_ms": t0 + 140_000, "missing_intervals": 39}])
         self.assertIn("40 s): 39 intervals missing", self.sw("report", "--db", self.db))
 
@@ -162,19 +165,19 @@ class ReportE2E(unittest.TestCase):
         # The last 40 s: GPUs idle, every process doing nothing, then the job exited (its
         # DataLoader workers shutting down): said as such, not an incident, not lost time.
         synthetic_db.build(self.db, BIN, stall="idle-exit", stall_at=560, stall_for=40)
-        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        report = swjson.loads(self.sw("report", "--db", self.db, "--json"))[0]
         self.assertEqual(report["incidents"], [])
-        self.assertGreater(report["goodput"], 0.99)
+        self.assertEqual(report["goodput_lost"]["stalls_gpu_seconds"], 0)  # the idle exit costs nothing
         idle = report["idle_at_exit"]
         self.assertIsNotNone(idle)
         self.assertAlmostEqual(idle["seconds"], 40, delta=2)
         self.assertIn("idle at exit 40 s", self.sw("report", "--db", self.db))
-        self.assertEqual(json.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
+        self.assertEqual(swjson.loads(self.sw("incidents", "--db", self.db, "--recompute", "--json")), [])
 
     def test_a_stall_at_the_end_with_busy_processes_stays_a_stall(self):
         # The same span at the end, but the processes keep reading: not the job winding down.
         synthetic_db.build(self.db, BIN, stall="not-storage", stall_at=560, stall_for=40)
-        report = json.loads(self.sw("report", "--db", self.db, "--json"))[0]
+        report = swjson.loads(self.sw("report", "--db", self.db, "--json"))[0]
         self.assertEqual(len(report["incidents"]), 1)
         self.assertIsNone(report["idle_at_exit"])
 

@@ -15,6 +15,7 @@ on purpose with --update, and the diff shows what changed.
 Usage: check_outputs.py STALLWATCH_BINARY [--update]
 """
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -38,7 +39,8 @@ COMMANDS = [
 
 def normalise(value):
     if isinstance(value, dict):
-        return {k: (0 if k == "detected_ms" else normalise(v)) for k, v in value.items()}
+        return {k: (0 if k == "detected_ms" else "-" if k == "stallwatch_version" else normalise(v))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v) for v in value]
     return value
@@ -49,7 +51,8 @@ def outputs_of(binary, db):
     for name, args in COMMANDS:
         argv = [binary, "--log-level", "off", *args]
         argv += [str(db)] if args[-1] == "--db" else ["--db", str(db)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        # Times in the zone shown: the goldens are UTC's, whatever the machine's zone.
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, TZ="UTC"))
         entry = {"exit": proc.returncode}
         if "--json" in args:
             try:

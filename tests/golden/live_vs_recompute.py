@@ -86,7 +86,7 @@ def main():
                     shutil.copy(src, pathlib.Path(scratch) / src.name)
             copy = pathlib.Path(scratch) / db.name
             live = live_incidents(binary, copy)
-            post = json.loads(run([binary, "--log-level", "off", "incidents", "--recompute", "--json", "--db", str(copy)]))
+            post = json.loads(run([binary, "--log-level", "off", "incidents", "--recompute", "--json", "--db", str(copy)]))["incidents"]
             # The recording may hold the incidents its agent found live, too: the post-mortem's only.
             post = [p for p in post if p["source"] == "post-mortem"]
             for p in post:
