@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/root_options.h"
 #include "collectors/block_devices.h"
 #include "collectors/gpu.h"
@@ -128,7 +129,7 @@ int runDevices(const DevicesArgs& args) {
       out["gpus"].push_back(j);
     }
     if (gpus.empty()) out["gpu_unavailable_reason"] = gpu_note;
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    printJson("devices", std::move(out));
     return 0;
   }
 

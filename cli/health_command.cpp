@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/duration.h"
+#include "cli/json_output.h"
 #include "collectors/block_devices.h"
 #include "health/drive_source.h"
 #include "health/reading_json.h"
@@ -101,7 +102,7 @@ void print(const std::vector<Row>& rows, bool as_json) {
       if (r.ts_ms) j["ts_ms"] = *r.ts_ms;
       out.push_back(std::move(j));
     }
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    printJson("health", {{"drives", std::move(out)}});
     return;
   }
   std::cout << fmt::format("{:<24} {:<7} {:<28} {:<12} {:>6} {:>10}\n", "DEVICE", "KIND", "MODEL",

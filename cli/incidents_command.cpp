@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
 #include "common/text.h"
@@ -50,7 +51,7 @@ void print(const std::vector<storage::StoredIncident>& incidents, const std::str
       j["detected_ms"] = s.detected_ms ? nlohmann::json(s.detected_ms) : nlohmann::json();
       out.push_back(j);
     }
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    printJson("incidents", {{"incidents", std::move(out)}});
     return;
   }
   if (incidents.empty()) std::cout << "no incidents in " << path << "\n";
@@ -71,7 +72,7 @@ void print(const std::vector<storage::StoredIncident>& incidents, const std::str
 }
 
 int runIncidents(const IncidentsArgs& args) {
-  const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  const std::string path = args.db.empty() ? storage::defaultReadingPath().string() : args.db;
   if (args.live && args.recompute) {
     std::cerr << "stallwatch incidents: --live shows what was paged, --recompute stores the "
                  "post-mortem's answer: give one\n";

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/report.h"
 #include "common/text.h"
 #include "correlator/limiter.h"
@@ -59,7 +60,7 @@ nlohmann::json orNull(const std::optional<T>& v) {
 }
 
 int runJobs(const JobsArgs& args) {
-  const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  const std::string path = args.db.empty() ? storage::defaultReadingPath().string() : args.db;
   std::vector<JobRow> jobs;
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
@@ -95,8 +96,8 @@ int runJobs(const JobsArgs& args) {
                      {"cmdline", job.cmdline},
                      {"root_pid", job.root_pid},
                      {"gpus", gpus},
-                     {"started_ms", job.started_ms},
-                     {"ended_ms", orNull(job.ended_ms)},
+                     {"start_ms", job.started_ms},
+                     {"end_ms", orNull(job.ended_ms)},
                      {"processes", j.processes},
                      {"workers", j.workers},
                      {"steps_per_second", orNull(j.steps_per_second)},
@@ -107,7 +108,7 @@ int runJobs(const JobsArgs& args) {
                      {"limiter", render::limiterJson(limiter)},
                      {"devices", devices}});
     }
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    printJson("jobs", {{"jobs", std::move(out)}});
     return 0;
   }
   if (jobs.empty()) {
@@ -130,8 +131,10 @@ int runJobs(const JobsArgs& args) {
                                      : "- (no dataloader reports)")
               << "\n";
     std::cout << "  data wait   "
-              << (j.data_wait_share ? fmt::format("{:.1f} % of loop time", *j.data_wait_share * 100)
-                                    : "-")
+              << (j.data_wait_share
+                      ? fmt::format("{:.1f} % of loop time over the whole run, incidents included",
+                                    *j.data_wait_share * 100)
+                      : "-")
               << "\n";
     std::cout << "  read        "
               << (j.read_bytes_per_second
@@ -141,7 +144,8 @@ int runJobs(const JobsArgs& args) {
               << "\n";
     std::cout << "  limiter     " << correlator::describeLimiter(limiter) << "\n";
     if (!j.ranks.empty()) {
-      std::cout << "  ranks       rank  pid      GPU            steps/s  data wait  read MB/s  GPU "
+      std::cout << "  ranks       (means over the whole run)\n"
+                   "              rank  pid      GPU            steps/s  data wait  read MB/s  GPU "
                    "util  GPU work  D max\n";
       auto num = [](const std::optional<double>& v, double scale, const char* format) {
         return v ? fmt::format(fmt::runtime(format), *v * scale) : std::string("-");

@@ -119,8 +119,8 @@ model::JobLimits analyzeLimits(const model::JobSeries& series, const Analysis& a
                                const LimiterConfig& config = {});
 
 // One line for people: "input-cpu: the GPU waited 35 % of the run (0.41 GPU-h); the 12 workers
-// used 8.9 cores of 16 - more workers could reach up to ~1.5x (32 steps/s)".
-std::string describeLimiter(const model::LimiterVerdict& verdict,
-                            const std::string& span = "the run");
+// used 8.9 cores of 16 - more workers could reach up to ~1.5x (32 steps/s)". SPAN names the
+// window; by default "the run", or "the run outside incidents" where they were left out.
+std::string describeLimiter(const model::LimiterVerdict& verdict, const std::string& span = "");
 
 }  // namespace stallwatch::correlator

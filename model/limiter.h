@@ -43,6 +43,27 @@ struct LimiterFigure {
   bool decides = false;
 };
 
+// What a piece of advice asks for, for a program to act on (issue 42); its sentence says it to
+// people, with the evidence behind it.
+enum class AdviceKind {
+  kMoreWorkers,         // more DataLoader workers (or any, num_workers > 0)
+  kFasterStorage,       // the data on a faster device or store
+  kPageCache,           // keep the dataset in memory
+  kRaiseCpuQuota,       // cpu.max
+  kFasterDecoding,      // cheaper decoding and augmentation per sample
+  kLargerPrefetch,      // prefetch_factor
+  kFreeHostCpus,        // the host's CPUs are all in use
+  kMoveMainThreadWork,  // per-step CPU work off the main thread, fewer larger kernels
+  kMoreMemory,          // memory.high / memory.max
+  kRaiseReadLimit,      // io.max
+};
+const char* toString(AdviceKind kind);  // "more-workers", "faster-storage", ...
+
+struct Advice {
+  AdviceKind kind;
+  std::string text;
+};
+
 struct LimiterVerdict {
   int64_t start_ms = 0, end_ms = 0;  // the span judged (its intervals' start and end)
   double seconds = 0;                // time judged: the span less incidents and gaps
@@ -64,7 +85,7 @@ struct LimiterVerdict {
   bool device_at_limit = false;
   std::string limit;  // io-throttled: the io.max limit and the cgroup that sets it
   std::vector<LimiterFigure> figures;
-  std::vector<std::string> advice;  // each names the evidence behind it; none for gpu
+  std::vector<Advice> advice;  // each names the evidence behind it; none for gpu
 };
 
 // A job's verdicts: over its whole run, over each window of it, and its phases (windows in a

@@ -194,6 +194,32 @@ const char* toString(WaitSource source) {
   return "";
 }
 
+const char* toString(AdviceKind kind) {
+  switch (kind) {
+    case AdviceKind::kMoreWorkers:
+      return "more-workers";
+    case AdviceKind::kFasterStorage:
+      return "faster-storage";
+    case AdviceKind::kPageCache:
+      return "page-cache";
+    case AdviceKind::kRaiseCpuQuota:
+      return "raise-cpu-quota";
+    case AdviceKind::kFasterDecoding:
+      return "faster-decoding";
+    case AdviceKind::kLargerPrefetch:
+      return "larger-prefetch";
+    case AdviceKind::kFreeHostCpus:
+      return "free-host-cpus";
+    case AdviceKind::kMoveMainThreadWork:
+      return "move-main-thread-work";
+    case AdviceKind::kMoreMemory:
+      return "more-memory";
+    case AdviceKind::kRaiseReadLimit:
+      return "raise-read-limit";
+  }
+  return "";
+}
+
 const char* toString(StallClass c) {
   switch (c) {
     case StallClass::kDiskSlow:

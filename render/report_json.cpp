@@ -90,6 +90,35 @@ nlohmann::json incidentJson(const model::Incident& inc) {
           {"evidence", evidence}};
 }
 
+// Each piece of advice: its kind for a program, its sentence for people.
+nlohmann::json adviceJson(const std::vector<model::Advice>& advice) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : advice) out.push_back({{"kind", model::toString(a.kind)}, {"text", a.text}});
+  return out;
+}
+
+nlohmann::json hostDevicesJson(const model::JobSeries& host) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& device : host.devices) {
+    const auto d = correlator::deviceLatency(device);
+    out.push_back({{"device", d.name},
+                   {"r_await_p50_ms", orNull(d.r_await_p50)},
+                   {"r_await_p99_ms", orNull(d.r_await_p99)},
+                   {"w_await_p50_ms", orNull(d.w_await_p50)},
+                   {"w_await_p99_ms", orNull(d.w_await_p99)}});
+  }
+  return out;
+}
+
+nlohmann::json goodputJson(const correlator::Goodput& g) {
+  if (!g.share) return nullptr;
+  return {
+      {"stalls_gpu_seconds", g.stall_gpu_seconds},
+      {"input_wait_gpu_seconds", g.input_wait_gpu_seconds},
+      {"input_wait_not_counted",
+       *g.input_wait_not_counted ? nlohmann::json(g.input_wait_not_counted) : nlohmann::json()}};
+}
+
 nlohmann::json limiterJson(const model::LimiterVerdict& v) {
   nlohmann::json figures = nlohmann::json::array();
   for (const auto& f : v.figures)
@@ -120,7 +149,7 @@ nlohmann::json limiterJson(const model::LimiterVerdict& v) {
           {"device_at_limit", v.device_at_limit},
           {"limit", v.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.limit)},
           {"figures", figures},
-          {"advice", v.advice}};
+          {"advice", adviceJson(v.advice)}};
 }
 
 nlohmann::json limitsJson(const model::JobLimits& l) {
@@ -201,6 +230,7 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
          {"goodput", r.goodput.share ? nlohmann::json(*r.goodput.share) : nlohmann::json()},
          {"goodput_unknown_because",
           r.goodput.share ? nlohmann::json() : nlohmann::json(r.goodput.unknown_because)},
+         {"goodput_lost", goodputJson(r.goodput)},
          {"limiter", limitsJson(r.limits)},
          {"gpu_seconds_total", r.analysis.gpu_seconds_total},
          {"gpu_seconds_lost_by_class", lost},

@@ -85,7 +85,13 @@ struct Job {
 
 bool advises(const model::LimiterVerdict& v, const std::string& text) {
   for (const auto& a : v.advice)
-    if (a.find(text) != std::string::npos) return true;
+    if (a.text.find(text) != std::string::npos) return true;
+  return false;
+}
+
+bool advisesKind(const model::LimiterVerdict& v, model::AdviceKind kind) {
+  for (const auto& a : v.advice)
+    if (a.kind == kind) return true;
   return false;
 }
 
@@ -123,7 +129,8 @@ TEST(Limiter, CpuBoundWorkersAreInputCpuWithTheSpeedUpAndMoreWorkersWhereCoresAr
   ASSERT_TRUE(l.run.steps_per_second);
   EXPECT_NEAR(*l.run.steps_per_second * l.run.speedup, 21 / 0.95, 1.5);
   EXPECT_NEAR(l.run.input_wait_gpu_seconds, 0.35 * 300, 8);
-  EXPECT_TRUE(advises(l.run, "more DataLoader workers")) << l.run.advice.front();
+  EXPECT_TRUE(advises(l.run, "more DataLoader workers")) << l.run.advice.front().text;
+  EXPECT_TRUE(advisesKind(l.run, model::AdviceKind::kMoreWorkers));
   EXPECT_TRUE(advises(l.run, "faster decoding"));
   const std::string line = describeLimiter(l.run);
   EXPECT_NE(line.find("input-cpu: the loop waited for input 35 %"), std::string::npos) << line;

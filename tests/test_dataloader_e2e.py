@@ -2,6 +2,7 @@
 package feeds a running agent through its socket; hostile traffic does not hurt the agent."""
 
 import json
+import swjson
 import os
 import random
 import re
@@ -101,7 +102,7 @@ class DataloaderE2E(unittest.TestCase):
         self.assertTrue(jobs[0][0].startswith("python3 -c") or jobs[0][0].startswith("python"), jobs)
         self.assertNotIn("\n", jobs[0][0])
         self.assertIsNotNone(jobs[0][1], "the job's end was not recorded")
-        listing = json.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
+        listing = swjson.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
                                             capture_output=True, text=True, check=True).stdout)
         self.assertEqual(len(listing), 1)
         self.assertAlmostEqual(listing[0]["data_wait_share"], 1.0 / 1.4, delta=0.03)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import swjson
 import os
 import shutil
 import subprocess
@@ -45,13 +46,13 @@ class ExportE2E(unittest.TestCase):
         for name in sorted(f for f in os.listdir(RECORDINGS) if f.endswith(".db")):
             db = self.copy(name)
             before = sha256(db)
-            for job in json.loads(run("jobs", "--json", "--db", db).stdout):
+            for job in swjson.loads(run("jobs", "--json", "--db", db).stdout):
                 out = os.path.join(self.tmp, f"{name}.job{job['job_id']}.export.db")
                 run("export", "--db", db, "--job", str(job["job_id"]), "-o", out)
                 whole = run("report", "--json", "--db", db, "--job", str(job["job_id"])).stdout
                 part = run("report", "--json", "--db", out).stdout
                 self.assertEqual(part, whole, f"{name} job {job['job_id']}")
-                listed = json.loads(run("jobs", "--json", "--db", out).stdout)
+                listed = swjson.loads(run("jobs", "--json", "--db", out).stdout)
                 self.assertEqual([j["key"] for j in listed], [job["key"]])
                 # No bigger than the recording but for the schema: an export has every table
                 # of this version, which an older recording lacks (a table and an index: 8 KiB).
@@ -62,13 +63,13 @@ class ExportE2E(unittest.TestCase):
 
     def test_by_run_id_within_a_range(self):
         db = self.copy("h200x2-ddp-rank-disk.db")
-        job = json.loads(run("jobs", "--json", "--db", db).stdout)[0]
+        job = swjson.loads(run("jobs", "--json", "--db", db).stdout)[0]
         run_id = job["key"].split(":", 1)[1]  # torchelastic:<TORCHELASTIC_RUN_ID>
-        start_s = job["started_ms"] // 1000
+        start_s = job["start_ms"] // 1000
         out = os.path.join(self.tmp, "node.db")
         run("export", "--db", db, "--run-id", run_id, "--since", str(start_s + 10), "--until", str(start_s + 30),
             "-o", out)
-        report = json.loads(run("report", "--json", "--db", out).stdout)
+        report = swjson.loads(run("report", "--json", "--db", out).stdout)
         self.assertEqual(len(report), 1)
         self.assertGreaterEqual(report[0]["start_ms"], (start_s + 10) * 1000)
         self.assertLessEqual(report[0]["end_ms"], (start_s + 30) * 1000)
@@ -101,7 +102,7 @@ class ExportE2E(unittest.TestCase):
     # The shipped Slurm epilog, run as slurmd would after a job (its id matched as a run id).
     def test_slurm_epilog_leaves_this_nodes_slice(self):
         db = self.copy("h200x2-ddp-rank-disk.db")
-        job = json.loads(run("jobs", "--json", "--db", db).stdout)[0]
+        job = swjson.loads(run("jobs", "--json", "--db", db).stdout)[0]
         exports = os.path.join(self.tmp, "exports")
         epilog = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "slurm", "epilog.sh")
         work = os.path.join(self.tmp, "work")

@@ -3,6 +3,7 @@ and what `stallwatch record` recorded."""
 
 import glob
 import json
+import swjson
 import os
 import shutil
 import subprocess
@@ -45,7 +46,7 @@ class HealthE2E(unittest.TestCase):
 
     def test_smartctl_dumps_of_real_drives(self):
         # Exit status as a bit mask, like smartctl's: 8 a failing drive, 32 a warning among them.
-        out = json.loads(self.sw("health", "--json", "--smartctl-json", SMARTCTL, rc=8 | 32).stdout)
+        out = swjson.loads(self.sw("health", "--json", "--smartctl-json", SMARTCTL, rc=8 | 32).stdout)
         self.assertEqual(len(out), len(glob.glob(os.path.join(SMARTCTL, "*.json"))))
         by_file = {o["device"]: o for o in out}
         failed = by_file["ata-hdd-hitachi-hds721050dle630-failed-realloc1975-pending8-errlog56-usb-bridge.json"]
@@ -66,7 +67,7 @@ class HealthE2E(unittest.TestCase):
             f.write("{not json")
         r = self.sw("health", "--smartctl-json", bad, rc=1)
         self.assertIn("bad.json: not JSON", r.stderr)
-        r = self.sw("health", "--smartctl-json", os.path.join(self.tmp, "missing.json"), rc=105)  # CLI11: the path does not exist
+        r = self.sw("health", "--smartctl-json", os.path.join(self.tmp, "missing.json"), rc=2)  # a usage error: the path does not exist
         self.assertIn("missing.json", r.stderr)
 
     def test_hostile_input_is_bounded_and_skipped_per_file(self):
@@ -85,7 +86,7 @@ class HealthE2E(unittest.TestCase):
         self.assertIn("pipe.json: not a regular file", r.stderr)
         self.assertIn("/dev/zero: not a regular file", r.stderr)
         self.assertIn("loop.json: skipped", r.stderr)
-        out = json.loads(r.stdout)
+        out = swjson.loads(r.stdout)
         self.assertEqual([(o["device"], o["verdict"]) for o in out],
                          [("nvme-micron-7450-mtfdkcb3t8tfr-healthy.json", "ok")])
         r = self.sw("health", "--smartctl-json", healthy, rc=0)
@@ -95,7 +96,7 @@ class HealthE2E(unittest.TestCase):
         db = os.path.join(self.tmp, "sw.db")
         self.sw("record", "--db", db, "--duration", "2s", "--health-interval", "1s", "--no-collector.gpu",
                 "--socket", os.path.join(self.tmp, "dl.sock"))
-        out = json.loads(self.sw("health", "--db", db, "--json").stdout)
+        out = swjson.loads(self.sw("health", "--db", db, "--json").stdout)
         devices = {o["device"]: o["verdict"] for o in out}
         disks = [n for n in os.listdir("/sys/block") if not n.startswith(("loop", "dm-", "md", "sr"))]
         for name in disks:

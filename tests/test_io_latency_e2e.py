@@ -6,6 +6,7 @@ under a job reporting through the hook, named disk-slow by the tail; and the col
 fallback where BPF is not allowed. Root, a kernel with BTF."""
 
 import json
+import swjson
 import os
 import re
 import shutil
@@ -150,7 +151,7 @@ class IoLatencyE2E(unittest.TestCase):
         self.assertGreater(job_count, 0.8 * fio_ios)
         self.assertLessEqual(job_count, fio_ios * 1.01 + 10)
         self.assertGreaterEqual(rows[False][0], 250)  # the neighbour's 300 reads of 64 KiB
-        report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True,
+        report = swjson.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True,
                                            check=True).stdout)
         lat = [d for r in report for d in r.get("io_latency", []) if d["device"] == dev and d["op"] == "read"]
         self.assertTrue(lat, report)
@@ -165,7 +166,7 @@ class IoLatencyE2E(unittest.TestCase):
         sliced = os.path.join(self.tmp, "slice.db")
         subprocess.run([BIN, "export", "--db", db, "--job", str(job["job_id"]), "-o", sliced],
                        capture_output=True, check=True)
-        again = json.loads(subprocess.run([BIN, "report", "--db", sliced, "--json"],
+        again = swjson.loads(subprocess.run([BIN, "report", "--db", sliced, "--json"],
                                           capture_output=True, check=True).stdout)
         self.assertEqual(again[0]["io_latency"], job["io_latency"])
         text = subprocess.run([BIN, "report", "--db", db], capture_output=True, text=True, check=True).stdout
@@ -237,7 +238,7 @@ class IoLatencyE2E(unittest.TestCase):
         agent.terminate()
         _, err = agent.communicate(timeout=30)
         self.assertEqual(agent.returncode, 0, err)
-        report = json.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True,
+        report = swjson.loads(subprocess.run([BIN, "report", "--db", db, "--json"], capture_output=True,
                                            check=True).stdout)
         text = subprocess.run([BIN, "report", "--db", db], capture_output=True, text=True,
                               check=True).stdout

@@ -19,6 +19,7 @@ and a neighbour cgroup reads the same device: the verdict tells the job's per-I/
 the neighbour's."""
 
 import json
+import swjson
 import os
 import shutil
 import sqlite3
@@ -41,7 +42,7 @@ def copied(test, directory, run):
 
 
 def report(db):
-    return json.loads(subprocess.run([BIN, "--log-level", "off", "report", "--db", db, "--json"],
+    return swjson.loads(subprocess.run([BIN, "--log-level", "off", "report", "--db", db, "--json"],
                                      capture_output=True, text=True, check=True).stdout)
 
 
@@ -92,8 +93,10 @@ class LimiterRecordings(unittest.TestCase):
 
     def test_two_workers_are_input_cpu_with_the_speed_up_on_offer(self):
         v, _ = self.check("w2", "input-cpu")
-        self.assertTrue(any(a.startswith("more DataLoader workers") for a in v["advice"]), v["advice"])
-        self.assertTrue(any(a.startswith("faster decoding") for a in v["advice"]), v["advice"])
+        self.assertTrue(any(a["text"].startswith("more DataLoader workers") and a["kind"] == "more-workers"
+                            for a in v["advice"]), v["advice"])
+        self.assertTrue(any(a["text"].startswith("faster decoding") and a["kind"] == "faster-decoding"
+                            for a in v["advice"]), v["advice"])
         self.check("w2-nohook", "input-cpu")
         # Against the job fed from memory (input keeping up entirely) and, without the hook,
         # against 4 workers (with it, 4 workers still left the loader's own 12 % wait: 1.25x).
@@ -111,7 +114,7 @@ class LimiterRecordings(unittest.TestCase):
 
     def test_a_remote_fetch_per_sample_wants_more_workers(self):
         v, _ = self.check("fetch", "input-workers")
-        self.assertTrue(v["advice"][0].startswith("more DataLoader workers"), v["advice"])
+        self.assertTrue(v["advice"][0]["text"].startswith("more DataLoader workers"), v["advice"])
         self.check("fetch-nohook", "input-workers")
         self.speedup("fetch", "gpu")
         # Without the hook the prediction (3.8x) falls short of the 5.0x measured: that run's
@@ -129,7 +132,8 @@ class LimiterRecordings(unittest.TestCase):
     def test_a_main_thread_busy_outside_the_gpu_is_host(self):
         for run in ("host", "host-nohook"):
             v, _ = self.check(run, "host")
-            self.assertTrue(v["advice"][0].startswith("the main thread ran"), v["advice"])
+            self.assertTrue(v["advice"][0]["text"].startswith("the main thread ran"), v["advice"])
+            self.assertEqual(v["advice"][0]["kind"], "move-main-thread-work")
 
 
 def replay_events(db, *options):

@@ -6,6 +6,7 @@ records beside the job; the report must name the mount, what serves it, and the 
 it, within 2 s of the window; a healthy run must have no incident."""
 
 import json
+import swjson
 import os
 import shutil
 import subprocess
@@ -118,7 +119,7 @@ class MountsE2E(unittest.TestCase):
         self.assertEqual(agent.returncode, 0, err)
         report = run([BIN, "report", "--db", db, "--json"])
         text = run([BIN, "report", "--db", db]).stdout
-        return json.loads(report.stdout), text, window_ms
+        return swjson.loads(report.stdout), text, window_ms
 
     def only_job(self, report):
         jobs = [j for j in report if j["progress_signal"] == "steps"]

@@ -57,7 +57,7 @@ def main():
             run = name[:-3]
             report = json.loads(subprocess.run([binary, "--log-level", "off", "report", "--db",
                                                 os.path.join(d, name), "--json"],
-                                               capture_output=True, text=True, check=True).stdout)
+                                               capture_output=True, text=True, check=True).stdout)["jobs"]
             if not report:
                 continue
             v = report[0]["limiter"]
@@ -105,7 +105,7 @@ def main():
     for row in table:
         print(f"{row['run']}: {row['line']}")
         for a in row["advice"]:
-            print(f"    advice: {a}")
+            print(f"    advice ({a['kind']}): {a['text']}")
     if out_json:
         with open(out_json, "w") as f:
             json.dump(table, f, indent=1)
