@@ -2,12 +2,21 @@
 
 #include <iostream>
 
+#include "agent/build_info.h"
 #include "cli/input_file.h"
+#include "cli/usage.h"
 
 namespace stallwatch::cli {
 
 void configureApp(CLI::App& app, AppCommands& commands) {
-  app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION);
+  app.formatter(std::make_shared<HelpFormatter>());  // before the commands: they take it over
+  app.footer(
+      "\nExamples:\n  stallwatch record                 follow every training job\n"
+      "  stallwatch report --since 1h      what went wrong in the last hour\n"
+      "  stallwatch top                    the live view\n"
+      "Each command's --help says more (stallwatch report --help).");
+  app.set_version_flag("--version", std::string("stallwatch ") + STALLWATCH_VERSION + " (" +
+                                        agent::kBuildRevision + ")");
   app.require_subcommand(1);
   // Every option can come from a file too (a [record] section for the record command's, and
   // so on): long command lines, and no webhook secret in `ps`. The command line wins.
@@ -19,6 +28,9 @@ void configureApp(CLI::App& app, AppCommands& commands) {
   // A key that names no option is a typo to report, not a setting to drop silently.
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.fallthrough();  // global options (--log-level) also after the subcommand
+  app.add_flag("--utc", commands.utc,
+               "Show times in UTC, and read a time without an offset (--since 2026-11-22T02:00) "
+               "as UTC; by default both are the local zone's, the zone said beside each time");
   app.add_option("--log-level", commands.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -37,6 +49,7 @@ void configureApp(CLI::App& app, AppCommands& commands) {
   add(addHealthCommand);
   add(addTopCommand);
   add(addRunCommand);
+  addExamples(app);
 }
 
 std::string configFileProblem(const std::vector<std::string>& args) {

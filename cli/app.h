@@ -14,6 +14,7 @@ namespace stallwatch::cli {
 struct AppCommands {
   std::map<CLI::App*, CommandRunner> runners;
   std::string log_level = "info";
+  bool utc = false;  // --utc: times shown and read in UTC rather than the local zone
 };
 
 // Registers the global options and every subcommand on APP.

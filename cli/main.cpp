@@ -1,7 +1,4 @@
 // stallwatch: a storage and I/O health monitor for GPU training jobs.
-#include <spdlog/cfg/env.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -10,6 +7,9 @@
 #include <vector>
 
 #include "cli/app.h"
+#include "cli/logging.h"
+#include "cli/usage.h"
+#include "common/time_zone.h"
 
 namespace {
 
@@ -24,11 +24,20 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "stallwatch: %s\n", problem.c_str());
     return 2;
   }
-  CLI11_PARSE(app, argc, argv);
-  // Logs go to stderr so that stdout carries only a command's output (tables, JSON).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("stallwatch"));
-  spdlog::set_level(spdlog::level::from_str(commands.log_level));
-  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL overrides, as spdlog users expect
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end the parse too (status 0); every other error is a usage error,
+    // status 2 as for any Unix tool (CLI11's own statuses were 104-114).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(
+        stderr, "%s\n",
+        stallwatch::cli::usageError(app, e, std::vector<std::string>(argv + 1, argv + argc))
+            .c_str());
+    return 2;
+  }
+  stallwatch::common::showTimesInUtc(commands.utc);
+  stallwatch::cli::setUpLogging(commands.log_level);
   for (CLI::App* sub : app.get_subcommands()) return commands.runners.at(sub)();
   return 2;
 }

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/fleet_report.h"
+#include "cli/json_output.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
 #include "common/text.h"
@@ -43,6 +44,10 @@ struct ReportArgs {
 // and never over a file that exists unless FORCE; then a whole page replaces it (a temporary
 // file renamed over the name: a link there is replaced, its target left alone).
 bool writeHtml(const std::string& path, const std::string& page, bool force) {
+  if (path == "-") {  // standard output, as every tool that writes a file takes "-"
+    std::cout << page << std::flush;
+    return static_cast<bool>(std::cout);
+  }
   auto fail = [&](const std::string& why) {
     std::cerr << "stallwatch report: cannot write " << path << ": " << why << "\n";
     return false;
@@ -83,9 +88,7 @@ int printFleetReports(const ReportArgs& args, const std::vector<render::FleetRep
       !writeHtml(args.html, render::renderFleetHtml(reports, inputs, title), args.force))
     return 1;
   if (args.json) {
-    std::cout << render::renderFleetJson(reports, inputs)
-                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
+    printJson("report", render::renderFleetJson(reports, inputs));
   } else if (args.html.empty()) {
     std::cout << common::printableLines(render::renderFleetText(reports, inputs));
   }
@@ -187,12 +190,17 @@ bool acrossNodes(const ReportArgs& args) {
 }
 
 int runReport(const ReportArgs& args) {
+  if (args.html == "-" && args.json) {
+    std::cerr << "stallwatch report: --html - and --json would both go to standard output; "
+                 "give --html a file\n";
+    return 2;
+  }
   storage::TimeRange range;
   if (!parseTimeRange(args.since, args.until, range, "report")) return 2;
   if (!args.prometheus.empty()) return runPrometheusReport(args, range);
   if (acrossNodes(args)) return runFleetReport(args, range);
   const std::string path =
-      args.dbs.empty() ? storage::defaultDatabasePath().string() : args.dbs.front();
+      args.dbs.empty() ? storage::defaultReadingPath().string() : args.dbs.front();
   std::vector<render::JobReport> reports;
   model::JobSeries host;  // what the devices did, when no job has samples in the range
   try {
@@ -213,9 +221,9 @@ int runReport(const ReportArgs& args) {
                  args.force))
     return 1;
   if (args.json) {
-    std::cout << render::renderJson(reports).dump(2, ' ', false,
-                                                  nlohmann::json::error_handler_t::replace)
-              << "\n";
+    nlohmann::json body{{"jobs", render::renderJson(reports)}};
+    if (reports.empty()) body["host_devices"] = render::hostDevicesJson(host);
+    printJson("report", std::move(body));
   } else if (args.html.empty()) {
     std::cout << common::printableLines(reports.empty() ? render::renderHostText(host)
                                                         : render::renderText(reports));
@@ -244,14 +252,14 @@ CommandRunner addReportCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{16}, size_t{1} << 30));
   cmd->add_option("--since", args->since,
-                  "From this time: ISO 8601 (2026-11-22, 2026-11-22T02:00Z, an offset +02:00; UTC "
-                  "without one), "
+                  "From this time: ISO 8601 (2026-11-22, 2026-11-22T02:00Z, an offset +02:00; the "
+                  "local zone without one, as `date -d` reads it, or UTC with --utc), "
                   "epoch seconds or milliseconds, or a duration ago (2h, 1h30m)");
   cmd->add_option("--until", args->until, "Up to this time (same forms)");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_option("--html", args->html,
                   "Write a self-contained HTML page with a timeline to FILE (a new file, 0640; "
-                  "never through a symbolic link)");
+                  "never through a symbolic link; '-': standard output)");
   cmd->add_flag("--force", args->force, "With --html: replace FILE if it exists");
   cmd->add_option("--prometheus", args->prometheus,
                   "Read the run (--run) from this Prometheus, Thanos Query or Mimir (its "

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cli/duration.h"
+#include "common/time_zone.h"
 
 namespace stallwatch::cli {
 
@@ -98,7 +99,10 @@ std::optional<int64_t> parseIso8601(std::string_view s) {
   const int year = tm.tm_year + 1900;
   const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
   if (tm.tm_mday > kDays[tm.tm_mon] + (tm.tm_mon == 1 && leap ? 1 : 0)) return std::nullopt;
-  const int64_t utc_s = static_cast<int64_t>(timegm(&tm)) - *offset;
+  // Without an offset, a time of the zone shown (local, or UTC with --utc), as `date -d` reads it.
+  const bool zoned = at < s.size();
+  const int64_t utc_s = zoned ? static_cast<int64_t>(timegm(&tm)) - *offset
+                              : static_cast<int64_t>(common::fromBrokenDown(tm));
   return utc_s * 1000 + static_cast<int64_t>(std::llround(fraction * 1000));
 }
 

@@ -29,18 +29,26 @@ struct TopArgs {
   bool once = false;
   std::string at;  // --once: the frame as of this time (a recording's past)
   bool evidence = false;
-  size_t job = 0;  // the index of the job selected first
+  std::optional<int64_t> job;  // the job (its id, as `jobs` lists it) selected first
   int width = 80, height = 24;
 };
 
 std::atomic<bool> g_stop{false};
 
-std::vector<std::string> frame(const std::string& path, const render::TopState& state, int width,
-                               int height, size_t& jobs, std::optional<int64_t> at = {}) {
+// PICK: the job id to select once it is in the list (--job), cleared when found.
+std::vector<std::string> frame(const std::string& path, render::TopState& state, int width,
+                               int height, size_t& jobs, std::optional<int64_t>& pick,
+                               std::optional<int64_t> at = {}) {
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
     const render::TopData data = render::readTop(recording, at.value_or(nowMs()));
     jobs = data.jobs.size();
+    for (size_t i = 0; pick && i < data.jobs.size(); ++i) {
+      if (data.jobs[i].job_id == *pick) {
+        state.selected = i;
+        pick.reset();
+      }
+    }
     return render::renderTop(data, state, width, height);
   } catch (const std::exception& e) {
     jobs = 0;
@@ -49,7 +57,7 @@ std::vector<std::string> frame(const std::string& path, const render::TopState& 
 }
 
 int runTop(const TopArgs& args) {
-  const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  const std::string path = args.db.empty() ? storage::defaultReadingPath().string() : args.db;
   const auto interval = parseDuration(args.interval);
   if (!interval || *interval < std::chrono::milliseconds(100)) {
     std::cerr << "stallwatch top: --interval must be a duration of 100ms or more\n";
@@ -57,7 +65,7 @@ int runTop(const TopArgs& args) {
   }
   render::TopState state;
   state.evidence = args.evidence;
-  state.selected = args.job;
+  std::optional<int64_t> pick = args.job;
   size_t jobs = 0;
   std::optional<int64_t> at;
   if (!args.at.empty() && !(at = parseTimeArg(args.at, nowMs()))) {
@@ -71,8 +79,13 @@ int runTop(const TopArgs& args) {
       std::cerr << "stallwatch top: cannot read " << path << ": " << e.what() << "\n";
       return 1;
     }
-    for (const auto& line : frame(path, state, args.width, args.height, jobs, at))
-      std::cout << line << "\n";
+    const auto lines = frame(path, state, args.width, args.height, jobs, pick, at);
+    if (pick) {
+      std::cerr << "stallwatch top: no job " << *pick << " in the view of " << path
+                << " (`stallwatch jobs` lists the recorded ones)\n";
+      return 1;
+    }
+    for (const auto& line : lines) std::cout << line << "\n";
     return 0;
   }
   // The live view redraws a terminal forever: into a file or a pipe it would write screen
@@ -95,7 +108,7 @@ int runTop(const TopArgs& args) {
   timeout(
       static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(*interval).count()));
   while (!g_stop) {
-    const auto lines = frame(path, state, COLS, LINES, jobs);
+    const auto lines = frame(path, state, COLS, LINES, jobs, pick);
     erase();
     for (size_t i = 0; i < lines.size(); ++i)
       mvaddnstr(static_cast<int>(i), 0, lines[i].c_str(), COLS);
@@ -122,7 +135,8 @@ CommandRunner addTopCommand(CLI::App& app) {
   cmd->add_option("--at", args->at,
                   "With --once: the frame as it was at this time (a post-mortem)");
   cmd->add_flag("--evidence", args->evidence, "Start with the open incident's evidence (key v)");
-  cmd->add_option("--job", args->job, "Start with the Nth job of the list selected (0: the first)");
+  cmd->add_option("--job", args->job,
+                  "Start with this job selected (its id, as `stallwatch jobs` lists it)");
   cmd->add_option("--width", args->width, "With --once: the frame's width (default 80)")
       ->check(CLI::Range(20, 1000));
   cmd->add_option("--height", args->height, "With --once: the frame's height (default 24)")

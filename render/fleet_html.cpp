@@ -73,7 +73,7 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
     html += fmt::format("<section class=\"run\" data-run=\"{}\"><h2>Run {} across {} nodes</h2>\n",
                         escape(r.run.key), escape(r.run.key), r.nodes.size());
     html += fmt::format("<p>{} .. {} UTC &middot; goodput <b>{}</b> &middot; {} stall(s)</p>\n",
-                        timeText(a.series.ts_ms.front()), timeText(a.series.ts_ms.back()),
+                        utcText(a.series.ts_ms.front()), utcText(a.series.ts_ms.back()),
                         a.goodput.share ? fmt::format("{:.1f} %", *a.goodput.share * 100)
                                         : "unknown (" + escape(a.goodput.unknown_because) + ")",
                         a.incidents.size());
@@ -108,7 +108,7 @@ std::string renderFleetHtml(const std::vector<FleetReport>& reports, const Fleet
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"held-back\">{}</td>"
           "<td>{:.1f} s ({:.1f} GPU-s)</td><td>{}</td></tr>\n",
-          timeText(inc.start_ms), timeText(inc.end_ms).substr(11), model::toString(inc.cls),
+          utcText(inc.start_ms), utcText(inc.end_ms).substr(11), model::toString(inc.cls),
           escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
           escape(who), fi.others_waited_s, fi.others_gpu_seconds, evidence);
     }

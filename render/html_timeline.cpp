@@ -417,7 +417,7 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
     svg += fmt::format(
         "<text class=\"tick\" data-k=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" "
         "text-anchor=\"{}\">{}</text>\n",
-        k, xOf(t), height - 8, anchor, timeText(static_cast<int64_t>(t)).substr(11));
+        k, xOf(t), height - 8, anchor, utcText(static_cast<int64_t>(t)).substr(11));
   }
   svg += fmt::format(
       "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">UTC</text>\n",

@@ -2,6 +2,7 @@
 host's own /proc and /sys. Run through CTest, which sets STALLWATCH_BIN and STALLWATCH_FIXTURES."""
 
 import json
+import swjson
 import os
 import re
 import shutil
@@ -71,9 +72,9 @@ class RecordE2E(unittest.TestCase):
             port = s.getsockname()[1]
         env = {e["name"]: "node-a" for e in container["env"] if e["name"] == "NODE_NAME"}
         args = [a.replace("$(NODE_NAME)", env["NODE_NAME"]).replace("/var/lib/stallwatch", self.tmp)
-                .replace("/run/stallwatch", self.tmp).replace("0.0.0.0:9464", f"127.0.0.1:{port}")
+                .replace("/run/stallwatch", self.tmp).replace(":9877", f"127.0.0.1:{port}")
                 for a in container["args"]]
-        self.assertEqual(container["ports"][0]["containerPort"], 9464)
+        self.assertEqual(container["ports"][0]["containerPort"], 9877)  # one port everywhere
         agent = subprocess.Popen([BIN, *args, "--no-collector.gpu"], stderr=subprocess.PIPE, text=True)
         try:
             body, deadline = "", time.monotonic() + 15
@@ -343,9 +344,10 @@ class RecordE2E(unittest.TestCase):
         cases = [
             (["record", "--interval", "soon"], 2, "--interval"),
             (["record", "--duration", "-5s"], 2, "--duration"),
-            (["record", "--db", "/proc/no-such-dir/sw.db", "--duration", "1s"], 1, "/proc/no-such-dir"),
-            (["record", "--no-such-flag"], 109, "no-such-flag"),
-            ([], 106, "subcommand"),
+            (["record", "--db", "/proc/no-such-dir/sw.db", "--duration", "1s"], 2, "/proc/no-such-dir"),
+            # Every usage error exits 2, as a Unix tool's does (CLI11's own were 104-114).
+            (["record", "--no-such-flag"], 2, "no-such-flag"),
+            ([], 2, "subcommand"),
         ]
         for args, code, needle in cases:
             result = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=10)
@@ -394,13 +396,13 @@ class RecordE2E(unittest.TestCase):
         finally:
             job.wait(timeout=30)
             shutil.rmtree(data_dir, ignore_errors=True)
-        listing = json.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
+        listing = swjson.loads(subprocess.run([BIN, "jobs", "--db", self.db, "--json"],
                                             capture_output=True, text=True, check=True).stdout)
         self.assertEqual(len(listing), 1, listing)
         self.assertEqual(listing[0]["root_pid"], job.pid)
         self.assertGreaterEqual(listing[0]["workers"], 2)  # the two workers (and any helper)
         # The device holding data_dir, as `stallwatch devices` sees the mounts.
-        devices = json.loads(subprocess.run([BIN, "devices", "--json"], capture_output=True,
+        devices = swjson.loads(subprocess.run([BIN, "devices", "--json"], capture_output=True,
                                             text=True, check=True).stdout)["block_devices"]
         best, best_len = None, -1
         for d in devices:
@@ -451,7 +453,7 @@ class RecordE2E(unittest.TestCase):
         result = subprocess.run([BIN, "devices", "--root", root, "--json"],
                                 capture_output=True, text=True, timeout=10)
         self.assertEqual(result.returncode, 0, result.stderr)
-        devices = {d["name"]: d for d in json.loads(result.stdout)["block_devices"]}
+        devices = {d["name"]: d for d in swjson.loads(result.stdout)["block_devices"]}
         self.assertEqual(devices["loop1"]["backing_device"], "loop0")
         self.assertEqual(devices["loop1"]["physical"], ["vda"])
         self.assertEqual(devices["loop0"]["mounts"][0]["mount_point"], "/mnt/swdata")
