@@ -6,6 +6,7 @@
 #include <functional>
 #include <utility>
 
+#include "agent/build_info.h"
 #include "agent/metrics_io_latency.h"
 #include "agent/metrics_jobs.h"
 #include "agent/metrics_writer.h"
@@ -18,8 +19,31 @@ using metrics_text::Writer;
 
 // The agent itself: build, intervals, each collector's health, the writer.
 void renderAgent(const MetricsSnapshot& s, Writer& w) {
-  w.family("stallwatch_build_info", "gauge", "The agent's version; always 1.");
-  w.sample({{"version", s.version}}, 1);
+  w.family("stallwatch_build_info", "gauge",
+           "The agent's version and the source revision it was built from; always 1.");
+  w.sample({{"version", s.version}, {"revision", kBuildRevision}}, 1);
+  // The process's own cost, under the names every Prometheus client library gives it.
+  if (s.process) {
+    const collectors::SelfProcess& p = *s.process;
+    w.family("process_cpu_seconds_total", "counter", "User and system CPU time spent, seconds.");
+    w.sample(p.cpu_seconds);
+    w.family("process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
+    w.sample(static_cast<double>(p.resident_bytes));
+    w.family("process_virtual_memory_bytes", "gauge", "Virtual memory size, bytes.");
+    w.sample(static_cast<double>(p.virtual_bytes));
+    if (p.open_fds) {
+      w.family("process_open_fds", "gauge", "Open file descriptors.");
+      w.sample(static_cast<double>(*p.open_fds));
+    }
+    if (p.max_fds) {
+      w.family("process_max_fds", "gauge", "The most file descriptors it may open.");
+      w.sample(static_cast<double>(*p.max_fds));
+    }
+    if (p.start_time_seconds) {
+      w.family("process_start_time_seconds", "gauge", "When the process started (Unix time).");
+      w.sample(*p.start_time_seconds);
+    }
+  }
   w.family("stallwatch_last_sample_timestamp_seconds", "gauge",
            "When the latest interval ended (Unix time).");
   w.sample(static_cast<double>(s.last_sample_ms) / 1000.0);
@@ -299,6 +323,13 @@ void renderStalls(const MetricsSnapshot& s, Writer& w) {
   for (int c = 0; c < model::kStallClassCount; ++c) {
     w.sample({{"class", model::toString(static_cast<model::StallClass>(c))}},
              static_cast<double>(s.incidents_opened[static_cast<size_t>(c)]));
+  }
+  w.family("stallwatch_gpu_seconds_lost_total", "counter",
+           "GPU-seconds the incidents closed by the live correlator lost, by their final class "
+           "(the figure each incident's report gives).");
+  for (int c = 0; c < model::kStallClassCount; ++c) {
+    w.sample({{"class", model::toString(static_cast<model::StallClass>(c))}},
+             s.gpu_seconds_lost[static_cast<size_t>(c)]);
   }
   w.family("stallwatch_incident_events_total", "counter", "Incident events (open, change, close).");
   for (int k = 0; k < 3; ++k) {

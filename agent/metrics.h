@@ -19,6 +19,7 @@
 #include "agent/notifier.h"
 #include "agent/webhook_sender.h"
 #include "collectors/samples.h"
+#include "collectors/self_process.h"
 #include "correlator/live_correlator.h"
 #include "storage/writer.h"
 
@@ -105,9 +106,11 @@ struct MetricsSnapshot {
   RunShares job_runs;
   std::map<std::string, std::set<std::pair<std::string, std::string>>> job_devices;
   std::vector<correlator::ActiveStall> stalls;
-  std::vector<correlator::LiveLimiter> limiters;  // each job's verdict over its last minute
+  std::vector<correlator::LiveLimiter> limiters;   // each job's verdict over its last minute
+  std::optional<collectors::SelfProcess> process;  // the agent itself (process_* metrics)
   std::array<uint64_t, model::kStallClassCount> incidents_opened{};
-  std::array<uint64_t, 3> incident_events{};  // by IncidentEventKind
+  std::array<double, model::kStallClassCount> gpu_seconds_lost{};  // of the incidents closed
+  std::array<uint64_t, 3> incident_events{};                       // by IncidentEventKind
   std::vector<CollectorStats> collectors;
   storage::WriterStats writer;
   std::optional<HookStats> hooks;

@@ -31,7 +31,6 @@ std::optional<ListenAddress> parseListenAddress(const std::string& text) {
   } else {
     port_text = text;
   }
-  if (a.host.empty()) a.host = "127.0.0.1";
   int port = -1;
   const auto [end, ec] =
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
@@ -84,35 +83,49 @@ bool headComplete(const std::string& in) {
 
 }  // namespace
 
-MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& board)
-    : board_(board) {
-  const std::string failure = "cannot listen on " + address.host + ":" +
-                              std::to_string(address.port) +
-                              " (in use, or not an address of this host)";
+namespace {
+
+// A listening socket on HOST:PORT, or on every interface where HOST is empty: IPv6's any address
+// taking IPv4 too (IPV6_V6ONLY off), else IPv4's alone (a host without IPv6). -1 if none binds.
+int bindListener(const ListenAddress& address) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found) !=
-          0 ||
-      !found) {
-    throw std::runtime_error(failure);
-  }
-  for (addrinfo* a = found; a && listen_fd_ < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    // SO_REUSEADDR alone: a quick restart (a socket in TIME_WAIT) binds, a port another
-    // process listens on does not (SO_REUSEPORT would let two agents share it).
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
-      listen_fd_ = fd;
-    } else {
+  std::vector<std::string> hosts = {address.host};
+  if (address.host.empty()) hosts = {"::", "0.0.0.0"};
+  for (const auto& host : hosts) {
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), std::to_string(address.port).c_str(), &hints, &found) != 0)
+      continue;
+    for (addrinfo* a = found; a; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      // SO_REUSEADDR alone: a quick restart (a socket in TIME_WAIT) binds, a port another
+      // process listens on does not (SO_REUSEPORT would let two agents share it).
+      int yes = 1, no = 0;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      if (a->ai_family == AF_INET6 && address.host.empty())
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+      if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+        freeaddrinfo(found);
+        return fd;
+      }
       close(fd);
     }
+    freeaddrinfo(found);
   }
-  freeaddrinfo(found);
+  return -1;
+}
+
+}  // namespace
+
+MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& board)
+    : board_(board) {
+  const std::string failure =
+      "cannot listen on " + (address.host.empty() ? "every interface" : address.host) + ", port " +
+      std::to_string(address.port) + " (in use, or not an address of this host)";
+  listen_fd_ = bindListener(address);
   if (listen_fd_ < 0) throw std::runtime_error(failure);
   sockaddr_storage bound{};
   socklen_t length = sizeof bound;
@@ -125,9 +138,11 @@ MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& b
     throw std::runtime_error("cannot create the metrics server's wake-up pipe");
   }
   thread_ = std::thread([this] { run(); });
-  spdlog::info(
-      "metrics at http://{}:{}/metrics",
-      address.host.find(':') != std::string::npos ? "[" + address.host + "]" : address.host, port_);
+  spdlog::info("metrics at http://{}:{}/metrics (every interface where no host is given)",
+               address.host.empty()                          ? std::string("*")
+               : address.host.find(':') != std::string::npos ? "[" + address.host + "]"
+                                                             : address.host,
+               port_);
 }
 
 MetricsServer::~MetricsServer() {
@@ -141,8 +156,15 @@ MetricsServer::~MetricsServer() {
 
 std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
   if (path == "/metrics") {
+    // One rendering per interval's snapshot, however many scrape it (two Prometheus servers in
+    // HA, a person's curl): the page is a function of the snapshot alone.
     const auto snapshot = board_.latest();
-    return snapshot ? renderMetrics(*snapshot) : std::string();
+    if (!snapshot) return std::string();
+    if (snapshot != page_of_) {
+      page_ = renderMetrics(*snapshot);
+      page_of_ = snapshot;
+    }
+    return page_;
   }
   if (path == "/") return std::string("stallwatch agent: metrics at /metrics\n");
   return std::nullopt;

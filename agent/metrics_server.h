@@ -26,8 +26,10 @@ struct ListenAddress {
   int port = 0;
 };
 
-// "9877" and ":9877" mean 127.0.0.1:9877 (loopback unless an address says otherwise);
-// "0.0.0.0:9877", "[::]:9877", "10.0.0.5:9877" as written. Nullopt if it is not one of those.
+// ":9877" (and "9877") mean every interface, IPv6 and IPv4, as node_exporter's ":9100" does
+// (issue 43: a central Prometheus got "connection refused" from the loopback this meant before);
+// "127.0.0.1:9877", "[::1]:9877", "10.0.0.5:9877" as written. Nullopt if it is not one of those.
+// HOST is empty for every interface.
 std::optional<ListenAddress> parseListenAddress(const std::string& text);
 
 // The response to one request head (up to the blank line), as sent: status line, headers and,
@@ -54,6 +56,9 @@ class MetricsServer {
   std::optional<std::string> bodyFor(std::string_view path) const;
 
   const MetricsBoard& board_;
+  // The page last rendered and the snapshot it is of (the serving thread's alone).
+  mutable std::shared_ptr<const MetricsSnapshot> page_of_;
+  mutable std::string page_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the loop
   int port_ = 0;

@@ -93,6 +93,11 @@ std::shared_ptr<storage::SampleWriter> startWriter(const RecorderOptions& option
     writer->submitEvent({started_ms, "writer", "error",
                          "the database found at start was corrupt; moved aside to " + moved_to});
   }
+  if (options.db_group) {
+    if (const std::string why = storage::shareWithGroup(options.db_path, *options.db_group);
+        !why.empty())
+      spdlog::warn("--db-group: {}", why);
+  }
   spdlog::info("recording to {} every {} ms (run {}); collectors: {}", options.db_path.string(),
                interval_ms, run_id, collector_names.empty() ? "none" : collector_names);
   return writer;

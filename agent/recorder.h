@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace stallwatch::agent {
 
 struct RecorderOptions {
   std::filesystem::path db_path;
+  std::optional<gid_t> db_group;  // --db-group: the DB and its folder readable by this group
   std::chrono::nanoseconds interval = std::chrono::seconds(1);
   std::optional<std::chrono::nanoseconds> duration;  // none: until a stop signal
   collectors::CollectorConfig collector_config;

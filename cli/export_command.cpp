@@ -21,7 +21,7 @@ struct ExportArgs {
 };
 
 int runExport(const ExportArgs& args) {
-  const std::string path = args.db.empty() ? storage::defaultDatabasePath().string() : args.db;
+  const std::string path = args.db.empty() ? storage::defaultReadingPath().string() : args.db;
   storage::TimeRange range;
   if (!parseTimeRange(args.since, args.until, range, "export")) return 2;
   try {

@@ -49,8 +49,9 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
       ->check(CLI::Range(1, 20))
       ->group("Live");
   cmd.add_option("--listen", args.listen,
-                 "Serve Prometheus metrics at ADDR/metrics: PORT or :PORT (loopback), "
-                 "HOST:PORT, [V6]:PORT; 0.0.0.0:PORT for every interface (off by default)")
+                 "Serve Prometheus metrics at ADDR/metrics: :PORT on every interface (as "
+                 "node_exporter's :9100), HOST:PORT or [V6]:PORT on one, 127.0.0.1:PORT on "
+                 "loopback only; stallwatch's port is 9877 (off by default)")
       ->group("Live");
   cmd.add_option("--node", args.node,
                  "This node's name: the node label on metrics, the host in hook payloads and "

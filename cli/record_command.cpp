@@ -42,6 +42,7 @@ struct RecordArgs {
   std::string socket;
   std::string socket_mode = "0660";
   std::string socket_group;
+  std::string db_group;
   LiveArgs live;
   std::string health_interval = "10m";
   std::string retain = "14d";
@@ -51,6 +52,20 @@ struct RecordArgs {
 };
 
 // The dataloader socket's mode and group; false (said on stderr) when they do not parse.
+// A group by name or number, as chgrp takes it; none (said, for OPTION) where there is no such.
+std::optional<gid_t> groupNamed(const char* option, const std::string& name) {
+  std::vector<char> buffer(16384);
+  group grp{};
+  group* found = nullptr;
+  ::getgrnam_r(name.c_str(), &grp, buffer.data(), buffer.size(), &found);
+  if (found) return found->gr_gid;
+  if (name.find_first_not_of("0123456789") == std::string::npos && name.size() < 10)
+    return static_cast<gid_t>(std::stoul(name));
+  std::cerr << "stallwatch record: " << option << " '" << name
+            << "' is not a group of this host (getent group " << name << ")\n";
+  return std::nullopt;
+}
+
 bool toSocketOptions(const RecordArgs& args, collectors::DataloaderSocket::Options& socket) {
   try {
     size_t used = 0;
@@ -63,21 +78,8 @@ bool toSocketOptions(const RecordArgs& args, collectors::DataloaderSocket::Optio
     return false;
   }
   if (!args.socket_group.empty()) {
-    // By name or number, as chgrp takes it.
-    std::vector<char> buffer(16384);
-    group grp{};
-    group* found = nullptr;
-    ::getgrnam_r(args.socket_group.c_str(), &grp, buffer.data(), buffer.size(), &found);
-    if (found) {
-      socket.group = found->gr_gid;
-    } else if (args.socket_group.find_first_not_of("0123456789") == std::string::npos &&
-               args.socket_group.size() < 10) {
-      socket.group = static_cast<gid_t>(std::stoul(args.socket_group));
-    } else {
-      std::cerr << "stallwatch record: --socket-group '" << args.socket_group
-                << "' is not a group of this host (getent group " << args.socket_group << ")\n";
-      return false;
-    }
+    socket.group = groupNamed("--socket-group", args.socket_group);
+    if (!socket.group) return false;
   }
   return true;
 }
@@ -123,10 +125,23 @@ void raiseOpenFileLimit() {
 }
 
 int runRecord(const RecordArgs& args) {
+  std::optional<gid_t> db_group;
+  if (!args.db_group.empty() && !(db_group = groupNamed("--db-group", args.db_group))) return 2;
   raiseOpenFileLimit();
   agent::RecorderOptions options;
   options.db_path =
       args.db.empty() ? storage::defaultDatabasePath() : std::filesystem::path(args.db);
+  options.db_group = db_group;
+  // The default location is made where missing; a path given is taken as given: a typo in it
+  // would otherwise make folders anywhere (/nonexistent-dir at the root, as root).
+  if (const auto parent = options.db_path.parent_path(); !args.db.empty() && !parent.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(parent, ec)) {
+      std::cerr << "stallwatch record: --db " << args.db << ": the folder " << parent.string()
+                << " does not exist (create it first; only the default location is created)\n";
+      return 2;
+    }
+  }
   auto interval = parseDuration(args.interval);
   if (!interval || interval->count() < 10'000'000) {
     std::cerr << "stallwatch record: --interval '" << args.interval
@@ -373,6 +388,10 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "Permissions of the dataloader socket; 0666 lets every user's jobs report")
       ->capture_default_str()
       ->group("Jobs");
+  cmd->add_option("--db-group", args->db_group,
+                  "Share the recording with this group: the DB (0640) and its folder (0750) "
+                  "readable by its members, so that a job's owner runs jobs, report and top on "
+                  "the node without root (the package's default: the stallwatch group)");
   cmd->add_option("--socket-group", args->socket_group,
                   "Group of the dataloader socket: with the default mode 0660, the users of this "
                   "group may report their jobs' steps (docs/DATALOADER.md)")

@@ -1,6 +1,8 @@
 // The jobs collector's discovery: which processes make up each job (collectors/jobs.h says how
 // jobs are found and grouped), what names a job, and following each job's children.
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -105,6 +107,30 @@ JobTracker::Job* JobTracker::jobOf(uint32_t pid) {
   return nullptr;
 }
 
+// An agent that is not root cannot read another user's /proc/PID/io, fd or environ (ptrace
+// access): the job's reads, the devices its files are on and its workers' I/O go unmeasured.
+// Said once per job, naming what and why (issue 43: a non-root agent degraded without a word).
+void JobTracker::sayWhatCannotBeRead(Job& job, uint32_t pid, bool io_read) {
+  const std::filesystem::path dir = reader_.dir(pid);
+  std::vector<std::string> unread;
+  if (!io_read) unread.push_back("io");
+  if (::access((dir / "fd").c_str(), R_OK | X_OK) != 0 && errno == EACCES) unread.push_back("fd");
+  if (::access((dir / "environ").c_str(), R_OK) != 0 && errno == EACCES)
+    unread.push_back("environ");
+  if (unread.empty()) return;
+  job.blindness_said = true;
+  struct stat owner {};
+  const bool known = ::stat(dir.c_str(), &owner) == 0;
+  std::string what;
+  for (const auto& u : unread) what += (what.empty() ? "" : ", ") + dir.string() + "/" + u;
+  spdlog::warn(
+      "job {}: cannot read {} (the process is uid {}'s, the agent runs as uid {}): its reads, the "
+      "devices its files are on and its workers' I/O are not measured, and the verdicts that need "
+      "them say unknown; run the agent as root (the package's service does) or as the job's user",
+      common::printable(job.description.key), what, known ? std::to_string(owner.st_uid) : "?",
+      ::geteuid());
+}
+
 void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) {
   if (root) job.cgroups_looked_up = false;  // its cgroup may be one the job was not in
   if (auto known = job.members.find(pid); known != job.members.end()) {
@@ -119,6 +145,7 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
   const auto env = reader_.environ(pid);
   if (auto r = env.find("RANK"); r != env.end()) rank = parseRank(r->second);
   auto io = files->io();
+  if (!job.blindness_said) sayWhatCannotBeRead(job, pid, io.has_value());
   Member member;
   member.stat = *stat;
   member.io = io;

@@ -117,7 +117,8 @@ class JobTracker final : public Collector {
     std::map<uint32_t, std::pair<std::string, uint64_t>> gpu_of_pid;  // GPU, memory used there
     std::map<int32_t, RankDescription> ranks;                         // as last written
     bool changed = true;                                              // description to be written
-    bool ranks_changed = true;  // members or their ranks changed: describe the ranks again
+    bool blindness_said = false;  // what the agent cannot read of it, logged once (issue 43)
+    bool ranks_changed = true;    // members or their ranks changed: describe the ranks again
     // The cgroups of its root processes (refreshed on discovery ticks) and their last reading.
     std::set<std::filesystem::path> cgroups;
     std::set<uint64_t> cgroup_ids;  // theirs (directory inodes): how the block layer tags I/O
@@ -139,6 +140,8 @@ class JobTracker final : public Collector {
     // The devices its files are on and those below them, from the last scan of its open files.
     std::set<Devnum> devices;
   };
+  // What this agent cannot read of a new member's /proc files, logged once per job.
+  void sayWhatCannotBeRead(Job& job, uint32_t pid, bool io_read);
   struct Totals;  // one rank's (or the job's) figures for an interval
   // What every job's figures this tick are taken over.
   struct Interval {

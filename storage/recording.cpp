@@ -1,5 +1,6 @@
 #include "storage/recording.h"
 
+#include <grp.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -101,11 +102,35 @@ std::optional<std::string> readOnlyMountUri(const std::string& path) {
 Recording::Recording(std::string path, SQLite::Database db, int version)
     : path_(std::move(path)), db_(std::move(db)), version_(version) {}
 
+namespace {
+
+// The reader may not read PATH: who may, and how to become one of them (a group that reads it).
+std::string permissionDenied(const std::string& path) {
+  std::string out = path + ": permission denied";
+  struct stat st {};
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const bool known =
+      ::stat(path.c_str(), &st) == 0 || ::stat(dir.empty() ? "." : dir.c_str(), &st) == 0;
+  if (!known) return out;
+  const group* g = ::getgrgid(st.st_gid);
+  if (g && st.st_gid != 0 && (st.st_mode & S_IRGRP)) {
+    return out + " (readable by its group '" + g->gr_name + "': `sudo usermod -aG " + g->gr_name +
+           " $USER`, then log in again)";
+  }
+  return out +
+         " (readable by its owner only: run as root, or have the agent share it with a "
+         "group, `record --db-group`)";
+}
+
+}  // namespace
+
 Recording Recording::open(const std::string& path, Needs needs) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw StoreError(
-        path + (errno == ENOENT ? ": no such file" : ": " + std::string(std::strerror(errno))));
+  if (::stat(path.c_str(), &st) != 0 || ::access(path.c_str(), R_OK) != 0) {
+    const int err = errno;
+    if (err == EACCES) throw StoreError(permissionDenied(path));
+    throw StoreError(path +
+                     (err == ENOENT ? ": no such file" : ": " + std::string(std::strerror(err))));
   }
   // Opening a FIFO would wait for a writer, deaf to signals; a device is no recording.
   if (!S_ISREG(st.st_mode))

@@ -608,6 +608,32 @@ const char* migrationSql(int version) {
   return nullptr;
 }
 
+std::string shareWithGroup(const fs::path& path, gid_t gid) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  auto share = [&](const fs::path& p, mode_t mode) -> std::string {
+    if (::chown(p.c_str(), static_cast<uid_t>(-1), gid) != 0 || ::chmod(p.c_str(), mode) != 0)
+      return p.string() + ": " + std::strerror(errno);
+    return {};
+  };
+  if (std::string why = share(dir, 0750); !why.empty()) return why;
+  if (std::string why = share(path, 0640); !why.empty()) return why;
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const fs::path p = path.string() + suffix;
+    std::error_code ec;
+    if (fs::exists(p, ec)) {
+      if (std::string why = share(p, 0640); !why.empty()) return why;
+    }
+  }
+  return {};
+}
+
+fs::path defaultReadingPath() {
+  struct stat st {};
+  // Unreadable counts as there (EACCES): the reader then says why it cannot open it.
+  if (::stat(kServiceDatabase, &st) == 0 || errno == EACCES) return kServiceDatabase;
+  return defaultDatabasePath();
+}
+
 fs::path defaultDatabasePath() {
   if (::geteuid() == 0) return "/var/lib/stallwatch/stallwatch.db";
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -134,5 +135,13 @@ const char* migrationSql(int version);
 // Where the DB lives unless --db says otherwise: /var/lib/stallwatch/stallwatch.db for root,
 // $XDG_STATE_HOME/stallwatch/stallwatch.db (default ~/.local/state) for anyone else.
 std::filesystem::path defaultDatabasePath();
+// The DB at PATH (its -wal and -shm, which SQLite makes with the DB's owner and mode, and its
+// folder) readable by group GID: 0640 and 0750. Why not ("" where done).
+std::string shareWithGroup(const std::filesystem::path& path, gid_t gid);
+inline constexpr const char* kServiceDatabase = "/var/lib/stallwatch/stallwatch.db";
+// What a reader (jobs, report, incidents, top, export) opens unless --db says otherwise: the
+// service's DB wherever it exists, for anyone (issue 43: a job's owner got an empty DB of their
+// own under ~/.local/state, silently); else defaultDatabasePath().
+std::filesystem::path defaultReadingPath();
 
 }  // namespace stallwatch::storage

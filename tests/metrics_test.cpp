@@ -317,12 +317,16 @@ TEST(Metrics, MountsHaveTheirOwnFamilies) {
   EXPECT_EQ(text.find("read_await_seconds{mountpoint=\"/mnt/s3\""), std::string::npos);
 }
 
-TEST(ListenAddress, LoopbackUnlessAnAddressIsGiven) {
+// As node_exporter's ":9100": every interface (an empty host) unless an address is given.
+TEST(ListenAddress, EveryInterfaceUnlessAnAddressIsGiven) {
   auto a = parseListenAddress("9877");
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->host, "");
   EXPECT_EQ(a->port, 9877);
   a = parseListenAddress(":9877");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "");
+  a = parseListenAddress("127.0.0.1:9877");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->host, "127.0.0.1");
   a = parseListenAddress("0.0.0.0:80");

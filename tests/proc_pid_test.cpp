@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "collectors/self_process.h"
+
 namespace stallwatch::collectors {
 namespace {
 
@@ -74,6 +76,32 @@ TEST(Environ, SplitsOnNulAndKeepsEqualsInValues) {
 TEST(PidList, SkipsJunk) {
   EXPECT_EQ(parsePidList("12 13\n14 x 0 99999999999\n"), (std::vector<uint32_t>{12, 13, 14}));
   EXPECT_TRUE(parsePidList("").empty());
+}
+
+// The agent's own figures for process_*: fields counted from the last ')' (a comm with spaces
+// and parentheses), rss in pages, the limits' soft value, btime.
+TEST(SelfProcess, ParsesStatLimitsAndBootTime) {
+  const std::string stat =
+      "4242 (sw (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 12345 "
+      "33513472 3835 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+  const auto p = parseSelfStat(stat, 100, 4096);
+  ASSERT_TRUE(p);
+  EXPECT_DOUBLE_EQ(p->cpu_seconds, 3.0);  // (250 + 50) ticks at 100 a second
+  EXPECT_EQ(p->virtual_bytes, 33513472u);
+  EXPECT_EQ(p->resident_bytes, 3835u * 4096u);
+  ASSERT_TRUE(p->start_time_seconds);
+  EXPECT_DOUBLE_EQ(*p->start_time_seconds, 123.45);  // since boot, before btime is added
+  EXPECT_FALSE(parseSelfStat("4242 (sw) S 1 2 3", 100, 4096));
+  EXPECT_FALSE(parseSelfStat("no parenthesis", 100, 4096));
+  EXPECT_EQ(
+      parseMaxOpenFiles("Limit                     Soft Limit           Hard Limit           "
+                        "Units     \nMax open files            20000                524288    "
+                        "           files     \n"),
+      20000u);
+  EXPECT_FALSE(
+      parseMaxOpenFiles("Max open files            unlimited            unlimited  files\n"));
+  EXPECT_EQ(parseBootTime("cpu  1 2 3\nbtime 1795600000\nprocesses 10\n"), 1795600000u);
+  EXPECT_FALSE(parseBootTime("cpu 1 2 3\n"));
 }
 
 }  // namespace

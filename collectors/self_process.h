@@ -1,0 +1,32 @@
+// The agent's own process, as Prometheus client libraries export it (process_cpu_seconds_total,
+// process_resident_memory_bytes, ...): an operator compares stallwatch's cost with node_exporter's
+// on the same dashboard. From /proc/self/stat, /proc/self/fd, /proc/self/limits and /proc/stat's
+// btime (all procfs: nothing here touches a disk the agent watches).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+namespace stallwatch::collectors {
+
+struct SelfProcess {
+  double cpu_seconds = 0;       // user + system
+  uint64_t resident_bytes = 0;  // rss
+  uint64_t virtual_bytes = 0;   // vsize
+  std::optional<uint64_t> open_fds, max_fds;
+  std::optional<double> start_time_seconds;  // Unix time
+};
+
+// PROC: the procfs root (/proc). Nothing where /proc/self/stat cannot be read.
+std::optional<SelfProcess> readSelfProcess(const std::filesystem::path& proc = "/proc");
+
+// The parts of the text, for tests: /proc/self/stat's rss (pages) and vsize (bytes) and times,
+// "Max open files" of /proc/self/limits, btime of /proc/stat.
+std::optional<SelfProcess> parseSelfStat(std::string_view stat, long ticks_per_second,
+                                         long page_size);
+std::optional<uint64_t> parseMaxOpenFiles(std::string_view limits);
+std::optional<uint64_t> parseBootTime(std::string_view proc_stat);
+
+}  // namespace stallwatch::collectors
