@@ -1,7 +1,33 @@
 #!/usr/bin/env bash
-# Configures and builds stallwatch into ./build (or $BUILD_DIR). Extra arguments go to cmake.
+# Builds stallwatch into ./build (or $BUILD_DIR), showing what the build has (its feature
+# summary: which collectors were built, what is missing for the rest). Extra arguments go to
+# cmake.
+#   scripts/build.sh          the binary alone, Release (README's first command): build/stallwatch
+#   scripts/build.sh --dev    everything, tests and benchmarks, warnings as errors (CI, test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_WERROR=ON "$@" >/dev/null
-cmake --build "$build" -j"$(nproc)"
+mode=user
+if [ "${1:-}" = "--dev" ]; then
+  mode=dev
+  shift
+fi
+if [ $mode = dev ]; then
+  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_WERROR=ON -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=ON)
+  targets=()
+else
+  # No -Werror for a user's build: a newer compiler's new warning must not stop it.
+  flags=(-DCMAKE_BUILD_TYPE=Release -DSTALLWATCH_WERROR=OFF -DSTALLWATCH_TESTS=OFF -DSTALLWATCH_BENCH=OFF)
+  targets=(--target stallwatch)
+fi
+# CMake's messages, less its compiler probing: our own status lines and the feature summary.
+log=$(mktemp /tmp/stallwatch-configure.XXXXXX.log)
+if ! cmake -S . -B "$build" "${flags[@]}" "$@" > "$log" 2>&1; then
+  cat "$log" >&2
+  rm -f "$log"
+  exit 1
+fi
+grep -v -E '^-- (Check|Detecting|Looking for|Performing|Found |The (C|CXX) compiler|Configuring done|Generating done|Build files)' "$log" || true
+rm -f "$log"
+cmake --build "$build" -j"$(nproc)" "${targets[@]}"
+[ $mode = dev ] || echo "build: $build/stallwatch"

@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
-# Installs stallwatch's build, test and benchmark dependencies from Debian 12's packages.
-# Idempotent: packages already present are left as they are. Needs root (or sudo).
+# Installs what building stallwatch needs from Debian 12's packages; with --dev, also what the
+# test suite and CI drive (GoogleTest, clang-tidy, libFuzzer, a browser, Prometheus, fio...);
+# with --bench, node_exporter and curl for the benchmarks. Idempotent: packages already present
+# are left as they are. Needs root (or sudo).
+#   scripts/install-deps.sh            the binary's build (README's first command)
+#   scripts/install-deps.sh --dev      and the tests' (scripts/test.sh)
 set -euo pipefail
 
+# The binary: compiler, CMake, and the libraries it links.
 build_deps=(
-  cmake g++ pkg-config make ccache clang libfuzzer-14-dev clang-format clang-tidy
+  cmake g++ pkg-config make ccache
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
   libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev libncurses-dev
   libjson-c-dev  # libnvme.pc requires it
-  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libbpf-dev bpftool  # the eBPF per-I/O latency collector (built with clang, CO-RE)
   help2man  # the man page, from --help
-  libbpf-dev bpftool  # the eBPF per-I/O latency collector (built with clang, CO-RE)
 )
-# Tools the tests and the comparison scripts drive: the sqlite3 shell, iostat, fio, and a
-# real browser for the HTML report, and Prometheus (promtool, and a server scraping the agent);
-# libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for the loop image under
-# the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to read the
-# Kubernetes manifest.
-test_deps=(sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-           e2fsprogs tmux python3-yaml)
+# The tests and CI: GoogleTest, the linters and fuzzer, and the tools the tests drive: the sqlite3
+# shell, iostat, fio, a real browser for the HTML report, Prometheus (promtool, and a server
+# scraping the agent), libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for
+# the loop image under the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to
+# read the Kubernetes manifest, jsonschema to check every --json output against its schema.
+dev_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev clang-format clang-tidy
+          sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
+          e2fsprogs tmux python3-yaml python3-jsonschema)
 
-want=("${build_deps[@]}" "${test_deps[@]}")
-if [ "${1:-}" = "--bench" ]; then want+=(prometheus-node-exporter curl); fi
+want=("${build_deps[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --dev) want+=("${dev_deps[@]}") ;;
+    --bench) want+=("${dev_deps[@]}" prometheus-node-exporter curl) ;;
+    *) echo "install-deps: unknown argument $arg (--dev, --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do
@@ -34,8 +45,25 @@ fi
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: ${#missing[@]} of ${#want[@]} packages to install: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: apt-get update"
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# One line per package as it is set up (with its dependencies), so that a long install shows
+# where it is; apt's own messages go to the log.
+log=$(mktemp /tmp/stallwatch-install-deps.XXXXXX.log)
+n=0
+$sudo apt-get install -y --no-install-recommends "${missing[@]}" 2>&1 | tee "$log" |
+  while IFS= read -r line; do
+    case "$line" in
+      "Setting up "*) n=$((n + 1)); echo "install-deps: [$n] ${line#Setting up }" ;;
+    esac
+  done
+status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+  tail -20 "$log" >&2
+  echo "install-deps: apt-get failed (the whole log: $log)" >&2
+  exit "$status"
+fi
+rm -f "$log"
 echo "install-deps: done"

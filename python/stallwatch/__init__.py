@@ -36,7 +36,7 @@ import threading
 import time
 
 __all__ = ["watch", "Reporter", "default_reporter"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _FLUSH_SECONDS = 0.1
 _RETRY_SECONDS = 5.0
