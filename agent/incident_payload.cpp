@@ -5,6 +5,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "storage/incident_store.h"
+
 namespace stallwatch::agent {
 namespace {
 
@@ -78,12 +80,7 @@ namespace {
 nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   nlohmann::json evidence = nlohmann::json::array();
-  for (const auto& item : i.evidence) {
-    evidence.push_back({{"signal", item.signal},
-                        {"baseline", item.baseline},
-                        {"during", item.during},
-                        {"supports", item.supports}});
-  }
+  for (const auto& item : i.evidence) evidence.push_back(storage::evidenceItemJson(item));
   nlohmann::json j = {
       {"event", model::toString(e.kind)},
       {"incident_id", e.live_id},

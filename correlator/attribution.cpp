@@ -46,7 +46,8 @@ void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
                        const DetectorConfig& cfg, Incident& inc) {
   const std::vector<size_t> base = baselineBefore(inc.first, stalled, cfg);
   if (base.size() < kMinBaselineForAttribution) {
-    inc.evidence.push_back({"baseline_intervals", 0, static_cast<double>(base.size()), false});
+    inc.evidence.push_back(model::evidenceItem({"baseline_intervals", "job", "", ""}, 0,
+                                               static_cast<double>(base.size()), false));
     inc.confidence = 0.2;
     return;
   }
@@ -167,9 +168,10 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
   }
   const double baseline = evidence::median(std::move(before)).value_or(0.0);
   const double now = heaviest->second;
-  inc.evidence.push_back(
-      {"neighbour_bytes_per_s " + heaviest->first.first + " " + heaviest->first.second, baseline,
-       now, now >= kNeighbourFloor && now >= 2 * baseline});
+  // Who read (a cgroup or a process) from which device: the device the subject, the reader said.
+  inc.evidence.push_back(model::evidenceItem(
+      {"neighbour_bytes_per_s", "device", heaviest->first.first, heaviest->first.second}, baseline,
+      now, now >= kNeighbourFloor && now >= 2 * baseline));
 }
 
 // Names DEVICE (the limited or the slowest) in INC as the disk-slow verdict names one: where the
@@ -199,7 +201,7 @@ void nameDevice(const JobSeries& s, const std::string& device, Incident& inc) {
 // workers slept. A hang says who was stopped and who waited on what.
 void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
   const Check stopped = compare(
-      "job_processes_stopped", base, inc.first, inc.last,
+      {"job_processes_stopped", "job", "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.stopped_processes, i); }, false, 1.0, 0, 1.0);
   if (stopped.item.during >= 1 || stopped.item.baseline >= 1) inc.evidence.push_back(stopped.item);
   // Who waited on the stopped ones: where the main process slept meanwhile.
@@ -211,9 +213,10 @@ void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incide
       size_t asleep = 0;
       for (const auto& w : main_waits) asleep += w == wait ? 1 : 0;
       const std::string subsystem = waitSubsystem(wait);
-      inc.evidence.push_back(
-          {"main_process_asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 0,
-           static_cast<double>(asleep) / static_cast<double>(main_waits.size()), true});
+      inc.evidence.push_back(model::evidenceItem(
+          {"main_process_asleep", "process", "",
+           "in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")")},
+          0, static_cast<double>(asleep) / static_cast<double>(main_waits.size()), true));
     }
   }
   std::vector<std::string> waits;
@@ -223,9 +226,10 @@ void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incide
     size_t asleep = 0;
     for (const auto& w : waits) asleep += w == wait ? 1 : 0;
     const std::string subsystem = waitSubsystem(wait);
-    inc.evidence.push_back(
-        {"workers_asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 0,
-         static_cast<double>(asleep) / static_cast<double>(waits.size()), false});
+    inc.evidence.push_back(model::evidenceItem(
+        {"workers_asleep", "job", "",
+         "in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")")},
+        0, static_cast<double>(asleep) / static_cast<double>(waits.size()), false));
   }
 }
 
@@ -248,16 +252,13 @@ void addIdleWait(const JobSeries& s, const std::vector<size_t>& base, Incident& 
   };
   std::vector<size_t> during;
   for (size_t i = inc.first; i <= inc.last; ++i) during.push_back(i);
-  EvidenceItem e;
-  e.signal = "job_processes_idle";
+  std::string where;
   if (!wait.empty()) {
     const std::string subsystem = waitSubsystem(wait);
-    e.signal += " asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+    where = "asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
   }
-  e.baseline = shareAsleep(base);
-  e.during = shareAsleep(during);
-  e.supports = true;
-  inc.evidence.push_back(e);
+  inc.evidence.push_back(model::evidenceItem({"job_processes_idle", "job", "", where},
+                                             shareAsleep(base), shareAsleep(during), true));
 }
 
 // Where the job's threads waited in D during INC says which layer held them: named in DSTATE
@@ -270,7 +271,8 @@ void nameDStateWait(const JobSeries& s, const Incident& inc, EvidenceItem& dstat
   }
   if (const std::string wait = mostCommonText(waits); !wait.empty()) {
     const std::string subsystem = waitSubsystem(wait);
-    dstate.signal += " waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
+    model::addNote(dstate,
+                   "waiting in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"));
   }
 }
 
@@ -286,61 +288,73 @@ void nameCheckpoint(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.device = target->name;
     if (below) inc.physical_device = below->name;
     Check device_writes = compare(
-        "write_bytes_per_s " + target->name, base, inc.first, inc.last,
+        {"write_bytes_per_s", "device", target->name, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
         cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
     // Its device slowed it: the device's latency against its own before, said either way.
     if (target_latency) {
-      EvidenceItem slowed = target_latency->item;
-      slowed.signal = "checkpoint_slowed_by await_ms " + target->name;
-      inc.evidence.push_back(slowed);
+      const EvidenceItem& latency = target_latency->item;
+      EvidenceItem slowed =
+          model::evidenceItem({"checkpoint_slowed_by_await_ms", "device", target->name, ""},
+                              latency.baseline, latency.during, latency.supports);
+      slowed.signal = "checkpoint_slowed_by await_ms " + target->name;  // as reports have said it
+      inc.evidence.push_back(std::move(slowed));
     }
     // A write limit on the job's cgroup for that device held the checkpoint back: named.
     const std::string io_limits = limitText(limits, "io.max");
     const size_t wbps = io_limits.find("wbps=");
     if (io_limits.find("(" + target->name + ")") != std::string::npos &&
         wbps != std::string::npos) {
-      device_writes.item.signal += " under " + io_limits;
+      model::addNote(device_writes.item, "under " + io_limits);
       // Held by the limit: a throttled write waits before it reaches the device, so the
       // device's own latency does not show it; its writes sitting at the limit do.
       const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
       if (limit_bytes > 0) {
-        inc.evidence.push_back({"checkpoint_held_by " + io_limits, limit_bytes,
-                                device_writes.item.during,
-                                device_writes.item.during >= kAtLimitShare * limit_bytes});
+        EvidenceItem held = model::evidenceItem(
+            {"checkpoint_held_by_write_limit", "device", target->name, io_limits}, limit_bytes,
+            device_writes.item.during, device_writes.item.during >= kAtLimitShare * limit_bytes);
+        held.signal = "checkpoint_held_by " + io_limits;  // as reports have said it
+        inc.evidence.push_back(std::move(held));
       }
     }
     inc.evidence.push_back(device_writes.item);
   }
 }
 
-void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
-                    Incident& inc) {
-  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+// 1. The job's own write burst (a checkpoint). A checkpoint writes its bytes in an interval or
+// two at full speed, then waits for writeback (a sync) with little written: its median misses
+// it, its peak does not. Its evidence added to INC.
+struct WriteBurst {
+  Check writes;
+  bool checkpoint = false;
+  std::vector<size_t> during, around;  // the incident's intervals; and the one before it too
+};
 
-  // 1. The job's own write burst (a checkpoint). A checkpoint writes its bytes in an interval
-  // or two at full speed, then waits for writeback (a sync) with little written: its median
-  // misses it, its peak does not.
-  const Check writes = compare(
-      "job_write_bytes_per_s", base, inc.first, inc.last,
+WriteBurst judgeWrites(const JobSeries& s, const DetectorConfig& cfg,
+                       const std::vector<size_t>& base, Incident& inc) {
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+  WriteBurst w;
+  Check& writes = w.writes;
+  writes = compare(
+      {"job_write_bytes_per_s", "job", "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
       cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
   add(writes);
   // The incident's intervals, and the same from the one before it: a checkpoint's burst often
   // lands as the GPUs go idle.
-  std::vector<size_t> during, around;
   for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
-    around.push_back(i);
-    if (i >= inc.first) during.push_back(i);
+    w.around.push_back(i);
+    if (i >= inc.first) w.during.push_back(i);
   }
   Check burst = writes;
-  burst.item.signal = "job_write_bytes_per_s peak";
+  burst.item = model::evidenceItem({"job_write_bytes_per_s", "job", "", "peak"},
+                                   burst.item.baseline, burst.item.during, burst.item.supports);
   burst.item.during = 0;
   double written = 0;
-  for (size_t i : around) {
-    const double w = at(s.write_bytes_per_s, i).value_or(0.0);
-    burst.item.during = std::max(burst.item.during, w);
-    written += w * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
+  for (size_t i : w.around) {
+    const double bytes = at(s.write_bytes_per_s, i).value_or(0.0);
+    burst.item.during = std::max(burst.item.during, bytes);
+    written += bytes * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
   }
   burst.item.supports =
       burst.item.during >=
@@ -355,13 +369,76 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     if (subsystem == "writeback" || subsystem == "journal") ++flushing;
   }
   const bool waits_for_writeback = flushing > 0 && 2 * flushing >= blocked;
-  const bool checkpoint =
-      writes.item.supports ||
-      (burst.item.supports && (waits_for_writeback || written >= kCheckpointBytes));
+  w.checkpoint = writes.item.supports ||
+                 (burst.item.supports && (waits_for_writeback || written >= kCheckpointBytes));
   if (burst.item.supports || waits_for_writeback) {
-    burst.item.signal += waits_for_writeback ? " (then waiting for writeback)" : "";
+    if (waits_for_writeback) model::addNote(burst.item, "(then waiting for writeback)");
     add(burst);
   }
+  return w;
+}
+
+// The limits on the job's cgroup, named where the job ran into them: its reads at its io.max
+// limit (80 % of it or more), its CPU quota throttling it a larger share of the time than before.
+struct LimitEvidence {
+  std::optional<Check> at_io_limit, cpu_quota;
+  std::string limits;   // the limits' text most often in force over the incident
+  std::string binding;  // the limit that bound the reads (the collector's, else the first io.max)
+};
+
+LimitEvidence judgeLimits(const JobSeries& s, const DetectorConfig& cfg,
+                          const std::vector<size_t>& base, const std::vector<size_t>& during,
+                          Incident& inc) {
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+  LimitEvidence out;
+  auto known = [&](const Series& x) {  // read over the baseline or the incident (as attributeCause)
+    for (size_t i = base.empty() ? inc.first : base.front(); i <= inc.last && i < x.size(); ++i) {
+      if (x[i]) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> limits_during;
+  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_limits.size(); ++i)
+    limits_during.push_back(s.cgroup_limits[i]);
+  out.limits = mostCommonText(limits_during);
+  const std::string& limits = out.limits;
+  // The limit that bound the reads, as the collector found it (the job's cgroup or one above
+  // it, named with its level); recordings before it: the first io.max in force.
+  std::vector<std::string> binding_during;
+  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_read_limit.size(); ++i)
+    binding_during.push_back(s.cgroup_read_limit[i]);
+  out.binding = mostCommonText(binding_during);
+  if (out.binding.empty()) out.binding = limitText(limits, "io.max");
+  const std::string& binding = out.binding;
+  if (known(s.cgroup_read_limit_bytes_per_s)) {
+    Check c = compare(
+        {std::string(kAtIoLimitMetric), "cgroup", "", "at " + binding}, base, inc.first, inc.last,
+        [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
+    const auto limit = evidence::medianOver(
+        during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
+    c.item.supports = limit && *limit > 0 && c.item.during >= kAtLimitShare * *limit;
+    add(c);
+    out.at_io_limit = c;
+  }
+  if (known(s.cgroup_cpu_throttled)) {
+    Check c = compare(
+        {"job_cgroup_cpu_throttled_share", "cgroup", "", "under " + limitText(limits, "cpu.max")},
+        base, inc.first, inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false,
+        cfg.pressure_rise, 0, 0);
+    add(c);
+    out.cpu_quota = c;
+  }
+  return out;
+}
+
+void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
+                    Incident& inc) {
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+
+  const WriteBurst written = judgeWrites(s, cfg, base, inc);
+  const Check& writes = written.writes;
+  const bool checkpoint = written.checkpoint;
+  const std::vector<size_t>& around = written.around;
 
   // Where a checkpoint went: a device the job writes, which it may never read (a second disk).
   const auto written_to = checkpoint ? checkpointTarget(s, around)
@@ -384,21 +461,22 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   std::optional<Check> target_latency;  // the checkpoint's device: slowed or not
   for (const DeviceSeries& d : s.devices) {
     const Check latency = compare(
-        "await_ms " + d.name, base, inc.first, inc.last, [&](size_t i) { return latencyAt(d, i); },
-        true, cfg.latency_ratio, cfg.latency_floor_ms, cfg.latency_floor_ms);
+        {"await_ms", "device", d.name, ""}, base, inc.first, inc.last,
+        [&](size_t i) { return latencyAt(d, i); }, true, cfg.latency_ratio, cfg.latency_floor_ms,
+        cfg.latency_floor_ms);
     const Check queue = compare(
-        "aqu_sz " + d.name, base, inc.first, inc.last, [&](size_t i) { return at(d.aqu_sz, i); },
-        true, cfg.queue_ratio, kQueueFloor, 1.0);
+        {"aqu_sz", "device", d.name, ""}, base, inc.first, inc.last,
+        [&](size_t i) { return at(d.aqu_sz, i); }, true, cfg.queue_ratio, kQueueFloor, 1.0);
     Check l = latency, q = queue;
     if (writtenByJob(d)) {
       if (&d == written_to.first) target_latency = latency;
       if (!d.job_reads) {  // written, not read: shown with its latency, not blamed as disk-slow
-        l.item.signal += " (the job writes it)";
-        q.item.signal += " (the job writes it)";
+        model::addNote(l.item, "(the job writes it)");
+        model::addNote(q.item, "(the job writes it)");
       }
     } else if (!d.job_reads) {  // shown, never blamed
-      l.item.signal += " (the job does not read it)";
-      q.item.signal += " (the job does not read it)";
+      model::addNote(l.item, "(the job does not read it)");
+      model::addNote(q.item, "(the job does not read it)");
       l.item.supports = q.item.supports = false;
     }
     add(l);
@@ -431,15 +509,19 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   const Series& io_series = own_io ? s.cgroup_io_some : s.io_some;
   const Series& cpu_series = own_cpu ? s.cgroup_cpu_some : s.cpu_some;
   const Check io = compare(
-      own_io ? "io_some (the job's cgroup)" : "io_some", base, inc.first, inc.last,
-      [&](size_t i) { return at(io_series, i); }, false, cfg.pressure_rise, 0, 0);
+      own_io ? model::EvidenceName{"io_some", "cgroup", "", "(the job's cgroup)"}
+             : model::EvidenceName{"io_some", "host", "", ""},
+      base, inc.first, inc.last, [&](size_t i) { return at(io_series, i); }, false,
+      cfg.pressure_rise, 0, 0);
   Check dstate = compare(
-      "job_d_state_threads", base, inc.first, inc.last,
+      {"job_d_state_threads", "job", "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
   nameDStateWait(s, inc, dstate.item);
   const Check cpu = compare(
-      own_cpu ? "cpu_some (the job's cgroup)" : "cpu_some", base, inc.first, inc.last,
-      [&](size_t i) { return at(cpu_series, i); }, false, cfg.pressure_rise, 0, 0);
+      own_cpu ? model::EvidenceName{"cpu_some", "cgroup", "", "(the job's cgroup)"}
+              : model::EvidenceName{"cpu_some", "host", "", ""},
+      base, inc.first, inc.last, [&](size_t i) { return at(cpu_series, i); }, false,
+      cfg.pressure_rise, 0, 0);
   add(io);
   add(dstate);
   add(cpu);
@@ -447,42 +529,14 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   // go to the disk. Evidence of its own; it decides no class.
   if (known(s.cgroup_memory_some)) {
     add(compare(
-        "memory_some (the job's cgroup)", base, inc.first, inc.last,
+        {"memory_some", "cgroup", "", "(the job's cgroup)"}, base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_memory_some, i); }, false, cfg.pressure_rise, 0, 0));
   }
-  // The limits on the job's cgroup, named where the job ran into them: its reads on the device
-  // io.max limits at 80 % of the limit or more, its CPU quota throttling it a larger share of
-  // the time than before.
-  std::optional<Check> at_io_limit, cpu_quota;
-  std::vector<std::string> limits_during;
-  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_limits.size(); ++i)
-    limits_during.push_back(s.cgroup_limits[i]);
-  const std::string limits = mostCommonText(limits_during);  // the text most often in force
-  // The limit that bound the reads, as the collector found it (the job's cgroup or one above
-  // it, named with its level); recordings before it: the first io.max in force.
-  std::vector<std::string> binding_during;
-  for (size_t i = inc.first; i <= inc.last && i < s.cgroup_read_limit.size(); ++i)
-    binding_during.push_back(s.cgroup_read_limit[i]);
-  std::string binding = mostCommonText(binding_during);
-  if (binding.empty()) binding = limitText(limits, "io.max");
-  if (known(s.cgroup_read_limit_bytes_per_s)) {
-    Check c = compare(
-        std::string(kAtIoLimit) + binding, base, inc.first, inc.last,
-        [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
-    const auto limit = evidence::medianOver(
-        during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
-    c.item.supports = limit && *limit > 0 && c.item.during >= kAtLimitShare * *limit;
-    add(c);
-    at_io_limit = c;
-  }
-  if (known(s.cgroup_cpu_throttled)) {
-    Check c = compare(
-        "job_cgroup_cpu_throttled_share under " + limitText(limits, "cpu.max"), base, inc.first,
-        inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise,
-        0, 0);
-    add(c);
-    cpu_quota = c;
-  }
+  const LimitEvidence held = judgeLimits(s, cfg, base, written.during, inc);
+  const std::optional<Check>& at_io_limit = held.at_io_limit;
+  const std::optional<Check>& cpu_quota = held.cpu_quota;
+  const std::string& limits = held.limits;
+  const std::string& binding = held.binding;
 
   auto confidence = [](double share) { return std::clamp(0.5 + 0.5 * share, 0.0, 1.0); };
   if (checkpoint) {
@@ -560,16 +614,16 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
 }  // namespace
 
 bool strongStorageEvidence(const Incident& inc) {
-  auto supported = [&](std::string_view prefix, double min_during = 0) {
+  auto supported = [&](std::string_view metric, double min_during = 0) {
     return std::any_of(inc.evidence.begin(), inc.evidence.end(), [&](const EvidenceItem& e) {
-      return e.supports && e.signal.starts_with(prefix) && e.during >= min_during;
+      return e.supports && e.name.metric == metric && e.during >= min_during;
     });
   };
   switch (inc.cls) {
     case StallClass::kIoThrottled:
       // Without the limit read, only where the device the reads wait on is named: a page that
       // names none is corrected a second later, two alerts for one stall (issue 42).
-      return supported(kAtIoLimit) ||
+      return supported(kAtIoLimitMetric) ||
              (supported("job_d_state_threads", 2) && supported("io_some") && !inc.device.empty());
     case StallClass::kDiskSlow:
       return supported("job_d_state_threads");

@@ -9,7 +9,7 @@
 namespace stallwatch::correlator {
 
 // The evidence that the job read at its cgroup's io.max limit: io-throttled, with the limit named.
-inline constexpr std::string_view kAtIoLimit = "job_cgroup_read_bytes_per_s at ";
+inline constexpr std::string_view kAtIoLimitMetric = "job_cgroup_read_bytes_per_s";
 
 // A job reading at this share of its cgroup's io.max limit or more is held by the limit (the
 // incident rule, the standing verdict and the standing spans alike).

@@ -56,10 +56,11 @@ struct Check {
 // Compares SERIES over the incident with its baseline window. RATIO_MODE: during/baseline
 // must reach THRESHOLD (baseline floored at FLOOR); else during - baseline must reach it.
 template <typename Fn>
-Check compare(const std::string& signal, const std::vector<size_t>& base, size_t first, size_t last,
+Check compare(model::EvidenceName name, const std::vector<size_t>& base, size_t first, size_t last,
               Fn value, bool ratio_mode, double threshold, double floor, double min_during) {
   Check c;
-  c.item.signal = signal;
+  c.item.signal = model::displayName(name);
+  c.item.name = std::move(name);
   std::vector<size_t> during;
   for (size_t i = first; i <= last; ++i) during.push_back(i);
   const auto b = medianOver(base, value);

@@ -266,7 +266,7 @@ FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader
     // The job's own attribution had no devices to look at: only its per-node comparisons stay.
     std::vector<EvidenceItem> per_node;
     for (auto& e : inc.evidence) {
-      if (e.signal.find(" node ") != std::string::npos) per_node.push_back(e);
+      if (e.name.scope == "node") per_node.push_back(e);
     }
     inc.evidence = std::move(per_node);
     inc.cls = StallClass::kNotStorage;

@@ -218,7 +218,7 @@ void separateOutsideTheLoop(const JobSeries& s, const DetectorConfig& cfg, Analy
         inc.cls != StallClass::kNotStorage &&
         (inc.cls != StallClass::kIoThrottled ||
          std::any_of(inc.evidence.begin(), inc.evidence.end(), [](const EvidenceItem& e) {
-           return e.supports && e.signal.starts_with(kAtIoLimit);
+           return e.supports && e.name.metric == kAtIoLimitMetric;
          }));
     const bool working = silent && !explained && !base.empty() && cpu_before && cpu &&
                          reads_before && reads && *cpu_before > kBusyCores &&

@@ -36,10 +36,10 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
     // Across nodes each "rank" stands for a node (its slowest rank): named by its host.
-    const std::string name =
-        rank.node.empty() ? "rank " + std::to_string(rank.rank) : "node " + rank.node;
+    const std::string scope = rank.node.empty() ? "rank" : "node";
+    const std::string who = rank.node.empty() ? std::to_string(rank.rank) : rank.node;
     Check util = compare(
-        "gpu_util_percent " + name, base, inc.first, inc.last,
+        {"gpu_util_percent", scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
     if (util.item.baseline > 0) {
       judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
@@ -49,7 +49,7 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
     util.item.supports = judged[r].idle;
     add(util);
     const Check wait = compare(
-        "data_wait_share " + name, base, inc.first, inc.last,
+        {"data_wait_share", scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
         cfg.rank_wait_rise, 0, 0);
     if (wait.share_of_intervals > 0 || wait.item.during > 0) {
@@ -63,8 +63,8 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   std::vector<size_t> with_evidence;
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
-    const std::string name =
-        rank.node.empty() ? "rank " + std::to_string(rank.rank) : "node " + rank.node;
+    const std::string scope = rank.node.empty() ? "rank" : "node";
+    const std::string who = rank.node.empty() ? std::to_string(rank.rank) : rank.node;
     bool own = false;
     auto limitShare = [&](size_t i) -> std::optional<double> {
       const auto got = at(rank.cgroup_limited_read_bytes_per_s, i);
@@ -72,21 +72,21 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
       if (!got || !limit || *limit <= 0) return std::nullopt;
       return *got / *limit;
     };
-    Check limit = compare("cgroup_read_share_of_io_max " + name, base, inc.first, inc.last,
-                          limitShare, false, 0.3, 0, kRankAtLimitShare);
+    Check limit = compare({"cgroup_read_share_of_io_max", scope, who, ""}, base, inc.first,
+                          inc.last, limitShare, false, 0.3, 0, kRankAtLimitShare);
     if (limit.share_of_intervals > 0 || limit.item.during > 0) {
       add(limit);
       own = own || limit.item.supports;
     }
     const Check dstate = compare(
-        "d_state_threads " + name, base, inc.first, inc.last,
+        {"d_state_threads", scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.d_state_threads, i); }, false, 1.0, 0, 1.0);
     if (dstate.item.during > 0 || dstate.item.baseline > 0) {
       add(dstate);
       own = own || dstate.item.supports;
     }
     const Check throttled = compare(
-        "cgroup_cpu_throttled_share " + name, base, inc.first, inc.last,
+        {"cgroup_cpu_throttled_share", scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise, 0, 0);
     if (throttled.item.during > 0) {
       add(throttled);
@@ -190,7 +190,7 @@ std::string rankSummary(const Incident& inc) {
   for (const auto& e : inc.evidence) {
     const bool per_rank = std::any_of(
         std::begin(kPerRankSignals), std::end(kPerRankSignals),
-        [&](const char* prefix) { return e.signal.rfind(std::string(prefix) + " rank", 0) == 0; });
+        [&](const char* metric) { return e.name.scope == "rank" && e.name.metric == metric; });
     if (!e.supports || per_rank) {
       continue;
     }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "model/incident.h"
@@ -218,6 +219,44 @@ const char* toString(AdviceKind kind) {
       return "raise-read-limit";
   }
   return "";
+}
+
+std::string displayName(const EvidenceName& n) {
+  std::string out = n.metric;
+  if (!n.subject.empty())
+    out += (n.scope == "rank" || n.scope == "node" ? " " + n.scope + " " : " ") + n.subject;
+  if (!n.note.empty()) out += " " + n.note;
+  return out;
+}
+
+std::string unitOf(const std::string& metric) {
+  auto ends = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return metric.size() >= n && metric.compare(metric.size() - n, n, suffix) == 0;
+  };
+  if (ends("_ms")) return "ms";
+  if (ends("_percent")) return "percent";
+  if (ends("_bytes_per_s") || ends("_bytes_per_second")) return "bytes_per_s";
+  if (ends("_share") || ends("_ratio") || ends("_some") || ends("_full") || ends("_idle"))
+    return "share";
+  if (ends("_threads") || ends("_processes") || ends("_intervals") || ends("_sz")) return "count";
+  if (ends("_seconds")) return "seconds";
+  return "";
+}
+
+EvidenceItem evidenceItem(EvidenceName name, double baseline, double during, bool supports) {
+  EvidenceItem e;
+  e.signal = displayName(name);
+  e.baseline = baseline;
+  e.during = during;
+  e.supports = supports;
+  e.name = std::move(name);
+  return e;
+}
+
+void addNote(EvidenceItem& item, const std::string& note) {
+  item.name.note = item.name.note.empty() ? note : item.name.note + " " + note;
+  item.signal += " " + note;
 }
 
 const char* toString(StallClass c) {

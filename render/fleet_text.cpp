@@ -54,7 +54,7 @@ std::string whoHeldBack(const FleetReport& r, const correlator::FleetIncident& f
   if (fi.causes.empty()) out += " (its recording has no samples over the stall to explain it by)";
   for (const auto& e : fi.causes.empty() ? std::vector<model::EvidenceItem>{}
                                          : fi.causes.front().incident.evidence) {
-    if (!e.supports || e.signal.find(" rank ") != std::string::npos) continue;
+    if (!e.supports || e.name.scope == "rank") continue;
     out += fmt::format(", {} {:.3g} -> {:.3g}", e.signal, e.baseline, e.during);
     break;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "render/report.h"
+#include "storage/incident_store.h"
 
 namespace stallwatch::render {
 namespace {
@@ -69,12 +70,7 @@ nlohmann::json incidentJson(const model::Incident& inc) {
         {"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
   }
   nlohmann::json evidence = nlohmann::json::array();
-  for (const auto& e : inc.evidence) {
-    evidence.push_back({{"signal", e.signal},
-                        {"baseline", e.baseline},
-                        {"during", e.during},
-                        {"supports", e.supports}});
-  }
+  for (const auto& e : inc.evidence) evidence.push_back(storage::evidenceItemJson(e));
   return {{"start_ms", inc.start_ms},
           {"end_ms", inc.end_ms},
           {"class", model::toString(inc.cls)},

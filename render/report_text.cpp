@@ -221,27 +221,22 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
       // Who else used the device, in words: "loop0 was also serving /neighbour at 180.0 MB/s".
       for (const auto& e : inc.evidence) {
-        constexpr std::string_view kNeighbour = "neighbour_bytes_per_s ";
-        if (!e.signal.starts_with(kNeighbour)) continue;
-        const std::string rest = e.signal.substr(kNeighbour.size());
-        const size_t space = rest.find(' ');
+        if (e.name.metric != "neighbour_bytes_per_s") continue;
         out += fmt::format("      {} was also serving {} at {:.1f} MB/s (before: {:.1f} MB/s)\n",
-                           rest.substr(0, space), rest.substr(space + 1), e.during / 1e6,
-                           e.baseline / 1e6);
+                           e.name.subject, e.name.note, e.during / 1e6, e.baseline / 1e6);
       }
       // Per I/O (the eBPF collector's): the tail of the job's own reads beside everyone
       // else's on the device, and how much of its reading was others'.
       for (const auto& e : inc.evidence) {
-        constexpr std::string_view kTail = "read_p99_ms ", kOwn = " (the job's I/Os)";
-        if (!e.signal.starts_with(kTail) || !e.signal.ends_with(kOwn)) continue;
-        const std::string device =
-            e.signal.substr(kTail.size(), e.signal.size() - kTail.size() - kOwn.size());
+        if (e.name.metric != "read_p99_ms" || e.name.note != "(the job's I/Os)") continue;
+        const std::string& device = e.name.subject;
         std::string line = fmt::format("      {}: the job's reads p99 {:.3g} ms (before: {:.3g})",
                                        device, e.during, e.baseline);
         for (const auto& o : inc.evidence) {
-          if (o.signal == std::string(kTail) + device + " (others' I/Os)" && o.during > 0)
+          if (o.name.subject != device) continue;
+          if (o.name.metric == "read_p99_ms" && o.name.note == "(others' I/Os)" && o.during > 0)
             line += fmt::format(", others' {:.3g} ms (before: {:.3g})", o.during, o.baseline);
-          if (o.signal == "others_share_of_reads " + device)
+          if (o.name.metric == "others_share_of_reads")
             line += fmt::format("; others made {:.0f} % of its reads (before: {:.0f} %)",
                                 o.during * 100, o.baseline * 100);
         }
@@ -249,11 +244,11 @@ std::string renderText(const std::vector<JobReport>& reports) {
       }
       // A hang with processes stopped: who was stopped, and where the main process waited.
       for (const auto& e : inc.evidence) {
-        if (e.signal != "job_processes_stopped" || !e.supports) continue;
+        if (e.name.metric != "job_processes_stopped" || !e.supports) continue;
         std::string waited;
         for (const auto& w : inc.evidence) {
-          constexpr std::string_view kMainWait = "main_process_asleep in ";
-          if (w.signal.starts_with(kMainWait)) waited = w.signal.substr(kMainWait.size());
+          if (w.name.metric == "main_process_asleep" && w.name.note.starts_with("in "))
+            waited = w.name.note.substr(3);
         }
         out += fmt::format("      hang: {:.0f} of the job's processes stopped (T) for {:.0f} s{}\n",
                            e.during, static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
@@ -262,33 +257,29 @@ std::string renderText(const std::vector<JobReport>& reports) {
       // A checkpoint slowed by its device, or held by its write limit, in words.
       bool held = false;
       for (const auto& e : inc.evidence) {
-        constexpr std::string_view kHeld = "checkpoint_held_by ";
-        if (!e.signal.starts_with(kHeld) || !e.supports) continue;
+        if (e.name.metric != "checkpoint_held_by_write_limit" || !e.supports) continue;
         held = true;
         out += fmt::format(
             "      the checkpoint was held by its write limit, {}: it wrote {:.1f} MiB/s\n",
-            e.signal.substr(kHeld.size()), e.during / (1 << 20));
+            e.name.note, e.during / (1 << 20));
       }
       for (const auto& e : inc.evidence) {
-        constexpr std::string_view kSlowed = "checkpoint_slowed_by await_ms ";
-        if (!e.signal.starts_with(kSlowed) || (held && !e.supports)) continue;
+        if (e.name.metric != "checkpoint_slowed_by_await_ms" || (held && !e.supports)) continue;
         out +=
             e.supports
                 ? fmt::format("      the checkpoint was slowed by {}: await {:.1f} -> {:.1f} ms\n",
-                              e.signal.substr(kSlowed.size()), e.baseline, e.during)
+                              e.name.subject, e.baseline, e.during)
                 : fmt::format(
                       "      {} kept its pace under the checkpoint: await {:.1f} -> {:.1f} ms\n",
-                      e.signal.substr(kSlowed.size()), e.baseline, e.during);
+                      e.name.subject, e.baseline, e.during);
       }
       // A hang: what the idle processes waited on, in words.
       for (const auto& e : inc.evidence) {
-        constexpr std::string_view kIdle = "job_processes_idle";
-        if (!e.signal.starts_with(kIdle)) continue;
+        if (e.name.metric != "job_processes_idle") continue;
         out += "      the job's processes sat idle (no CPU, no reads, no I/O wait)";
-        out += e.signal.size() > kIdle.size()
-                   ? fmt::format(": its main thread{} ({:.0f} % of the stall)\n",
-                                 e.signal.substr(kIdle.size()), e.during * 100)
-                   : "\n";
+        out += !e.name.note.empty() ? fmt::format(": its main thread {} ({:.0f} % of the stall)\n",
+                                                  e.name.note, e.during * 100)
+                                    : "\n";
       }
       if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
         out += "      " + ranks + "\n";

@@ -27,15 +27,52 @@ std::vector<int32_t> splitRanks(const std::string& text) {
 
 }  // namespace
 
+nlohmann::json evidenceItemJson(const model::EvidenceItem& e) {
+  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  const bool typed = !e.name.metric.empty();
+  const std::string unit = typed ? model::unitOf(e.name.metric) : "";
+  return {{"signal", e.signal},          {"metric", text(e.name.metric)},
+          {"scope", text(e.name.scope)}, {"subject", text(e.name.subject)},
+          {"note", text(e.name.note)},   {"unit", text(unit)},
+          {"baseline", e.baseline},      {"during", e.during},
+          {"supports", e.supports}};
+}
+
 std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& e : evidence) {
-    j.push_back({{"signal", e.signal},
-                 {"baseline", e.baseline},
-                 {"during", e.during},
-                 {"supports", e.supports}});
-  }
+  for (const auto& e : evidence) j.push_back(evidenceItemJson(e));
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// An incident stored before evidence had typed names (issue 42): its name read from the signal
+// once, here, in the shapes this project wrote, so that what reads incidents uses the names
+// alone. A signal of another shape keeps its first word as the metric and the rest as a note.
+model::EvidenceName legacyName(const std::string& signal) {
+  const size_t space = signal.find(' ');
+  const std::string metric = signal.substr(0, space);
+  const std::string rest = space == std::string::npos ? "" : signal.substr(space + 1);
+  auto word = [](const std::string& s) { return s.substr(0, s.find(' ')); };
+  auto after = [](const std::string& s) {
+    const size_t sp = s.find(' ');
+    return sp == std::string::npos ? std::string() : s.substr(sp + 1);
+  };
+  if (rest.empty()) return {metric, metric.starts_with("job_") ? "job" : "host", "", ""};
+  if (rest.starts_with("rank ") || rest.starts_with("node ")) {
+    const std::string scope = word(rest), tail = after(rest);
+    return {metric, scope, word(tail), after(tail)};
+  }
+  if (metric == "checkpoint_slowed_by")  // "checkpoint_slowed_by await_ms DEV"
+    return {"checkpoint_slowed_by_await_ms", "device", after(rest), ""};
+  if (metric == "checkpoint_held_by") return {"checkpoint_held_by_write_limit", "device", "", rest};
+  if (metric == "main_process_asleep") return {metric, "process", "", rest};
+  if (metric == "workers_asleep" || metric == "job_processes_idle" ||
+      metric == "job_write_bytes_per_s" || metric == "job_d_state_threads")
+    return {metric, "job", "", rest};
+  if (rest.starts_with("(the job's cgroup)")) return {metric, "cgroup", "", rest};
+  if (metric == "job_cgroup_read_bytes_per_s" || metric == "job_cgroup_cpu_throttled_share")
+    return {metric, "cgroup", "", rest};
+  // "await_ms loop0 (the job does not read it)", "neighbour_bytes_per_s vda /x", "read_p99_ms ..."
+  return {metric, "device", word(rest), after(rest)};
 }
 
 std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
@@ -44,8 +81,18 @@ std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
   if (!j.is_array()) return out;
   for (const auto& e : j) {
     if (!e.is_object()) continue;
-    out.push_back({e.value("signal", ""), e.value("baseline", 0.0), e.value("during", 0.0),
-                   e.value("supports", false)});
+    auto field = [&](const char* key) {
+      const auto it = e.find(key);
+      return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    model::EvidenceItem item;
+    item.signal = field("signal");
+    item.baseline = e.value("baseline", 0.0);
+    item.during = e.value("during", 0.0);
+    item.supports = e.value("supports", false);
+    item.name = {field("metric"), field("scope"), field("subject"), field("note")};
+    if (item.name.metric.empty()) item.name = legacyName(item.signal);
+    out.push_back(std::move(item));
   }
   return out;
 }

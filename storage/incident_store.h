@@ -6,6 +6,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,13 @@ struct StoredIncident {
 };
 
 std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence);
+// One item as every output gives it (the DB, --json, hook payloads): the signal as people read
+// it, its typed name (metric, scope, subject, note, unit; null where an older recording has the
+// signal alone), the medians and whether it crossed its threshold.
+nlohmann::json evidenceItemJson(const model::EvidenceItem& item);
 std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
+// The typed name of a signal stored before evidence had one (read once, where it is loaded).
+model::EvidenceName legacyName(const std::string& signal);
 
 // Binds an incident's stored fields to the named parameters :start_ms, :end_ms, :class,
 // :device, :physical_device, :idle_share, :gpu_seconds_lost, :confidence, :evidence,

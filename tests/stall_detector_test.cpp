@@ -5,6 +5,7 @@
 #include <random>
 
 #include "correlator/wait_channel.h"
+#include "storage/incident_store.h"
 
 namespace stallwatch::correlator {
 namespace {
@@ -653,6 +654,56 @@ TEST(StallDetector, TheTailOfTheJobsReadsIsDiskSlowWhileTheAverageHolds) {
   const EvidenceItem* await = findEvidence(inc, "await_ms loop1");
   ASSERT_TRUE(await);
   EXPECT_FALSE(await->supports);  // the interval average alone would not have said it
+  // Typed as well as said (issue 42): what was measured, of what, in what unit.
+  EXPECT_EQ(tail->name.metric, "read_p99_ms");
+  EXPECT_EQ(tail->name.scope, "device");
+  EXPECT_EQ(tail->name.subject, "loop1");
+  EXPECT_EQ(tail->name.note, "(the job's I/Os)");
+  EXPECT_EQ(model::unitOf(tail->name.metric), "ms");
+  EXPECT_EQ(model::displayName(tail->name), tail->signal);
+}
+
+// A recording from before the typed names: each shape this project wrote gets its name back
+// where it is loaded, and says the same signal again.
+TEST(EvidenceNames, OlderRecordingsSignalsGetTheirTypedNames) {
+  struct Case {
+    const char* signal;
+    model::EvidenceName name;
+  };
+  const Case cases[] = {
+      {"await_ms loop0", {"await_ms", "device", "loop0", ""}},
+      {"await_ms vdb (the job does not read it)",
+       {"await_ms", "device", "vdb", "(the job does not read it)"}},
+      {"gpu_util_percent rank 1", {"gpu_util_percent", "rank", "1", ""}},
+      {"data_wait_share node gpu-02", {"data_wait_share", "node", "gpu-02", ""}},
+      {"io_some", {"io_some", "host", "", ""}},
+      {"io_some (the job's cgroup)", {"io_some", "cgroup", "", "(the job's cgroup)"}},
+      {"job_d_state_threads", {"job_d_state_threads", "job", "", ""}},
+      {"neighbour_bytes_per_s vda /stallwatch/neighbour",
+       {"neighbour_bytes_per_s", "device", "vda", "/stallwatch/neighbour"}},
+      {"read_p99_ms loop1 (others' I/Os)", {"read_p99_ms", "device", "loop1", "(others' I/Os)"}},
+      {"main_process_asleep in futex_do_wait (lock or condition variable)",
+       {"main_process_asleep", "process", "", "in futex_do_wait (lock or condition variable)"}},
+  };
+  for (const auto& c : cases) {
+    const model::EvidenceName got = storage::legacyName(c.signal);
+    EXPECT_EQ(got.metric, c.name.metric) << c.signal;
+    EXPECT_EQ(got.scope, c.name.scope) << c.signal;
+    EXPECT_EQ(got.subject, c.name.subject) << c.signal;
+    EXPECT_EQ(got.note, c.name.note) << c.signal;
+    EXPECT_EQ(model::displayName(got), c.signal);
+  }
+  // Stored with its name, read back the same; stored without (an older agent), named on reading.
+  const auto item = model::evidenceItem({"aqu_sz", "device", "loop0", ""}, 0.5, 7.8, true);
+  const auto back = storage::parseEvidenceJson(storage::evidenceJson({item}));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].signal, "aqu_sz loop0");
+  EXPECT_EQ(back[0].name.subject, "loop0");
+  const auto old = storage::parseEvidenceJson(
+      R"([{"signal": "gpu_util_percent rank 3", "baseline": 50, "during": 1, "supports": true}])");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].name.scope, "rank");
+  EXPECT_EQ(old[0].name.subject, "3");
 }
 
 TEST(StallDetector, WithoutPerIoFiguresTheSameStallIsNotBlamedOnTheDisk) {
