@@ -8,30 +8,19 @@
 
 #include "correlator/attribution.h"
 #include "correlator/evidence.h"
+#include "correlator/limiter_wait.h"
 #include "correlator/wait_channel.h"
 
 namespace stallwatch::correlator {
 namespace {
 
-using evidence::at;
 using model::AdviceKind;
 using model::Limiter;
 using model::LimiterVerdict;
 using model::WaitSource;
 
-constexpr double kOverLimitShare = 1.25;
 // The most a speed-up is stated as: past it the GPU side would change too much to say.
 constexpr double kMaxWaitShare = 0.95;
-// Windows with less judged time than this share of a window are too thin to judge alone.
-constexpr double kMinWindowShare = 0.2;
-
-template <typename Map>
-void addText(Map& m, const std::string& text, double dt) {
-  if (text.empty()) return;
-  double& v = m[text];
-  v += dt;
-  if (std::abs(v) < 1e-9) m.erase(text);
-}
 
 template <typename Map>
 std::string mostHeld(const Map& m) {
@@ -40,219 +29,11 @@ std::string mostHeld(const Map& m) {
   return it == m.end() || it->second <= 0 ? std::string() : it->first;
 }
 
-// The input wait of a loop whose DataLoader pins its batches: it sleeps in a futex both while
-// its batch is pinned (the pinning thread's queue) and while it waits on its GPU (CUDA's sync,
-// the autograd engine), so the futex share alone cannot tell them apart. The GPU's idle time
-// bounds it from both sides: the loop waiting for input has an idle GPU, so the wait is at most
-// the GPU's idle share (and the loop's sleeping share); the futex time that the GPU's busy time
-// cannot cover, and the GPU's idle time that the main thread's running (launching kernels) and
-// other sleeps cannot cover, are input waits, so it is at least either. On issue 41's runs (a
-// GPT-style LM with its workers tokenising, ResNet-50 on one GPU and on 4 DDP ranks, pin_memory
-// on, no hook) the step logs' own waits fell inside these bounds in every run and the middle came
-// within 5 points where the bounds lay on one side of the 15 % that decides (docs/MEASUREMENTS.md,
-// "The verdict without the hook"); the midpoint of the queue's share and that plus the futex's,
-// used before, read 32 % against a step log's 63 %. Without a GPU reading, the queue's share and
-// that plus the futex's are the bounds.
-struct WaitBounds {
-  double low = 0, high = 0;
-  double middle() const { return (low + high) / 2; }
-};
-WaitBounds pinnedWait(double loader, double futex, std::optional<double> gpu_idle,
-                      std::optional<double> thread_cpu) {
-  if (!gpu_idle) return {loader, loader + futex};
-  const double running = thread_cpu.value_or(0.0);
-  const double other = std::max(0.0, 1.0 - loader - futex - running);
-  const double high = std::max(loader, std::min(loader + futex, *gpu_idle));
-  const double low =
-      std::max({loader, loader + futex - (1.0 - *gpu_idle), *gpu_idle - running - other});
-  return {std::min(low, high), high};
-}
-
 double speedupOf(double wait_share) {
   return 1.0 / (1.0 - std::clamp(wait_share, 0.0, kMaxWaitShare));
 }
 
 }  // namespace
-
-void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSeries* r, int sign) {
-  if (i >= s.interval_s.size()) return;
-  const double dt = s.interval_s[i] * sign;
-  if (dt == 0) return;
-  seconds_ += dt;
-  gpus_ = std::max(gpus_, r ? 1.0 : static_cast<double>(s.gpu_count));
-  // The hook's figures, the job's (summed over its ranks) or the rank's own.
-  const auto wait = at(r ? r->data_wait_s : s.data_wait_s, i);
-  const auto step = at(r ? r->step_s : s.step_s, i);
-  const auto steps = at(r ? r->steps : s.steps, i);
-  double interval_wait = -1;  // this interval's share waiting for input, where known
-  if (wait || steps) {
-    hook_seconds_ += dt;
-    wait_s_ += wait.value_or(0) * sign;
-    step_s_ += step.value_or(0) * sign;
-    steps_ += steps.value_or(0) * sign;
-    if (wait && step && *wait + *step > 0) interval_wait = *wait / (*wait + *step);
-  }
-  const auto thread = at(r ? r->main_thread_cpu : s.main_thread_cpu, i);
-  const auto runqueue = at(r ? r->main_thread_runqueue : s.main_thread_runqueue, i);
-  if (s.ranks.size() >= 2) collective_seconds_ += dt;
-  if (thread) {
-    thread_seconds_ += dt;
-    thread_busy_ += *thread * dt;
-    thread_runqueue_ += runqueue.value_or(0) * dt;
-  }
-  // Utilisation read 0 while GPM saw the GPU work: the driver's rate that interval is no reading
-  // (seen on an H100: 0 for a whole run while GPM work read 10-20 %), not an idle GPU.
-  auto util = at(r ? r->gpu_util_percent : s.gpu_util_percent, i);
-  if (const auto work = at(r ? r->gpu_work_percent : s.gpu_work_percent, i);
-      util && *util <= 0 && work && *work >= 1.0)
-    util.reset();
-  if (util) {
-    gpu_seconds_ += dt;
-    gpu_idle_ += (1.0 - std::clamp(*util / 100.0, 0.0, 1.0)) * dt;
-  }
-  const auto loader = at(r ? r->main_thread_loader_wait : s.main_thread_loader_wait, i);
-  if (loader) {
-    const double futex =
-        at(r ? r->main_thread_futex_wait : s.main_thread_futex_wait, i).value_or(0);
-    const double pin = at(r ? r->pin_memory : s.pin_memory, i).value_or(0);
-    sampled_seconds_ += dt;
-    loader_wait_ += *loader * dt;
-    futex_wait_ += futex * dt;
-    pin_memory_ += pin * dt;
-    if (interval_wait < 0)
-      interval_wait =
-          pin > 0.5 ? pinnedWait(*loader, futex,
-                                 util ? std::optional(1.0 - std::clamp(*util / 100.0, 0.0, 1.0))
-                                      : std::nullopt,
-                                 thread)
-                          .middle()
-                    : *loader;
-  }
-  if (interval_wait < 0 && thread && util) {
-    interval_wait = std::min(std::max(0.0, 1.0 - *thread - runqueue.value_or(0)),
-                             1.0 - std::clamp(*util / 100.0, 0.0, 1.0));
-  }
-  if (interval_wait >= 0) {
-    wait_bins_[std::min(kWaitBins - 1, static_cast<int>(interval_wait * kWaitBins))] += dt;
-  }
-  if (const auto workers = at(r ? r->workers : s.workers, i)) {
-    process_seconds_ += dt;
-    workers_ += *workers * dt;
-    workers_cpu_ += at(r ? r->workers_cpu : s.workers_cpu, i).value_or(0) * dt;
-    d_state_ += at(r ? r->d_state_threads : s.d_state_threads, i).value_or(0) * dt;
-    main_cpu_ += at(r ? r->main_cpu : s.main_cpu, i).value_or(0) * dt;
-  }
-  read_bytes_ += at(r ? r->read_bytes_per_s : s.read_bytes_per_s, i).value_or(0) * dt;
-  if (!r) rchar_ += at(s.rchar_per_s, i).value_or(0) * dt;
-  const auto busy = at(s.host_busy_cores, i), online = at(s.host_online_cpus, i);
-  if (busy && online) {
-    host_seconds_ += dt;
-    host_busy_ += *busy * dt;
-    host_online_ += *online * dt;
-  }
-  if (const auto allowed = at(s.cpus_allowed, i)) {
-    cpus_allowed_seconds_ += dt;
-    cpus_allowed_ += *allowed * dt;
-  }
-  const auto limit = at(s.cgroup_read_limit_bytes_per_s, i);
-  const auto limited = at(s.cgroup_limited_read_bytes_per_s, i);
-  if (limit && *limit > 0 && limited) {
-    limit_seconds_ += dt;
-    limited_read_ += *limited * dt;
-    read_limit_ += *limit * dt;
-    // At the limit: reads held near it. Far over it, the limit was set within the interval.
-    if (*limited >= kAtLimitShare * *limit && *limited <= kOverLimitShare * *limit)
-      at_limit_seconds_ += dt;
-    if (i < s.cgroup_read_limit.size()) addText(read_limits_, s.cgroup_read_limit[i], dt);
-  }
-  const auto memory = std::max(at(s.cgroup_memory_some, i), at(s.memory_some, i));
-  if (memory) {
-    memory_seconds_ += dt;
-    memory_some_ += *memory * dt;
-  }
-  if (const auto throttled = at(s.cgroup_cpu_throttled, i)) {
-    throttle_seconds_ += dt;
-    cpu_throttled_ += *throttled * dt;
-  }
-  if (i < s.workers_sleep_wchan.size()) addText(workers_sleep_, s.workers_sleep_wchan[i], dt);
-  if (i < s.d_state_wchan.size()) addText(d_state_wchans_, s.d_state_wchan[i], dt);
-  for (const model::DeviceSeries& d : s.devices) {
-    if (!d.job_reads) continue;
-    Device& e = devices_[d.name];
-    e.mount = !d.name.empty() && d.name.front() == '/';  // a mount target: no %util of its own
-    e.via = d.via;
-    e.direct = d.direct();
-    e.seconds_ += dt;
-    if (const auto u = at(d.util_percent, i)) {
-      e.util_ += *u * dt;
-      e.util_seconds_ += dt;
-    }
-    if (const auto a = at(d.r_await_ms, i)) {
-      e.await_ += *a * dt;
-      e.await_seconds_ += dt;
-    }
-    e.aqu_ += at(d.aqu_sz, i).value_or(0) * dt;
-    e.read_ += at(d.read_bytes_per_s, i).value_or(0) * dt;
-  }
-}
-
-void InputFigures::merge(const InputFigures& o) {
-  seconds_ += o.seconds_;
-  gpus_ = std::max(gpus_, o.gpus_);
-  for (auto [mine, theirs] : {std::pair{&wait_s_, o.wait_s_},
-                              {&step_s_, o.step_s_},
-                              {&steps_, o.steps_},
-                              {&hook_seconds_, o.hook_seconds_},
-                              {&thread_busy_, o.thread_busy_},
-                              {&thread_runqueue_, o.thread_runqueue_},
-                              {&thread_seconds_, o.thread_seconds_},
-                              {&main_cpu_, o.main_cpu_},
-                              {&gpu_idle_, o.gpu_idle_},
-                              {&gpu_seconds_, o.gpu_seconds_},
-                              {&workers_, o.workers_},
-                              {&workers_cpu_, o.workers_cpu_},
-                              {&d_state_, o.d_state_},
-                              {&process_seconds_, o.process_seconds_},
-                              {&read_bytes_, o.read_bytes_},
-                              {&rchar_, o.rchar_},
-                              {&host_busy_, o.host_busy_},
-                              {&host_online_, o.host_online_},
-                              {&host_seconds_, o.host_seconds_},
-                              {&cpus_allowed_, o.cpus_allowed_},
-                              {&cpus_allowed_seconds_, o.cpus_allowed_seconds_},
-                              {&at_limit_seconds_, o.at_limit_seconds_},
-                              {&limit_seconds_, o.limit_seconds_},
-                              {&limited_read_, o.limited_read_},
-                              {&read_limit_, o.read_limit_},
-                              {&memory_some_, o.memory_some_},
-                              {&memory_seconds_, o.memory_seconds_},
-                              {&cpu_throttled_, o.cpu_throttled_},
-                              {&throttle_seconds_, o.throttle_seconds_},
-                              {&loader_wait_, o.loader_wait_},
-                              {&collective_seconds_, o.collective_seconds_},
-                              {&futex_wait_, o.futex_wait_},
-                              {&pin_memory_, o.pin_memory_},
-                              {&sampled_seconds_, o.sampled_seconds_}}) {
-    *mine += theirs;
-  }
-  for (int b = 0; b < kWaitBins; ++b) wait_bins_[b] += o.wait_bins_[b];
-  for (const auto& [name, d] : o.devices_) {
-    Device& e = devices_[name];
-    e.via = d.via;
-    e.direct = d.direct;
-    for (auto [mine, theirs] : {std::pair{&e.util_, d.util_},
-                                {&e.util_seconds_, d.util_seconds_},
-                                {&e.await_, d.await_},
-                                {&e.await_seconds_, d.await_seconds_},
-                                {&e.aqu_, d.aqu_},
-                                {&e.read_, d.read_},
-                                {&e.seconds_, d.seconds_}})
-      *mine += theirs;
-  }
-  for (const auto& [t, v] : o.read_limits_) addText(read_limits_, t, v);
-  for (const auto& [t, v] : o.workers_sleep_) addText(workers_sleep_, t, v);
-  for (const auto& [t, v] : o.d_state_wchans_) addText(d_state_wchans_, t, v);
-}
 
 namespace {
 
@@ -303,6 +84,66 @@ struct InputSide {
 
 void addFigure(LimiterVerdict& v, std::string name, double value, bool decides = false) {
   v.figures.push_back({std::move(name), value, decides});
+}
+
+// What the GPU side's rules judge by: the main thread, the GPU's idle time, memory pressure.
+struct GpuSide {
+  std::optional<double> gpu_idle, thread_cpu, memory;
+  std::optional<double> sync_wait;  // the main thread's share asleep in CUDA's sync (sampled)
+  bool sampled_sync = false;        // that share is the sampler's (no pin_memory in the way)
+};
+
+// 2. The GPU side sets the pace (the wait under the threshold): the GPU itself, or the main
+// thread feeding it (host), or memory pressure evicting its data (host).
+void judgeGpuSide(LimiterVerdict& v, const GpuSide& g, double threshold, const LimiterConfig& cfg,
+                  const std::function<double(double, double)>& confidence) {
+  const double clarity = (threshold - v.input_wait_share) / threshold;
+  // Host-bound: the GPU sat idle while the main thread was busy and seldom waited on the GPU
+  // (its step's closing sync short: each kernel done before the next launch). A GPU-bound loop
+  // waits on its GPU: on an H100, ResNet-50 fed from memory slept in CUDA's sync in 35-42 % of
+  // the samples against 59-61 % running; with 25 ms of CPU added per step, 20-23 % against 77 %.
+  const std::optional<double>& sync_wait = g.sync_wait;
+  const bool sampled_sync = g.sampled_sync;
+  const std::optional<double>& gpu_idle = g.gpu_idle;
+  const std::optional<double>& thread_cpu = g.thread_cpu;
+  const std::optional<double>& memory = g.memory;
+  auto figure = [&](std::string name, double value, bool decides = false) {
+    addFigure(v, std::move(name), value, decides);
+  };
+  const bool host_bound =
+      gpu_idle && thread_cpu && *gpu_idle >= cfg.host_gpu_idle &&
+      (sampled_sync ? *thread_cpu >= cfg.host_sampled_main_cpu && *sync_wait <= 0.5 * *thread_cpu
+                    : *thread_cpu >= cfg.host_main_cpu);
+  if (host_bound) {
+    v.limiter = Limiter::kHost;
+    v.confidence = confidence(clarity, (*gpu_idle - cfg.host_gpu_idle) / cfg.host_gpu_idle);
+    if (sampled_sync) figure("main_thread_gpu_sync_share", *sync_wait, true);
+    for (auto& x : v.figures)
+      x.decides = x.decides || x.name == "main_thread_cpu" || x.name == "gpu_idle_share";
+    v.advice.push_back(
+        {AdviceKind::kMoveMainThreadWork,
+         fmt::format(
+             "the main thread ran {:.0f} % of the time while the GPU sat idle {:.0f} %: move "
+             "per-step CPU work off it (into the DataLoader's workers), or launch fewer, larger "
+             "kernels "
+             "(larger batches, CUDA graphs, torch.compile)",
+             *thread_cpu * 100, *gpu_idle * 100)});
+    return;
+  }
+  if (memory && gpu_idle && *memory >= cfg.memory_pressure && *gpu_idle >= cfg.host_gpu_idle) {
+    v.limiter = Limiter::kHost;
+    v.confidence = confidence(clarity, (*memory - cfg.memory_pressure) / cfg.memory_pressure);
+    for (auto& x : v.figures) x.decides = x.decides || x.name == "memory_some";
+    v.advice.push_back(
+        {AdviceKind::kMoreMemory,
+         fmt::format(
+             "memory pressure: some task waited on reclaim {:.0f} % of the time; more memory for "
+             "the job (memory.high / memory.max) or smaller in-memory buffers",
+             *memory * 100)});
+    return;
+  }
+  v.limiter = Limiter::kGpu;
+  v.confidence = confidence(clarity, clarity);
 }
 
 // An input-bound job (its wait past the threshold, no io.max or memory pressure holding it, with
@@ -485,6 +326,50 @@ std::optional<double> judgePinnedWait(double loader, double futex, std::optional
 
 }  // namespace
 
+// 1. How much of the time the loop waited for input: from the hook, the main thread sampled
+// in the DataLoader's queue (a range with pin_memory), or the lesser of its sleep and the GPU's
+// idle time. None where the evidence does not say (V says why in its figures: unknown).
+std::optional<double> InputFigures::inputWait(const LimiterConfig& cfg,
+                                              std::optional<double> gpu_idle,
+                                              std::optional<double> thread_cpu,
+                                              std::optional<double> thread_sleep,
+                                              LimiterVerdict& v) const {
+  const InputFigures& f = *this;
+  const bool hook = f.hook_seconds_ >= 0.5 * f.seconds_ && f.wait_s_ + f.step_s_ > 0;
+  double w = 0;
+  if (hook) {
+    v.wait_source = WaitSource::kHook;
+    w = f.wait_s_ / (f.wait_s_ + f.step_s_);
+    if (f.hook_seconds_ > 0) v.steps_per_second = f.steps_ / f.hook_seconds_;
+  } else if (f.sampled_seconds_ >= 0.5 * f.seconds_) {
+    v.wait_source = WaitSource::kSampled;
+    const double loader = f.loader_wait_ / f.sampled_seconds_;
+    const double futex = f.futex_wait_ / f.sampled_seconds_;
+    w = loader;
+    if (f.pin_memory_ >= 0.5 * f.sampled_seconds_) {
+      const auto pinned = judgePinnedWait(loader, futex, gpu_idle, thread_cpu, cfg, v);
+      if (!pinned) return std::nullopt;
+      w = *pinned;
+    }
+  } else if (thread_sleep && f.collective_seconds_ >= 0.5 * f.seconds_) {
+    // A rank of a synchronous job, with neither the hook nor its waits sampled: its main thread
+    // asleep while its GPU idles is as much the other ranks' collective as its input. Saying
+    // which would be a guess, and a wrong "faster storage" costs more than none (issue 41).
+    v.figures.push_back(
+        {"no_wait_figures (a rank asleep while its GPU idles waits for input or for the other "
+         "ranks' collective alike: `stallwatch run` or the dataloader hook tells them apart)",
+         0, true});
+    return std::nullopt;
+  } else if (thread_sleep) {
+    v.wait_source = WaitSource::kMainThread;
+    w = gpu_idle ? std::min(*thread_sleep, *gpu_idle) : *thread_sleep;
+  } else {
+    v.figures.push_back({"no_wait_figures (no dataloader hook, no main thread readings)", 0, true});
+    return std::nullopt;
+  }
+  return w;
+}
+
 LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   LimiterVerdict v;
   v.seconds = f.seconds_;
@@ -506,37 +391,9 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
 
   // 1. How much of the time the loop waited for input.
   const bool hook = f.hook_seconds_ >= 0.5 * f.seconds_ && f.wait_s_ + f.step_s_ > 0;
-  double w = 0;
-  if (hook) {
-    v.wait_source = WaitSource::kHook;
-    w = f.wait_s_ / (f.wait_s_ + f.step_s_);
-    if (f.hook_seconds_ > 0) v.steps_per_second = f.steps_ / f.hook_seconds_;
-  } else if (f.sampled_seconds_ >= 0.5 * f.seconds_) {
-    v.wait_source = WaitSource::kSampled;
-    const double loader = f.loader_wait_ / f.sampled_seconds_;
-    const double futex = f.futex_wait_ / f.sampled_seconds_;
-    w = loader;
-    if (f.pin_memory_ >= 0.5 * f.sampled_seconds_) {
-      const auto pinned = judgePinnedWait(loader, futex, gpu_idle, thread_cpu, cfg, v);
-      if (!pinned) return v;  // unknown
-      w = *pinned;
-    }
-  } else if (thread_sleep && f.collective_seconds_ >= 0.5 * f.seconds_) {
-    // A rank of a synchronous job, with neither the hook nor its waits sampled: its main thread
-    // asleep while its GPU idles is as much the other ranks' collective as its input. Saying
-    // which would be a guess, and a wrong "faster storage" costs more than none (issue 41).
-    v.figures.push_back(
-        {"no_wait_figures (a rank asleep while its GPU idles waits for input or for the other "
-         "ranks' collective alike: `stallwatch run` or the dataloader hook tells them apart)",
-         0, true});
-    return v;  // unknown
-  } else if (thread_sleep) {
-    v.wait_source = WaitSource::kMainThread;
-    w = gpu_idle ? std::min(*thread_sleep, *gpu_idle) : *thread_sleep;
-  } else {
-    v.figures.push_back({"no_wait_figures (no dataloader hook, no main thread readings)", 0, true});
-    return v;  // unknown
-  }
+  const std::optional<double> wait = f.inputWait(cfg, gpu_idle, thread_cpu, thread_sleep, v);
+  if (!wait) return v;  // unknown
+  const double w = *wait;
   v.input_wait_share = std::clamp(w, 0.0, 1.0);
   v.input_wait_gpu_seconds = v.input_wait_share * f.seconds_ * f.gpus_;
   const char* label = hook ? "input_wait_share (dataloader hook)"
@@ -614,47 +471,13 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
     // on offer from the input side, and every place that says the verdict says 1x (issue 42:
     // /metrics said 1.109 where the report said "nothing to gain").
     v.speedup = v.speedup_low = v.speedup_high = 1;
-    const double clarity = (threshold - v.input_wait_share) / threshold;
-    // Host-bound: the GPU sat idle while the main thread was busy and seldom waited on the GPU
-    // (its step's closing sync short: each kernel done before the next launch). A GPU-bound loop
-    // waits on its GPU: on an H100, ResNet-50 fed from memory slept in CUDA's sync in 35-42 % of
-    // the samples against 59-61 % running; with 25 ms of CPU added per step, 20-23 % against 77 %.
-    const auto sync_wait = per(f.futex_wait_, f.sampled_seconds_);
-    const bool sampled_sync = sync_wait && f.pin_memory_ < 0.5 * f.sampled_seconds_;
-    const bool host_bound =
-        gpu_idle && thread_cpu && *gpu_idle >= cfg.host_gpu_idle &&
-        (sampled_sync ? *thread_cpu >= cfg.host_sampled_main_cpu && *sync_wait <= 0.5 * *thread_cpu
-                      : *thread_cpu >= cfg.host_main_cpu);
-    if (host_bound) {
-      v.limiter = Limiter::kHost;
-      v.confidence = confidence(clarity, (*gpu_idle - cfg.host_gpu_idle) / cfg.host_gpu_idle);
-      if (sampled_sync) figure("main_thread_gpu_sync_share", *sync_wait, true);
-      for (auto& x : v.figures)
-        x.decides = x.decides || x.name == "main_thread_cpu" || x.name == "gpu_idle_share";
-      v.advice.push_back(
-          {AdviceKind::kMoveMainThreadWork,
-           fmt::format(
-               "the main thread ran {:.0f} % of the time while the GPU sat idle {:.0f} %: move "
-               "per-step "
-               "CPU work off it (into the DataLoader's workers), or launch fewer, larger kernels "
-               "(larger batches, CUDA graphs, torch.compile)",
-               *thread_cpu * 100, *gpu_idle * 100)});
-      return v;
-    }
-    if (memory && gpu_idle && *memory >= cfg.memory_pressure && *gpu_idle >= cfg.host_gpu_idle) {
-      v.limiter = Limiter::kHost;
-      v.confidence = confidence(clarity, (*memory - cfg.memory_pressure) / cfg.memory_pressure);
-      for (auto& x : v.figures) x.decides = x.decides || x.name == "memory_some";
-      v.advice.push_back(
-          {AdviceKind::kMoreMemory,
-           fmt::format(
-               "memory pressure: some task waited on reclaim {:.0f} % of the time; more memory for "
-               "the job (memory.high / memory.max) or smaller in-memory buffers",
-               *memory * 100)});
-      return v;
-    }
-    v.limiter = Limiter::kGpu;
-    v.confidence = confidence(clarity, clarity);
+    GpuSide g;
+    g.gpu_idle = gpu_idle;
+    g.thread_cpu = thread_cpu;
+    g.memory = memory;
+    g.sync_wait = per(f.futex_wait_, f.sampled_seconds_);
+    g.sampled_sync = g.sync_wait && f.pin_memory_ < 0.5 * f.sampled_seconds_;
+    judgeGpuSide(v, g, threshold, cfg, confidence);
     return v;
   }
 
@@ -737,220 +560,6 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   }
   judgeInputSide(v, in, clarity_input, cfg, confidence);
   return v;
-}
-
-std::vector<bool> limiterIntervals(const model::JobSeries& s, const Analysis& a,
-                                   std::optional<double>* incidents_share) {
-  const size_t n = s.size();
-  std::vector<bool> in(n, false);
-  std::optional<size_t> first, last;
-  for (size_t i = 0; i < n; ++i) {
-    std::optional<double> progress;
-    if (a.progress_signal != model::ProgressSignal::kNone) {
-      progress = progressAt(s, i, a.progress_signal, true);
-    } else {
-      progress = at(s.main_thread_cpu, i);  // no GPU, no hook: the job ran at all
-    }
-    if (progress && *progress > 0) {
-      if (!first) first = i;
-      last = i;
-    }
-  }
-  if (!first) return in;
-  for (size_t i = *first; i <= *last; ++i) in[i] = true;
-  auto cut = [&](int64_t from_ms, int64_t to_ms) {
-    for (size_t i = 0; i < n; ++i) {
-      if (s.ts_ms[i] > from_ms && s.ts_ms[i] <= to_ms) in[i] = false;
-    }
-  };
-  if (a.idle_at_exit) cut(a.idle_at_exit->start_ms, a.idle_at_exit->end_ms);
-  for (const auto& w : a.outside_loop) cut(w.start_ms, w.end_ms);
-  const auto span = static_cast<size_t>(std::count(in.begin(), in.end(), true));
-  std::vector<bool> outside = in;
-  for (const auto& inc : a.incidents) {
-    for (size_t i = inc.first; i <= inc.last && i < n; ++i) outside[i] = false;
-  }
-  const auto left = static_cast<size_t>(std::count(outside.begin(), outside.end(), true));
-  if (span == 0 || 2 * left >= span) return outside;
-  if (incidents_share)
-    *incidents_share = static_cast<double>(span - left) / static_cast<double>(span);
-  return in;
-}
-
-namespace {
-
-LimiterVerdict judgeSpan(const InputFigures& f, const model::JobSeries& s, size_t first,
-                         size_t last, const LimiterConfig& cfg) {
-  LimiterVerdict v = judgeLimiter(f, cfg);
-  v.start_ms = s.ts_ms[first] - static_cast<int64_t>(std::llround(s.interval_s[first] * 1000));
-  v.end_ms = s.ts_ms[last];
-  return v;
-}
-
-}  // namespace
-
-model::LimiterVerdict judgeSpan(const model::JobSeries& s, size_t first, size_t last,
-                                const std::vector<bool>* in, const LimiterConfig& cfg) {
-  if (s.size() == 0 || first > last || last >= s.size()) return {};
-  auto figuresOf = [&](const model::RankSeries* rank) {
-    InputFigures f;
-    for (size_t i = first; i <= last; ++i)
-      if (!in || (*in)[i]) f.add(s, i, rank);
-    return f;
-  };
-  LimiterVerdict v;
-  if (s.ranks.size() >= 2) {
-    double most = -1;
-    for (const auto& r : s.ranks) {
-      LimiterVerdict rank = judgeLimiter(figuresOf(&r), cfg);
-      if (rank.wait_source != WaitSource::kNone && rank.input_wait_share > most) {
-        most = rank.input_wait_share;
-        v = std::move(rank);
-      }
-    }
-    if (most < 0) v = judgeLimiter(figuresOf(nullptr), cfg);
-    v.gpus = s.gpu_count;
-    v.input_wait_gpu_seconds = v.input_wait_share * v.seconds * v.gpus;
-  } else {
-    v = judgeLimiter(figuresOf(nullptr), cfg);
-  }
-  v.start_ms = s.ts_ms[first] - static_cast<int64_t>(std::llround(s.interval_s[first] * 1000));
-  v.end_ms = s.ts_ms[last];
-  return v;
-}
-
-model::JobLimits analyzeLimits(const model::JobSeries& s, const Analysis& a,
-                               const LimiterConfig& cfg) {
-  model::JobLimits out;
-  out.window_seconds = cfg.window_s;
-  std::optional<double> incidents_share;
-  const std::vector<bool> in = limiterIntervals(s, a, &incidents_share);
-  std::optional<size_t> first, last;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!in[i]) continue;
-    if (!first) first = i;
-    last = i;
-  }
-  if (!first) {
-    out.run.limiter = Limiter::kUnknown;
-    out.run.figures.push_back({"no_progress (the job never made progress in the range)", 0, true});
-    return out;
-  }
-  // Several ranks: each judged on its own figures; the job is held by the rank that waited
-  // most for input (the others wait for it inside their collectives).
-  const model::RankSeries* view = nullptr;
-  if (s.ranks.size() >= 2) {
-    double most = -1;
-    for (const auto& r : s.ranks) {
-      InputFigures f;
-      for (size_t i = *first; i <= *last; ++i)
-        if (in[i]) f.add(s, i, &r);
-      model::RankLimiter rl{r.rank, judgeSpan(f, s, *first, *last, cfg)};
-      if (rl.verdict.wait_source != WaitSource::kNone && rl.verdict.input_wait_share > most) {
-        most = rl.verdict.input_wait_share;
-        out.slowest_rank = r.rank;
-        view = &r;
-      }
-      out.ranks.push_back(std::move(rl));
-    }
-  }
-  auto figuresOver = [&](size_t from, size_t to) {
-    InputFigures f;
-    for (size_t i = from; i <= to; ++i)
-      if (in[i]) f.add(s, i, view);
-    return f;
-  };
-  auto asJob = [&](LimiterVerdict v) {  // a rank's wait holds every GPU of the job
-    v.gpus = s.gpu_count;
-    v.input_wait_gpu_seconds = v.input_wait_share * v.seconds * v.gpus;
-    return v;
-  };
-  out.run = asJob(judgeSpan(figuresOver(*first, *last), s, *first, *last, cfg));
-  out.run.incidents_included_share = incidents_share;
-  // Windows of window_s on the job's clock, each judged where it holds enough judged time.
-  const int64_t window_ms = static_cast<int64_t>(cfg.window_s * 1000);
-  if (window_ms <= 0) return out;
-  struct Window {
-    size_t first, last;
-    InputFigures figures;
-  };
-  std::vector<Window> windows;
-  const int64_t origin = s.ts_ms[*first] - static_cast<int64_t>(s.interval_s[*first] * 1000);
-  for (size_t i = *first; i <= *last;) {
-    const int64_t k = (s.ts_ms[i] - origin - 1) / window_ms;
-    size_t j = i;
-    while (j + 1 <= *last && (s.ts_ms[j + 1] - origin - 1) / window_ms == k) ++j;
-    Window w{i, j, figuresOver(i, j)};
-    if (w.figures.seconds() >= kMinWindowShare * cfg.window_s) windows.push_back(std::move(w));
-    i = j + 1;
-  }
-  if (windows.size() < 2) return out;
-  for (const Window& w : windows)
-    out.windows.push_back(asJob(judgeSpan(w.figures, s, w.first, w.last, cfg)));
-  // Phases: windows in a row with the same limiter, judged again as one span.
-  for (size_t k = 0; k < windows.size();) {
-    size_t end = k;
-    InputFigures merged = windows[k].figures;
-    while (end + 1 < windows.size() && out.windows[end + 1].limiter == out.windows[k].limiter) {
-      ++end;
-      merged.merge(windows[end].figures);
-    }
-    out.phases.push_back(asJob(judgeSpan(merged, s, windows[k].first, windows[end].last, cfg)));
-    k = end + 1;
-  }
-  return out;
-}
-
-std::string describeLimiter(const LimiterVerdict& v, const std::string& span) {
-  const std::string name = model::toString(v.limiter);
-  if (v.limiter == Limiter::kUnknown) {
-    return name + ": the evidence does not decide" +
-           (v.figures.empty() ? std::string() : " (" + v.figures.front().name + ")");
-  }
-  const double gpu_hours = v.input_wait_gpu_seconds / 3600.0;
-  const std::string cost = gpu_hours >= 0.1 ? fmt::format("{:.2f} GPU-h", gpu_hours)
-                                            : fmt::format("{:.0f} GPU-s", v.input_wait_gpu_seconds);
-  // The window named (issue 42: `jobs` said 23.9 % over the whole run beside 14 % "of the run"
-  // that was the time outside its incidents).
-  const double spanned = static_cast<double>(v.end_ms - v.start_ms) / 1000.0;
-  const std::string window = !span.empty() ? span
-                             : v.incidents_included_share || v.seconds >= 0.95 * spanned
-                                 ? "the run"
-                                 : "the run outside incidents";
-  std::string out = fmt::format("{}: the loop waited for input {:.0f} % of {} ({})", name,
-                                v.input_wait_share * 100, window, cost);
-  if (v.limiter == Limiter::kGpu) return out + "; nothing to gain from the input side";
-  auto figure = [&](const char* n) -> std::optional<double> {
-    for (const auto& f : v.figures)
-      if (f.name == n) return f.value;
-    return std::nullopt;
-  };
-  if (v.limiter == Limiter::kInputCpu || v.limiter == Limiter::kInputWorkers) {
-    const auto workers = figure("workers"), cores = figure("workers_cpu_cores");
-    const auto online =
-        figure("job_cpus_allowed") ? figure("job_cpus_allowed") : figure("host_cpus_online");
-    if (workers && cores) {
-      out += fmt::format("; the {:.0f} workers used {:.1f} cores{}", *workers, *cores,
-                         online ? fmt::format(" of {:.0f}", *online) : "");
-    }
-  }
-  if (!v.device.empty()) {
-    out += fmt::format(" on {}{}{}", v.device,
-                       v.physical_device.empty() ? "" : " (on " + v.physical_device + ")",
-                       v.device_at_limit ? ", at its limit" : "");
-  }
-  if (v.limiter == Limiter::kIoThrottled && !v.limit.empty()) out += " under " + v.limit;
-  std::string pace;
-  if (v.steps_per_second && v.speedup > 1.0) {
-    pace = fmt::format(" ({:.0f} steps/s)", *v.steps_per_second * v.speedup);
-  }
-  if (v.speedup > 1.05 && v.limiter != Limiter::kHost) {
-    out += v.speedup_high - v.speedup_low > 0.1
-               ? fmt::format(" - if input kept up: ~{:.2g}x, {:.2g}-{:.2g}x{}", v.speedup,
-                             v.speedup_low, v.speedup_high, pace)
-               : fmt::format(" - if input kept up: up to ~{:.2g}x{}", v.speedup, pace);
-  }
-  return out;
 }
 
 }  // namespace stallwatch::correlator

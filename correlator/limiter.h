@@ -67,6 +67,12 @@ class InputFigures {
 
  private:
   friend model::LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& config);
+  // The share of the time the loop waited for input, as these figures show it; none where they
+  // do not say (V's figures say why: the verdict is unknown).
+  std::optional<double> inputWait(const LimiterConfig& config, std::optional<double> gpu_idle,
+                                  std::optional<double> thread_cpu,
+                                  std::optional<double> thread_sleep,
+                                  model::LimiterVerdict& v) const;
   static constexpr int kWaitBins = 20;  // per-interval wait shares, 0.05 wide: quantiles
   double seconds_ = 0, gpus_ = 0;
   // The hook: time waiting, time in steps, steps, and the seconds it reported in.
