@@ -217,8 +217,12 @@ int runReport(const ReportArgs& args) {
     return 1;
   }
   if (!args.html.empty() &&
-      !writeHtml(args.html, render::renderHtml(reports, "stallwatch report: " + path, &host),
-                 args.force))
+      !writeHtml(
+          args.html,
+          render::renderHtml(
+              reports, "stallwatch report: " + std::filesystem::path(path).filename().string(),
+              &host),
+          args.force))
     return 1;
   if (args.json) {
     nlohmann::json body{{"jobs", render::renderJson(reports)}};

@@ -243,7 +243,12 @@ std::string pageStart(const std::string& title, const std::string& extra_css) {
          "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;font-size:"
          "13px}th{background:#f4f4f4}.supports{font-weight:bold;color:#b00}h2{margin-top:32px}"
-         ".hover{font-size:12px;min-height:1.4em;color:#333}svg.timeline{cursor:crosshair}" +
+         ".hover{font-size:12px;min-height:1.4em;color:#333}svg.timeline{cursor:crosshair}"
+         // A class or a time is one word ("disk-/slow" wrapped on the DDP page); the evidence
+         // column takes the room left, the ranks' sentence wraps within its own.
+         "table.incidents td{white-space:nowrap;vertical-align:top}"
+         "table.incidents td.ranks,table.incidents td.evidence{white-space:normal}"
+         "table.incidents td.ranks{min-width:14em}table.incidents td.evidence{min-width:28em}" +
          extra_css + "</style>\n</head><body>\n<h1>" + escape(title) + "</h1>\n";
 }
 
@@ -254,8 +259,18 @@ std::string pageEnd() {
          "</body></html>\n";
 }
 
-std::string readableSignal(const std::string& signal) {
-  // The signal's first word says what it is; the rest names the device, rank or node.
+double roundedTop(double top) {
+  if (!(top > 0) || !std::isfinite(top)) return 1.0;
+  const double quarter = top / 4.0;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(quarter)));
+  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (m * magnitude >= quarter * (1 - 1e-9)) return 4.0 * m * magnitude;
+  }
+  return 40.0 * magnitude;
+}
+
+std::string readableSignal(const model::EvidenceItem& e) {
+  // The metric says what it is; the subject and note name the device, rank or node.
   static const std::pair<const char*, const char*> kNames[] = {
       {"await_ms", "await (ms)"},
       {"aqu_sz", "queue length (aqu-sz)"},
@@ -276,13 +291,13 @@ std::string readableSignal(const std::string& signal) {
       {"data_wait_share", "share of the loop waiting for data"},
       {"baseline_intervals", "healthy intervals before it to compare with"},
   };
-  const size_t space = signal.find(' ');
-  const std::string head = signal.substr(0, space);
-  const std::string rest = space == std::string::npos ? "" : signal.substr(space + 1);
+  const model::EvidenceName& n = e.name;
+  std::string of = n.scope == "rank" || n.scope == "node" ? n.scope + " " + n.subject : n.subject;
+  if (!n.note.empty()) of += (of.empty() ? "" : " ") + n.note;
   for (const auto& [name, readable] : kNames) {
-    if (head == name) return rest.empty() ? readable : rest + ": " + readable;
+    if (n.metric == name) return of.empty() ? readable : of + ": " + readable;
   }
-  return signal;
+  return e.signal;
 }
 
 std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
@@ -290,8 +305,8 @@ std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
   for (const auto& e : evidence) {
     if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
     out += fmt::format("<div class=\"{}\" title=\"{}\">{}: {:.3g} &rarr; {:.3g}</div>",
-                       e.supports ? "supports" : "", escape(e.signal),
-                       escape(readableSignal(e.signal)), e.baseline, e.during);
+                       e.supports ? "supports" : "", escape(e.signal), escape(readableSignal(e)),
+                       e.baseline, e.during);
   }
   return out;
 }
@@ -318,16 +333,40 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
                          {"bottom", height - 30},
                          {"times", buckets.times},
                          {"panels", nlohmann::json::array()}};
-  // The standing limiter's phases: a strip along the top, one colour a limiter.
+  // The standing limiter's phases: a strip along the top, one colour a limiter, labelled, with a
+  // legend of the limiters it shows (issue 44: a band without either said nothing).
+  auto colourOf = [](const std::string& limiter) {
+    return limiter == "gpu"             ? "#2ca02c"
+           : limiter == "io-throttled"  ? "#9467bd"
+           : limiter == "input-storage" ? "#d62728"
+           : limiter == "host"          ? "#8c564b"
+           : limiter == "unknown"       ? "#c7c7c7"
+                                        : "#ff7f0e";  // input-cpu, input-workers
+  };
+  if (!bands.empty()) {
+    svg += fmt::format(
+        "<text class=\"limiter-label\" x=\"{}\" y=\"7\" font-size=\"10\" text-anchor=\"end\">"
+        "limiter</text>\n",
+        kLeft - 4);
+    std::vector<std::string> shown;
+    for (const auto& band : bands) {
+      if (std::find(shown.begin(), shown.end(), band.limiter) == shown.end())
+        shown.push_back(band.limiter);
+    }
+    double x = kLeft + plot_w;  // right-aligned, last first
+    for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
+      const double text_w = 6.0 * static_cast<double>(it->size());
+      x -= text_w + 16;
+      svg += fmt::format(
+          "<g class=\"limiter-legend\"><rect x=\"{:.1f}\" y=\"9\" width=\"9\" height=\"9\" "
+          "fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" font-size=\"10\">{}</text></g>\n",
+          x, colourOf(*it), x + 12, escape(*it));
+    }
+  }
   for (const auto& band : bands) {
     const double x0 = xOf(static_cast<double>(band.start_ms));
     const double x1 = std::max(x0 + 2, xOf(static_cast<double>(band.end_ms)));
-    const char* colour = band.limiter == "gpu"             ? "#2ca02c"
-                         : band.limiter == "io-throttled"  ? "#9467bd"
-                         : band.limiter == "input-storage" ? "#d62728"
-                         : band.limiter == "host"          ? "#8c564b"
-                         : band.limiter == "unknown"       ? "#c7c7c7"
-                                                           : "#ff7f0e";  // input-cpu, -workers
+    const char* colour = colourOf(band.limiter);
     svg += fmt::format(
         "<rect class=\"limiter-band\" data-limiter=\"{}\" data-start=\"{}\" data-end=\"{}\" "
         "x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"6\" fill=\"{}\"><title>{}</title></rect>\n",
@@ -345,7 +384,8 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
         shade.cls, shade.start_ms, shade.end_ms, x0, x1 - x0, height - 40,
         shade.cls == "disk-slow" ? "#d62728" : "#ff7f0e", escape(shade.tooltip));
     svg += fmt::format(
-        "<text class=\"incident-label\" data-start=\"{}\" data-end=\"{}\" x=\"{:.1f}\" y=\"22\" "
+        // Inside the first panel's top, not over its title (they overlapped).
+        "<text class=\"incident-label\" data-start=\"{}\" data-end=\"{}\" x=\"{:.1f}\" y=\"43\" "
         "font-size=\"12\">{}</text>\n",
         shade.start_ms, shade.end_ms, x0 + 3, escape(shade.label));
   }
@@ -362,6 +402,7 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
         if (v && (!share || *v > 100.0)) y_max = std::max(y_max, *v * (share ? 1.05 : 1.1));
       }
     }
+    if (!share || y_max > 100.0) y_max = roundedTop(y_max);  // 0.5, 1, 1.5, 2 ms: not 0.697
     svg +=
         fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
                     kLeft, y0 - 6, escape(panel.title));

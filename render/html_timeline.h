@@ -26,7 +26,10 @@ std::string pageEnd();
 // (Each line readable, "loop1: await (ms)", the signal's own name as its tooltip.)
 std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence);
 // "await_ms loop1" -> "loop1: await (ms)"; a name it does not know, as it is.
-std::string readableSignal(const std::string& signal);
+std::string readableSignal(const model::EvidenceItem& evidence);
+// The top of a panel's scale whose quarters are round numbers (1, 2, 2.5, 5 times a power of
+// ten): 2.79 ms -> 4 (1, 2, 3, 4), not quarters of 2.79 (issue 44).
+double roundedTop(double top);
 
 // A panel's values an interval at a time: a series of its own, or a float32 column that the
 // caller keeps (NaN: none). The fleet page draws a lane per node from the correlator's columns

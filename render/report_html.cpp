@@ -102,6 +102,38 @@ std::string timeline(const JobReport& r, size_t job_index) {
               "p99 of each read on " + device_name + ": the job's (solid), others' (dashed)", "ms",
               shown->job_read_p99_ms, "#8c564b", shown->others_read_p99_ms, "#c49c94", false});
   }
+  // A job of one GPU judged by its steps: the GPU's utilisation in a lane of its own (issue 44: a
+  // one-GPU job had none); the progress lane shows it where the GPU is the progress signal.
+  if (s.ranks.empty() && s.gpu_count > 0 && progress_title != "GPU utilisation" &&
+      std::any_of(s.gpu_util_percent.begin(), s.gpu_util_percent.end(),
+                  [](const auto& v) { return v.has_value(); })) {
+    panels.push_back({"series-gpu", "GPU utilisation, GPU work dashed", "%", s.gpu_util_percent,
+                      "#7f7f7f", s.gpu_work_percent, "#bcbd22", false});
+  }
+  // Reads held by a limit, or waiting on storage: the job's read rate against its io.max limit
+  // (dashed), the deciding figure of an io-throttled or input-storage verdict.
+  const bool reads_decide =
+      r.limits.run.limiter == model::Limiter::kIoThrottled ||
+      r.limits.run.limiter == model::Limiter::kInputStorage ||
+      std::any_of(r.analysis.incidents.begin(), r.analysis.incidents.end(),
+                  [](const auto& inc) { return inc.cls == model::StallClass::kIoThrottled; });
+  if (reads_decide) {
+    auto mbps = [&](const model::Series& v) {
+      model::Series out(s.size());
+      for (size_t i = 0; i < s.size() && i < v.size(); ++i)
+        if (v[i]) out[i] = *v[i] / 1e6;
+      return out;
+    };
+    const bool limited =
+        std::any_of(s.cgroup_read_limit_bytes_per_s.begin(), s.cgroup_read_limit_bytes_per_s.end(),
+                    [](const auto& v) { return v && *v > 0; });
+    panels.push_back(
+        {"series-job-reads",
+         limited ? "the job's reads (MB/s) against its io.max read limit (dashed)"
+                 : "the job's reads (MB/s)",
+         "MB/s", mbps(limited ? s.cgroup_limited_read_bytes_per_s : s.read_bytes_per_s), "#17becf",
+         limited ? mbps(s.cgroup_read_limit_bytes_per_s) : model::Series{}, "#9467bd", true});
+  }
   // One lane per rank: its GPU's utilisation (solid) and GPM work (dashed). The rank that held
   // the job back in an incident is marked; the others' utilisation stays high while they wait.
   for (const auto& rank : s.ranks) {
@@ -246,7 +278,7 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
       const std::string ranks = correlator::rankSummary(inc);
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
-          "<td>{:.1f}</td><td>{:.2f}</td><td>{}</td></tr>\n",
+          "<td>{:.1f}</td><td>{:.2f}</td><td class=\"evidence\">{}</td></tr>\n",
           utcText(inc.start_ms), utcText(inc.end_ms).substr(11), model::toString(inc.cls),
           escape(inc.device + (inc.physical_device.empty() ? "" : " on " + inc.physical_device)),
           ranks.empty() ? "-" : escape(ranks), inc.idle_share * 100, inc.gpu_seconds_lost,

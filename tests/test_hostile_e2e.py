@@ -544,6 +544,15 @@ class HostileE2E(unittest.TestCase):
     def test_the_http_head_bound_holds_when_the_head_arrives_whole(self):
         port = free_port()
         self.start_agent("--listen", f"127.0.0.1:{port}")
+        # The socket is made before the endpoint listens: wait for the port too (refused on a
+        # loaded machine otherwise).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
         for size, expect in ((3000, b"200 OK"), (7000, b"431")):
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                 s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * size + b"\r\n\r\n")
