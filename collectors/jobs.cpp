@@ -269,8 +269,11 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   const Interval interval{discovery, have_interval, elapsed, waits};
   std::vector<uint32_t> main_pids;  // to sample from now on
   // Attributed now, before exited members are pruned: a process sends its last datagram as
-  // it finishes, and it may be gone by this tick.
-  const ReportedSteps dataloader = drainDataloader(tick.wall_time_ms, out);
+  // it finishes, and it may be gone by this tick. Not at the first reading (the recorder's
+  // priming tick, whose interval figures are dropped): what came before it goes with the first
+  // interval (a job that started reporting while the agent started lost its first steps).
+  const ReportedSteps dataloader =
+      have_interval ? drainDataloader(tick.wall_time_ms, out) : ReportedSteps{};
   for (auto& [key, job] : jobs_) {
     followChildren(job, discovery, out);
     assignRanks(job);

@@ -93,7 +93,8 @@ class Reporter:
         self._wait = 0.0
         self._step = 0.0
         self.sent = 0
-        self.dropped = 0
+        self.dropped = 0   # reports nobody took (no agent): their steps are lost
+        self.deferred = 0  # reports an agent was too busy for: their steps go with the next
         self.warned = False  # said once that no agent takes the datagrams
         self._fetch_started = None
         self._step_started = None
@@ -143,11 +144,17 @@ class Reporter:
             f"stallwatch.dataloader.wait:{self._wait * 1000.0:.3f}|ms\n"
             f"stallwatch.dataloader.step:{self._step * 1000.0:.3f}|ms\n"
         ).encode()
-        self._steps = self._samples = 0
-        self._wait = self._step = 0.0
+        # An agent that is behind (its queue full: the kernel keeps few datagrams a socket) gets
+        # these steps with the next report, added to it; a report nobody takes is dropped.
+        if self._send_locked(payload, now) != "busy":
+            self._steps = self._samples = 0
+            self._wait = self._step = 0.0
+
+    def _send_locked(self, payload, now):
+        """Sends PAYLOAD: "sent", "busy" (an agent that will take it later) or "none"."""
         if now < self._down_until:
             self.dropped += 1
-            return
+            return "none"
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -155,15 +162,15 @@ class Reporter:
         except OSError:
             self.dropped += 1
             self._down_until = now + _RETRY_SECONDS
-            return
+            return "none"
         if self._target is not None:
             try:
                 self._sock.sendto(payload, self._target)
                 self.sent += 1
-                return
+                return "sent"
             except (BlockingIOError, InterruptedError):
-                self.dropped += 1  # the agent is behind: drop rather than wait
-                return
+                self.deferred += 1  # the agent is behind: sent with the next report, not waited for
+                return "busy"
             except OSError:
                 self._target = None  # the agent went away: look for one again below
         # Every candidate in turn: the first that takes the datagram is the agent's.
@@ -173,14 +180,14 @@ class Reporter:
                 self._sock.sendto(payload, path)
             except (BlockingIOError, InterruptedError):
                 self._target = path  # an agent, busy: keep it
-                self.dropped += 1
-                return
+                self.deferred += 1
+                return "busy"
             except OSError as e:
                 failures.append(f"{path}: {e.strerror or e}")
                 continue
             self._target = path
             self.sent += 1
-            return
+            return "sent"
         self.dropped += 1
         self._down_until = now + _RETRY_SECONDS
         if not self.warned:
@@ -191,6 +198,7 @@ class Reporter:
                     + "; ".join(failures) + "). The loop is not affected.\n")
             except Exception:
                 pass
+        return "none"
 
 
 _default = None
