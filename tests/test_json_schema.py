@@ -15,20 +15,12 @@ import unittest
 
 import jsonschema
 
+from test_one_answer import copied  # the recording copied with its -wal
+
 BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDINGS = os.path.join(HERE, "fixtures", "recordings")
 SCHEMA = os.path.join(HERE, "..", "docs", "stallwatch-json.schema.json")
-
-
-def copied(db, tmp):
-    out = os.path.join(tmp, "r.db")
-    for f in glob.glob(out + "*"):
-        os.remove(f)
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(db + suffix):
-            shutil.copy(db + suffix, out + suffix)
-    return out
 
 
 class JsonSchema(unittest.TestCase):
