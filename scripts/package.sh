@@ -8,4 +8,4 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -D
   -DSTALLWATCH_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" >"$build/build.log" 2>&1 || { tail -30 "$build/build.log"; exit 1; }
 (cd "$build" && cpack -G DEB >/dev/null)
-ls "$PWD/$build"/stallwatch_*.deb
+ls "$(realpath "$build")"/stallwatch_*.deb
