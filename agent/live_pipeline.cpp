@@ -103,7 +103,6 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   s->stalls = correlator_.active();
   s->limiters = correlator_.limiters();
   for (const auto& [key, m] : io_latency_) s->io_latency.push_back(m);
-  s->process = collectors::readSelfProcess();
   s->incidents_opened = opened_;
   s->gpu_seconds_lost = lost_;
   s->incident_events = events_;
@@ -121,7 +120,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
 
 std::string LivePipeline::metricsPage() const {
   const auto latest = board_.latest();
-  return latest ? renderMetrics(*latest) : std::string();
+  return latest ? renderMetrics(*latest, collectors::readSelfProcess()) : std::string();
 }
 
 void LivePipeline::setHealth(std::vector<DriveHealthMetric> health) {

@@ -18,13 +18,14 @@ namespace {
 using metrics_text::Writer;
 
 // The agent itself: build, intervals, each collector's health, the writer.
-void renderAgent(const MetricsSnapshot& s, Writer& w) {
+void renderAgent(const MetricsSnapshot& s, const std::optional<collectors::SelfProcess>& process,
+                 Writer& w) {
   w.family("stallwatch_build_info", "gauge",
            "The agent's version and the source revision it was built from; always 1.");
   w.sample({{"version", s.version}, {"revision", kBuildRevision}}, 1);
   // The process's own cost, under the names every Prometheus client library gives it.
-  if (s.process) {
-    const collectors::SelfProcess& p = *s.process;
+  if (process) {
+    const collectors::SelfProcess& p = *process;
     w.family("process_cpu_seconds_total", "counter", "User and system CPU time spent, seconds.");
     w.sample(p.cpu_seconds);
     w.family("process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
@@ -371,9 +372,10 @@ void renderHealth(const MetricsSnapshot& s, Writer& w) {
 
 }  // namespace
 
-std::string renderMetrics(const MetricsSnapshot& s) {
+std::string renderMetrics(const MetricsSnapshot& s,
+                          const std::optional<collectors::SelfProcess>& process) {
   Writer w;
-  renderAgent(s, w);
+  renderAgent(s, process, w);
   renderDevices(s, w);
   renderGpus(s, w);
   renderIoLatency(s.io_latency, w);

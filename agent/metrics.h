@@ -106,8 +106,7 @@ struct MetricsSnapshot {
   RunShares job_runs;
   std::map<std::string, std::set<std::pair<std::string, std::string>>> job_devices;
   std::vector<correlator::ActiveStall> stalls;
-  std::vector<correlator::LiveLimiter> limiters;   // each job's verdict over its last minute
-  std::optional<collectors::SelfProcess> process;  // the agent itself (process_* metrics)
+  std::vector<correlator::LiveLimiter> limiters;  // each job's verdict over its last minute
   std::array<uint64_t, model::kStallClassCount> incidents_opened{};
   std::array<double, model::kStallClassCount> gpu_seconds_lost{};  // of the incidents closed
   std::array<uint64_t, 3> incident_events{};                       // by IncidentEventKind
@@ -120,7 +119,10 @@ struct MetricsSnapshot {
   std::vector<IoLatencyMetric> io_latency;
 };
 
-std::string renderMetrics(const MetricsSnapshot& snapshot);
+// PROCESS: the agent's own figures (process_*), read when a page is rendered: a scrape's cost,
+// not every tick's.
+std::string renderMetrics(const MetricsSnapshot& snapshot,
+                          const std::optional<collectors::SelfProcess>& process = std::nullopt);
 
 void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch);
 // The devices each followed job reads (device, via), kept from the facts of every batch; a job

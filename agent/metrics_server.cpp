@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "collectors/self_process.h"
+
 namespace stallwatch::agent {
 
 std::optional<ListenAddress> parseListenAddress(const std::string& text) {
@@ -161,7 +163,7 @@ std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
     const auto snapshot = board_.latest();
     if (!snapshot) return std::string();
     if (snapshot != page_of_) {
-      page_ = renderMetrics(*snapshot);
+      page_ = renderMetrics(*snapshot, collectors::readSelfProcess());
       page_of_ = snapshot;
     }
     return page_;
