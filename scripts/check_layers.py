@@ -8,7 +8,7 @@ folder and, in its last column, the folders it may depend on ("—" for none). C
   - no SQL outside storage/: no SQLiteCpp, no `PRAGMA user_version`, in any other layer.
 tests/, bench/ and fuzz/ may use any layer and are not checked.
 
-The same table is where the other scripts (function_sizes.py, check_tidy.sh, check_format.sh)
+The same table is where the other scripts (function_sizes.py, check_tidy.py, check_format.sh)
 take the list of folders from: `check_layers.py --list [REPO_ROOT]` prints it.
 
 Usage: check_layers.py [REPO_ROOT] | check_layers.py --list [REPO_ROOT]

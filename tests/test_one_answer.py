@@ -21,7 +21,10 @@ RECORDINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"
 
 
 def recordings():
-    return sorted(glob.glob(os.path.join(RECORDINGS, "**", "*.db"), recursive=True))
+    """Every committed recording; with STALLWATCH_RECORDINGS_STRIDE=N every Nth (the sanitizer
+    pass, where each costs several times more and the code paths repeat: scripts/sanitize.sh)."""
+    every = sorted(glob.glob(os.path.join(RECORDINGS, "**", "*.db"), recursive=True))
+    return every[::max(1, int(os.environ.get("STALLWATCH_RECORDINGS_STRIDE", "1")))]
 
 
 def copied(db, tmp):
@@ -141,7 +144,7 @@ class OneAnswer(unittest.TestCase):
             d = disagreements(BIN, db, tmp)
             if d:
                 found[os.path.relpath(db, RECORDINGS)] = d
-        self.assertGreater(len(recordings()), 50)
+        self.assertGreater(len(recordings()) * int(os.environ.get("STALLWATCH_RECORDINGS_STRIDE", "1")), 50)
         self.assertEqual(found, {})
 
 

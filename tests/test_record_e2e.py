@@ -58,7 +58,7 @@ class RecordE2E(unittest.TestCase):
         import urllib.request
         import yaml
         manifest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy",
-                                "kubernetes", "stallwatch-daemonset.yaml")
+                                "kubernetes", "base", "daemonset.yaml")
         with open(manifest) as f:
             docs = list(yaml.safe_load_all(f))
         ds = next(d for d in docs if d["kind"] == "DaemonSet")

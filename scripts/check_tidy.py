@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""clang-tidy (.clang-tidy: bug and performance checks, warnings as errors) over the sources of
+every layer, skipping a file whose last run passed on exactly the same input.
+
+The key of a file is what clang-tidy would see: its compile command, the preprocessed text
+(the file and every header it includes, ours and the system's), .clang-tidy and clang-tidy's
+version. A pass is remembered under that key in the cache folder; a failure never is. CI's
+clean clone on a machine that ran it before so re-checks only the files a change reaches;
+a fresh machine (empty cache) checks all of them, as before.
+
+Usage: scripts/check_tidy.py [BUILD_DIR (default build)] [--cache DIR] [--no-cache]
+Cache: $STALLWATCH_TIDY_CACHE, else $XDG_CACHE_HOME/stallwatch/tidy (~/.cache/...).
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Needs the CUDA toolkit's nvml.h, which the build finds on its own.
+SKIPPED = {"nvml_abi_check.cpp"}
+
+
+def default_cache() -> Path:
+    if os.environ.get("STALLWATCH_TIDY_CACHE"):
+        return Path(os.environ["STALLWATCH_TIDY_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "stallwatch" / "tidy"
+
+
+def layer_sources() -> list[Path]:
+    files = []
+    # The layer folders, from docs/DESIGN.md's table.
+    folders = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_layers.py"), "--list",
+                              str(ROOT)], capture_output=True, text=True, check=True).stdout.split()
+    for folder in folders:
+        files += sorted(p for p in (ROOT / folder).glob("*.cpp") if p.name not in SKIPPED)
+    return files
+
+
+def preprocess_command(entry: dict) -> list[str]:
+    """The file's own compile command, made to print the preprocessed text instead."""
+    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "-o":
+            skip = True
+            continue
+        if a == "-c":
+            continue
+        out.append(a)
+    # -P: no line markers, so a key does not change with the folder the tree is cloned into.
+    return out + ["-E", "-P", "-o", "-"]
+
+
+def key_of(entry: dict, salt: bytes) -> str:
+    text = subprocess.run(preprocess_command(entry), cwd=entry["directory"], capture_output=True,
+                          check=True).stdout
+    flags = [a for a in preprocess_command(entry) if a.startswith(("-D", "-std", "-f", "-W"))]
+    h = hashlib.sha256(salt)
+    h.update(" ".join(flags).encode())
+    h.update(str(Path(entry["file"]).relative_to(ROOT)).encode())
+    h.update(text)
+    return h.hexdigest()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build", nargs="?", default=str(ROOT / "build"))
+    parser.add_argument("--cache", type=Path, default=default_cache())
+    parser.add_argument("--no-cache", action="store_true", help="check every file")
+    args = parser.parse_args()
+    build = Path(args.build).resolve()
+    db = build / "compile_commands.json"
+    if not db.exists():
+        print(f"no {db}: configure first", file=sys.stderr)
+        return 2
+    entries = {Path(e["file"]).resolve(): e for e in json.loads(db.read_text())}
+    files = [f for f in layer_sources() if f in entries]
+    missing = [f for f in layer_sources() if f not in entries]
+    if missing:
+        print("not in the compile database (not built?): " + " ".join(map(str, missing)),
+              file=sys.stderr)
+        return 2
+
+    version = subprocess.run(["clang-tidy", "--version"], capture_output=True, check=True).stdout
+    salt = version + (ROOT / ".clang-tidy").read_bytes()
+    started = time.monotonic()
+    jobs = os.cpu_count() or 2
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        keys = dict(zip(files, pool.map(lambda f: key_of(entries[f], salt), files)))
+    cache = args.cache
+    todo = files if args.no_cache else [f for f in files if not (cache / keys[f]).exists()]
+
+    def tidy(f: Path):
+        r = subprocess.run(["clang-tidy", "-p", str(build), "--quiet", str(f)],
+                           capture_output=True, text=True)
+        return f, r.returncode, r.stdout
+
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for f, rc, out in pool.map(tidy, todo):
+            if rc != 0:
+                failed.append((f, out))
+            elif not args.no_cache:
+                cache.mkdir(parents=True, exist_ok=True)
+                (cache / keys[f]).write_text(str(f.relative_to(ROOT)) + "\n")
+    for f, out in failed:
+        lines = sorted({l for l in out.splitlines() if "error:" in l or "warning:" in l})
+        print("\n".join(lines) or f"{f}: clang-tidy failed", file=sys.stderr)
+    took = time.monotonic() - started
+    print(f"tidy {'failed' if failed else 'ok'}: {len(files)} files, {len(todo)} checked, "
+          f"{len(files) - len(todo)} unchanged since a pass (cache {cache}), {took:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
