@@ -34,6 +34,13 @@ for arg in "$@"; do
   esac
 done
 
+# The kustomize base's check (lint.k8s) renders with kubectl and validates with Node.js: Debian's
+# packages when the machine has neither command from elsewhere (a newer kubectl, say).
+if [ ${#want[@]} -gt ${#build_deps[@]} ]; then
+  command -v kubectl >/dev/null || want+=(kubernetes-client)
+  command -v npm >/dev/null || want+=(npm)
+fi
+
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
