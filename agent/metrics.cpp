@@ -375,6 +375,14 @@ void renderHealth(const MetricsSnapshot& s, Writer& w) {
 std::string renderMetrics(const MetricsSnapshot& s,
                           const std::optional<collectors::SelfProcess>& process) {
   Writer w;
+  std::map<std::string, Writer::Labels> pods;
+  for (const auto& j : s.jobs) {
+    if (!j.pod) continue;
+    Writer::Labels& l = pods[j.key];
+    l = {{"namespace", j.pod->ns}, {"pod", j.pod->name}};
+    if (!j.pod->container.empty()) l.emplace_back("container", j.pod->container);
+  }
+  w.jobLabels(std::move(pods));
   renderAgent(s, process, w);
   renderDevices(s, w);
   renderGpus(s, w);

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -59,13 +61,25 @@ class Writer {
                    type);
   }
   using Labels = std::vector<std::pair<const char*, std::string>>;
+  // Labels that follow a training_job label of the job it names, on every series that has
+  // one: a Kubernetes job's namespace, pod and container. Derived from the job, so they add
+  // no series; set once per page.
+  void jobLabels(std::map<std::string, Labels> by_job) { job_labels_ = std::move(by_job); }
   void sample(const Labels& labels, double value) {
     out_ += name_;
     if (!labels.empty()) {
       out_ += '{';
-      for (size_t i = 0; i < labels.size(); ++i) {
-        fmt::format_to(std::back_inserter(out_), "{}{}=\"{}\"", i ? "," : "", labels[i].first,
-                       escape(labels[i].second));
+      bool first = true;
+      const auto label = [&](const char* name, const std::string& v) {
+        fmt::format_to(std::back_inserter(out_), "{}{}=\"{}\"", first ? "" : ",", name, escape(v));
+        first = false;
+      };
+      for (const auto& [name, v] : labels) {
+        label(name, v);
+        if (job_labels_.empty() || std::string_view(name) != "training_job") continue;
+        if (auto it = job_labels_.find(v); it != job_labels_.end()) {
+          for (const auto& [extra, extra_value] : it->second) label(extra, extra_value);
+        }
       }
       out_ += '}';
     }
@@ -86,6 +100,7 @@ class Writer {
  private:
   std::string out_;
   std::string name_;
+  std::map<std::string, Labels> job_labels_;
 };
 
 }  // namespace stallwatch::agent::metrics_text

@@ -160,7 +160,12 @@ void JobTracker::addMember(Job& job, uint32_t pid, bool root, SampleBatch& out) 
 std::optional<PodName> JobTracker::podOf(uint32_t pid) const {
   const auto path = cgroups_.pathOf(pid);
   const auto uid = path ? podUidFromCgroup(*path) : std::nullopt;
-  return uid ? podByUid(pod_logs_, *uid) : std::nullopt;
+  auto pod = uid ? podByUid(pod_logs_, *uid) : std::nullopt;
+  if (pod) {
+    if (const auto id = containerIdFromCgroup(*path))
+      pod->container = containerName(container_logs_, *pod, *id);
+  }
+  return pod;
 }
 
 std::optional<JobTracker::ProcessId> JobTracker::launcherOf(const ProcStat& stat) {
@@ -253,6 +258,7 @@ JobTracker::Job* JobTracker::attach(uint32_t pid, const std::string& forced_key,
     job.description.cmdline = joinCmdline(args);
     job.description.label = labelFromCmdline(args, stat->comm);
     job.description.labels = jobLabels(env);
+    job.pod = pod;
     if (pod) {
       job.description.labels += (job.description.labels.empty() ? "" : ",") +
                                 std::string("K8S_NAMESPACE=") + pod->ns + ",K8S_POD=" + pod->name;

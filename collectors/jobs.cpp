@@ -82,6 +82,7 @@ JobTracker::JobTracker(const SystemRoot& root, JobTrackerOptions options,
     : reader_(root.proc),
       cgroups_(root),
       pod_logs_(root.pod_logs),
+      container_logs_(root.container_logs),
       options_(std::move(options)),
       gpu_(std::move(gpu)),
       clock_ticks_per_second_(::sysconf(_SC_CLK_TCK)) {
@@ -299,6 +300,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     }
     JobSample sample;
     sample.key = job.description.key;
+    sample.pod = job.pod;
     sample.gpus = job.description.gpus;
     fillSample(sample, total, all_reaped, interval);
     if (!total.sleep_wchans.empty()) sample.sleep_wchan = mostCommon(total.sleep_wchans);

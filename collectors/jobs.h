@@ -112,6 +112,7 @@ class JobTracker final : public Collector {
   struct Job {
     JobDescription description;
     std::optional<uint32_t> uid;  // its first process's owner: others' processes never join
+    std::optional<PodName> pod;   // the Kubernetes pod of its first process
     std::map<uint32_t, Member> members;
     std::set<std::string> gpus;
     std::map<uint32_t, std::pair<std::string, uint64_t>> gpu_of_pid;  // GPU, memory used there
@@ -209,7 +210,8 @@ class JobTracker final : public Collector {
   ProcessReader reader_;
   CgroupReader cgroups_;
   std::unique_ptr<MainThreadSampler> sampler_;
-  std::filesystem::path pod_logs_;  // the kubelet's pod log directories (SystemRoot)
+  std::filesystem::path pod_logs_;        // the kubelet's pod log directories (SystemRoot)
+  std::filesystem::path container_logs_;  // and its links to the containers' logs
   JobTrackerOptions options_;
   std::unique_ptr<GpuDriver> gpu_;
   std::vector<GpuInfo> gpu_list_;

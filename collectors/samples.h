@@ -127,8 +127,16 @@ struct JobDescription {
   std::string cgroup_limits;
 };
 
+// The Kubernetes pod a job runs in (collectors/kubernetes_pod.h): on /metrics as the labels
+// namespace, pod and container, which dcgm-exporter and kube-state-metrics use.
+struct PodName {
+  std::string ns, name;
+  std::string container;  // the job's main process's container; "" where the kubelet names none
+};
+
 struct JobSample {
   std::string key;
+  std::optional<PodName> pod;  // not stored: the key and the labels hold it
   // The ids of the job's cgroups (their directories' inodes, as bio->bi_blkg names them): the
   // per-I/O latency collector tells the job's I/O from others' by them. Not stored.
   std::vector<uint64_t> cgroup_ids;

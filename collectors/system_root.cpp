@@ -10,6 +10,7 @@ SystemRoot SystemRoot::under(const std::filesystem::path& prefix) {
   root.sys = prefix / "sys";
   root.dev = prefix / "dev";
   root.pod_logs = prefix / "var" / "log" / "pods";
+  root.container_logs = prefix / "var" / "log" / "containers";
   std::error_code ec;
   root.udev_data = std::filesystem::is_directory(prefix / "udev" / "data", ec)
                        ? prefix / "udev" / "data"

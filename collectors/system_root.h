@@ -13,6 +13,7 @@ struct SystemRoot {
   std::filesystem::path udev_data{"/run/udev/data"};
   // The kubelet's pod log directories (NAMESPACE_NAME_UID): a pod's name from its UID.
   std::filesystem::path pod_logs{"/var/log/pods"};
+  std::filesystem::path container_logs{"/var/log/containers"};  // the kubelet's links
 
   // A tree laid out like a host's: PREFIX/proc, PREFIX/sys, PREFIX/dev and the udev
   // database at PREFIX/run/udev/data (or PREFIX/udev/data, as node_exporter's fixtures keep it).

@@ -513,12 +513,19 @@ TEST(ProcessNeighbours, BusiestCommandsBetweenTwoWalks) {
 // A process in a Kubernetes pod with no run id: the pod (from its cgroup and the kubelet's
 // log directory) names the job, and its namespace and name are labels.
 TEST_F(JobTrackerTest, APodWithoutARunIdNamesItsJob) {
+  const std::string kId = "77aa" + std::string(56, '0') + "beef";  // a container id: 64 hex digits
   testing::writeFile(dir_.path() / "proc" / "200" / "cgroup",
                      "0::/kubepods.slice/kubepods-burstable.slice/"
                      "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/"
-                     "cri-containerd-77aa.scope\n");
+                     "cri-containerd-" +
+                         kId + ".scope\n");
   std::filesystem::create_directories(dir_.path() / "var" / "log" / "pods" /
                                       "ml-team_trainer-0_0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b");
+  // The kubelet's links: the pod's two containers (a sidecar's id differs) and another pod's.
+  const auto links = dir_.path() / "var" / "log" / "containers";
+  testing::writeFile(links / ("trainer-0_ml-team_sidecar-" + std::string(64, '1') + ".log"), "");
+  testing::writeFile(links / ("trainer-0_ml-team_pytorch-" + kId + ".log"), "");
+  testing::writeFile(links / ("trainer-00_ml-team_other-" + kId + ".log"), "");
   std::filesystem::create_directories(dir_.path() / "var" / "log" / "pods" /
                                       "kube-system_coredns-1_11111111-2222-3333-4444-555555555555");
   makeTracker();
@@ -527,6 +534,15 @@ TEST_F(JobTrackerTest, APodWithoutARunIdNamesItsJob) {
   ASSERT_EQ(jobs.count("k8s:ml-team/trainer-0"), 1u) << jobs.begin()->first;
   EXPECT_EQ(jobs["k8s:ml-team/trainer-0"].labels, "K8S_NAMESPACE=ml-team,K8S_POD=trainer-0");
   EXPECT_EQ(jobs.count("torchelastic:run7"), 1u);  // a run id still names its job
+  // The sample carries the pod, and the container its process runs in, for /metrics' labels.
+  const SampleBatch b = tick(2);
+  const JobSample* s = sampleOf(b, "k8s:ml-team/trainer-0");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->pod);
+  EXPECT_EQ(s->pod->ns, "ml-team");
+  EXPECT_EQ(s->pod->name, "trainer-0");
+  EXPECT_EQ(s->pod->container, "pytorch");
+  EXPECT_FALSE(sampleOf(b, "torchelastic:run7")->pod);
 }
 
 TEST(KubernetesPod, UidFromEitherCgroupDriverAndNoneOutsideKubepods) {
@@ -540,6 +556,20 @@ TEST(KubernetesPod, UidFromEitherCgroupDriverAndNoneOutsideKubepods) {
   EXPECT_EQ(podUidFromCgroup("/system.slice/pod-manager.service"), std::nullopt);
   EXPECT_EQ(podUidFromCgroup("/user.slice/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"), std::nullopt);
   EXPECT_EQ(podUidFromCgroup("/kubepods/podnot-a-uid/77aa"), std::nullopt);
+}
+
+TEST(KubernetesPod, ContainerIdFromEachRuntimesScopeOrACgroupfsFolder) {
+  const std::string id(64, 'a');
+  const std::string pod = "/kubepods.slice/kubepods-pod0f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice/";
+  EXPECT_EQ(containerIdFromCgroup(pod + "cri-containerd-" + id + ".scope"), id);
+  EXPECT_EQ(containerIdFromCgroup(pod + "crio-" + id + ".scope"), id);
+  EXPECT_EQ(containerIdFromCgroup(pod + "docker-" + id + ".scope"), id);
+  EXPECT_EQ(
+      containerIdFromCgroup("/kubepods/burstable/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/" + id),
+      id);
+  EXPECT_EQ(containerIdFromCgroup(pod + "cri-containerd-77aa.scope"), std::nullopt);  // not an id
+  EXPECT_EQ(containerIdFromCgroup("/system.slice/docker-" + id + ".scope"), std::nullopt);
+  EXPECT_EQ(containerIdFromCgroup(pod), std::nullopt);
 }
 
 TEST_F(JobTrackerTest, RatesFromTheSecondTick) {

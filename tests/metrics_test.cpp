@@ -95,6 +95,41 @@ TEST(Metrics, TheStandingLimiterOfEachJob) {
             std::string::npos);
 }
 
+// A job in a Kubernetes pod: each of its series carries the pod's namespace, pod and container,
+// as dcgm-exporter's do, to join them; a job outside a pod carries none.
+TEST(Metrics, AJobInAPodCarriesItsNamespacePodAndContainer) {
+  MetricsSnapshot s = sample();
+  collectors::JobSample k;
+  k.key = "k8s:ml/trainer-0";
+  k.gpu_util_percent = 50;
+  k.pod = collectors::PodName{"ml", "trainer-0", "pytorch"};
+  s.jobs.push_back(k);
+  s.stalls.push_back({3, "k8s:ml/trainer-0", "train.py", model::StallClass::kDiskSlow, "loop0",
+                      "vda", 1'795'318'653'000, ""});
+  model::LimiterVerdict v;
+  v.limiter = model::Limiter::kGpu;
+  s.limiters.push_back({"k8s:ml/trainer-0", "train.py", v});
+  const std::string page = renderMetrics(s);
+  const std::string pod =
+      "training_job=\"k8s:ml/trainer-0\",namespace=\"ml\",pod=\"trainer-0\","
+      "container=\"pytorch\"";
+  for (const std::string& line : {
+           "stallwatch_job_gpu_utilization_ratio{" + pod + "} 0.5\n",
+           "stallwatch_stall_active{" + pod + ",class=\"disk-slow\",device=\"loop0\"} 1\n",
+           "stallwatch_job_limiter{" + pod + ",limiter=\"gpu\"} 1\n",
+       }) {
+    EXPECT_NE(page.find(line), std::string::npos) << line << "\nin:\n" << page;
+  }
+  EXPECT_NE(
+      page.find("stallwatch_job_gpu_utilization_ratio{training_job=\"pid:960:38819\"} 0.03\n"),
+      std::string::npos);
+  // A container the kubelet does not name: namespace and pod only.
+  s.jobs.back().pod->container.clear();
+  EXPECT_NE(renderMetrics(s).find(
+                "{training_job=\"k8s:ml/trainer-0\",namespace=\"ml\",pod=\"trainer-0\"} 0.5"),
+            std::string::npos);
+}
+
 // Per-I/O latency: everyone's histogram per device and operation, a followed job's own in a
 // family of its own (a sum over either counts each I/O once), gone when the job ends.
 TEST(Metrics, PerIoLatencyPerDeviceAndPerFollowedJob) {
