@@ -14,6 +14,7 @@
 
 #include "agent/collector_set.h"
 #include "agent/device_topology.h"
+#include "common/service_manager.h"
 #include "storage/writer.h"
 #include "storage/writer_lock.h"
 
@@ -165,17 +166,23 @@ void runTicks(const RecorderOptions& options, const sigset_t& stop_signals,
   collectors::Tick previous{monotonicNs(), wallTimeMs()};
   if (auto facts = collectors.prime(previous); facts.hasFacts()) writer.submit(std::move(facts));
   const auto start = Clock::now();
+  // Under systemd (Type=notify): the DB is open, the endpoint bound, the collectors primed.
+  if (const std::string why = common::notifyServiceManager("READY=1"); !why.empty())
+    spdlog::warn("telling systemd the agent is ready: {}", why);
+  auto next_progress = start + options.progress_every;
   // --duration D records the ticks that fall within D, one interval each.
   const uint64_t last_tick =
       options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
                        : UINT64_MAX;
   auto reload = [&] {
     spdlog::info("received SIGHUP: reading the settings again");
+    common::notifyServiceManager(common::reloadingState());
     if (auto fresh = options.reload ? options.reload() : std::nullopt) {
       live.reconfigure(*fresh);
     } else {
       spdlog::warn("SIGHUP: the settings in force are kept");
     }
+    common::notifyServiceManager("READY=1");
   };
   uint64_t k = 0;
   while (k < last_tick) {
@@ -202,7 +209,16 @@ void runTicks(const RecorderOptions& options, const sigset_t& stop_signals,
     }
     const auto now = Clock::now();
     if (topology) topology->afterTick(batch, now);
+    const size_t jobs = batch.jobs.size();
     writer.submit(std::move(batch));
+    if (options.on_progress && now >= next_progress) {
+      next_progress = now + options.progress_every;
+      const auto& events = live.eventCounts();
+      const auto stats = writer.stats();
+      options.on_progress({summary.intervals, summary.late_ticks, jobs,
+                           events[0] - std::min(events[0], events[2]), stats.written_batches,
+                           stats.dropped_batches});
+    }
     // A cycle that overran (a stopped process, a loaded host) skips the ticks it missed
     // instead of firing them back to back.
     const uint64_t due = static_cast<uint64_t>((now - start) / options.interval);
@@ -289,6 +305,7 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   runTicks(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer,
            summary);
 
+  common::notifyServiceManager("STOPPING=1");
   for (const auto& line : collectors.finalReports()) spdlog::info("{}", line);
   // Hooks and posts of the last events get until --stop-timeout (a hook still running then is
   // killed with what it started); then the run is closed.

@@ -20,6 +20,15 @@
 
 namespace stallwatch::agent {
 
+// What the agent has done so far, for the terminal's status line and the service manager.
+struct RecorderProgress {
+  uint64_t intervals = 0;
+  uint64_t late_ticks = 0;
+  size_t jobs = 0;  // followed at the last tick
+  uint64_t incidents_open = 0;
+  uint64_t written_batches = 0, dropped_batches = 0;
+};
+
 struct RecorderOptions {
   std::filesystem::path db_path;
   std::optional<gid_t> db_group;  // --db-group: the DB and its folder readable by this group
@@ -42,6 +51,9 @@ struct RecorderOptions {
   // config file: hooks, webhook, the correlator's timing, log level). None keeps the settings
   // in force (the reload said why). Called on the sampling thread between ticks.
   std::function<std::optional<LiveOptions>()> reload;
+  // Called on the sampling thread every progress_every with the figures so far; none unset.
+  std::function<void(const RecorderProgress&)> on_progress;
+  std::chrono::milliseconds progress_every = std::chrono::seconds(5);
 };
 
 struct RecorderSummary {

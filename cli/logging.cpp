@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -41,12 +42,29 @@ bool stderrIsTheJournal() {
          static_cast<unsigned long long>(st.st_ino) == ino;
 }
 
+bool stderrIsATerminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+void showStatusLine(const std::string& text) {
+  if (!stderrIsATerminal()) return;
+  std::fprintf(stderr, "\r\033[K%s", text.c_str());
+  std::fflush(stderr);
+}
+
+void clearStatusLine() {
+  if (!stderrIsATerminal()) return;
+  std::fputs("\r\033[K", stderr);
+  std::fflush(stderr);
+}
+
 void setUpLogging(const std::string& level) {
   // Logs go to stderr so that stdout carries only a command's output (tables, JSON).
   auto logger = spdlog::stderr_color_mt("stallwatch");
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (stderrIsTheJournal()) {
     formatter->add_flag<SyslogPriority>('*').set_pattern("%*%v");
+  } else if (stderrIsATerminal()) {
+    // "\r\033[K" first: a status line at the bottom (showStatusLine) is cleared, not run into.
+    formatter->set_pattern("\r\033[K[%Y-%m-%d %H:%M:%S.%e %z] [%^%l%$] %v");
   } else {
     formatter->set_pattern("[%Y-%m-%d %H:%M:%S.%e %z] [%^%l%$] %v");  // local time, zone said
   }

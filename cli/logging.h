@@ -15,4 +15,10 @@ void setUpLogging(const std::string& level);
 // service whose output goes to the journal) names stderr's own device and inode.
 bool stderrIsTheJournal();
 
+// A status line kept at the bottom of a terminal (record's progress), rewritten in place; a
+// log line clears it first. Nothing is written when stderr is not a terminal.
+bool stderrIsATerminal();
+void showStatusLine(const std::string& text);
+void clearStatusLine();
+
 }  // namespace stallwatch::cli

@@ -12,16 +12,33 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/live_options.h"
+#include "cli/logging.h"
 #include "cli/root_options.h"
 #include "collectors/job_cgroup.h"
+#include "common/service_manager.h"
 #include "health/smartctl_reader.h"
 #include "storage/store.h"
 
 namespace stallwatch::cli {
 namespace {
 
+// "recording: 2 jobs, 1 incident open, 3600 intervals written (0 dropped)", for a terminal's
+// status line and `systemctl status`.
+std::string progressText(const agent::RecorderProgress& p) {
+  const auto plural = [](uint64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::string text = "recording: " + plural(p.jobs, "job", "jobs") + ", " +
+                     plural(p.incidents_open, "incident open", "incidents open") + ", " +
+                     plural(p.written_batches, "interval written", "intervals written");
+  text += " (" + std::to_string(p.dropped_batches) + " dropped";
+  if (p.late_ticks) text += ", " + plural(p.late_ticks, "late tick", "late ticks");
+  return text + ")";
+}
+
 struct RecordArgs {
   std::string db;
+  bool quiet = false;
   std::string interval = "1s";
   std::string duration;
   std::string flush_interval = "5s";
@@ -237,6 +254,16 @@ int runRecord(const RecordArgs& args) {
     return reloadLiveOptions(commandLine(), "record", fixed);
   };
 
+  // Every few seconds: a status line in a terminal, and the same words for `systemctl status`.
+  const bool status_line = !args.quiet && stderrIsATerminal();
+  if (status_line || std::getenv("NOTIFY_SOCKET")) {
+    options.on_progress = [status_line](const agent::RecorderProgress& p) {
+      const std::string text = progressText(p);
+      if (status_line) showStatusLine(text);
+      common::notifyServiceManager("STATUS=" + text);
+    };
+  }
+
   // Block the stop signals in this thread before any other starts, so that every thread
   // inherits the mask and the recorder alone takes them with sigtimedwait.
   sigset_t stop_signals;
@@ -249,6 +276,7 @@ int runRecord(const RecordArgs& args) {
   agent::RecorderSummary summary;
   try {
     summary = agent::record(options, stop_signals);
+    if (status_line) clearStatusLine();
   } catch (const storage::StoreError& e) {
     spdlog::error("{}", e.what());
     return 1;
@@ -299,6 +327,8 @@ CommandRunner addRecordCommand(CLI::App& app) {
                   "~/.local/state/stallwatch/stallwatch.db otherwise)");
   cmd->add_option("--interval", args->interval, "Sampling interval, e.g. 500ms, 1s")
       ->capture_default_str();
+  cmd->add_flag("--quiet", args->quiet,
+                "No status line in a terminal (jobs followed, intervals written, incidents open)");
   cmd->add_option("--duration", args->duration,
                   "Stop after this long, e.g. 10s, 2h (default: until SIGINT/SIGTERM)");
   cmd->add_option("--flush-interval", args->flush_interval,

@@ -85,6 +85,55 @@ class CommandLine(unittest.TestCase):
         self.assertIn("no job 7", r.stderr)
 
 
+    def test_record_in_a_terminal_shows_a_status_line(self):
+        """On a terminal, record rewrites one status line in place (jobs, incidents open,
+        intervals written) every few seconds; a log line clears it first; --quiet, or stderr
+        not a terminal, shows none."""
+        import pty
+        import select
+        import signal
+        import time
+
+        def stderr_of(extra, tty):
+            db = os.path.join(self.tmp, f"status-{len(extra)}-{tty}.db")
+            args = [BIN, "record", "--db", db, "--interval", "200ms", "--no-collector.gpu",
+                    "--health-interval", "0s", *extra]
+            if not tty:
+                p = subprocess.run(args + ["--duration", "6s"], capture_output=True, timeout=60)
+                return p.stderr
+            leader, follower = pty.openpty()
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=follower)
+            os.close(follower)
+            out, deadline = b"", time.monotonic() + 6.5
+            while time.monotonic() < deadline:
+                if select.select([leader], [], [], 0.2)[0]:
+                    try:
+                        out += os.read(leader, 65536)
+                    except OSError:
+                        break
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=30)
+            try:
+                while select.select([leader], [], [], 0.5)[0]:
+                    chunk = os.read(leader, 65536)
+                    if not chunk:
+                        break
+                    out += chunk
+            except OSError:
+                pass
+            os.close(leader)
+            return out
+
+        shown = stderr_of([], True)
+        self.assertRegex(shown, rb"\r\x1b\[Krecording: \d+ jobs?, \d+ incidents? open, \d+ intervals? written \(\d+ dropped")
+        # The final log lines start by clearing it, so none runs into the status.
+        self.assertRegex(shown, rb"\r\x1b\[K\[[^\]]+\] \[[^\]]*info[^\]]*\] recorded \d+ intervals")
+        self.assertNotIn(b"recording: ", stderr_of(["--quiet"], True))
+        piped = stderr_of([], False)
+        self.assertNotIn(b"recording: ", piped)
+        self.assertNotIn(b"\x1b[K", piped)
+
     def test_log_lines_for_the_journal_and_for_people(self):
         """Under systemd (JOURNAL_STREAM naming stderr) each line is "<N>message": the journal takes
         N as its priority (`journalctl -p warning` then filters) and stamps the time itself; to a

@@ -93,6 +93,49 @@ class RecordE2E(unittest.TestCase):
         with sqlite3.connect(os.path.join(self.tmp, "stallwatch.db")) as db:
             self.assertGreater(db.execute("SELECT count(*) FROM disk_samples").fetchone()[0], 0)
 
+    def test_systemd_is_told_ready_status_reloading_and_stopping(self):
+        """Type=notify: the agent tells the service manager (NOTIFY_SOCKET, a datagram socket the
+        test holds as systemd would) READY=1 once recording, its progress as STATUS=, RELOADING=1
+        then READY=1 around a SIGHUP, and STOPPING=1 at the stop."""
+        import socket as sockets
+        path = os.path.join(self.tmp, "notify")
+        sock = sockets.socket(sockets.AF_UNIX, sockets.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(20)
+        self.addCleanup(sock.close)
+        agent = subprocess.Popen([BIN, "record", "--db", self.db, "--interval", "200ms",
+                                  "--no-collector.gpu", "--health-interval", "0s"],
+                                 env={**os.environ, "NOTIFY_SOCKET": path}, stderr=subprocess.PIPE, text=True)
+        got = []
+        try:
+            def until(pred, after=0):
+                while not any(pred(m) for m in got[after:]):
+                    got.append(sock.recv(4096).decode())
+                return next(i for i in range(after, len(got)) if pred(got[i]))
+            until(lambda m: m == "READY=1")
+            until(lambda m: m.startswith("STATUS=recording: "))
+            agent.send_signal(signal.SIGHUP)
+            reloading = until(lambda m: m.startswith("RELOADING=1\nMONOTONIC_USEC="))
+            until(lambda m: m == "READY=1", reloading)
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            _, err = agent.communicate(timeout=30)
+        while True:
+            try:
+                sock.settimeout(0.5)
+                got.append(sock.recv(4096).decode())
+            except OSError:
+                break
+        self.assertEqual(agent.returncode, 0, err)
+        self.assertIn("STOPPING=1", got)
+        status = next(m for m in got if m.startswith("STATUS="))
+        self.assertRegex(status, r"^STATUS=recording: \d+ jobs?, \d+ incidents? open, \d+ intervals? written \(\d+ dropped")
+        self.assertEqual(got.index("READY=1"), min(i for i, m in enumerate(got) if m == "READY=1"))
+        reloading = next(i for i, m in enumerate(got) if m.startswith("RELOADING=1"))
+        self.assertIn("READY=1", got[reloading + 1:], got)
+        self.assertLess(got.index("READY=1"), reloading)
+        self.assertGreater(got.index("STOPPING=1"), reloading)
+
     def test_fixture_root(self):
         """The recorder on a captured tree whose diskstats the test advances: exact awaits."""
         root = os.path.join(self.tmp, "root")
