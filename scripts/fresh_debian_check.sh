@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# README's first command on a fresh Debian 12, as a user would run it: a clean clone of this
+# repository's HEAD inside a debootstrap'd Debian 12 (minbase: no compiler, no cmake, nothing
+# of ours), then `scripts/install-deps.sh && scripts/build.sh && build/stallwatch record` as
+# root, the recording stopped with Ctrl-C (SIGINT) after a few seconds. Prints each phase's
+# time, the packages installed and the build's feature summary; the log is kept in the root.
+#   scripts/fresh_debian_check.sh ROOTFS    (made first with: debootstrap --variant=minbase
+#                                            bookworm ROOTFS http://deb.debian.org/debian)
+#   scripts/fresh_debian_check.sh ROOTFS --test   and then README's test command there too
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+rootfs=$(realpath "${1:?usage: fresh_debian_check.sh ROOTFS [--test]}")
+[ -x "$rootfs/usr/bin/apt-get" ] || { echo "$rootfs is not a Debian root (debootstrap it first)" >&2; exit 2; }
+rm -rf "$rootfs/src"
+git clone -q --no-hardlinks "$root" "$rootfs/src"
+cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+for m in proc sys dev dev/pts; do
+  mountpoint -q "$rootfs/$m" || mount --bind "/$m" "$rootfs/$m"
+done
+trap 'for m in dev/pts dev sys proc; do umount -l "$rootfs/$m" 2>/dev/null || true; done' EXIT
+log=$rootfs/src/fresh-install.log
+chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+  set -euo pipefail
+  cd /src
+  t0=$(date +%s)
+  scripts/install-deps.sh
+  t1=$(date +%s)
+  scripts/build.sh
+  t2=$(date +%s)
+  # README: "Ctrl-C stops and flushes".
+  build/stallwatch record --db /tmp/fresh.db & pid=$!
+  sleep 5
+  kill -INT $pid
+  wait $pid
+  echo "fresh: install-deps $((t1 - t0)) s, build $((t2 - t1)) s, record ran 5 s and stopped with SIGINT (exit 0)"
+  echo "fresh: $(dpkg-query -W -f="\${Status}\n" | grep -c "install ok installed") packages installed in all"
+  echo "fresh: intervals in the DB: $(build/stallwatch jobs --db /tmp/fresh.db --json >/dev/null && echo readable)"
+' 2>&1 | tee "$log"
+if [ "${2:-}" = "--test" ]; then
+  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+    cd /src && t0=$(date +%s) && scripts/test.sh && echo "fresh: the test command passed in $(( $(date +%s) - t0 )) s"' 2>&1 | tee -a "$log"
+fi
