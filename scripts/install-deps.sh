@@ -12,7 +12,7 @@ build_deps=(
   cmake g++ pkg-config make ccache
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
   libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev libncurses-dev
-  libjson-c-dev  # libnvme.pc requires it
+  libjson-c-dev libssl-dev  # libnvme.pc requires them (openssl: found by a fresh Debian 12 run)
   clang libbpf-dev bpftool  # the eBPF per-I/O latency collector (built with clang, CO-RE)
   help2man  # the man page, from --help
 )
