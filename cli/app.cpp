@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "agent/build_info.h"
+#include "cli/completion.h"
 #include "cli/input_file.h"
 #include "cli/usage.h"
 
@@ -49,6 +50,11 @@ void configureApp(CLI::App& app, AppCommands& commands) {
   add(addHealthCommand);
   add(addTopCommand);
   add(addRunCommand);
+  {
+    CommandRunner runner;
+    addCompletionCommand(app, runner);
+    commands.runners[app.get_subcommands({}).back()] = std::move(runner);
+  }
   addExamples(app);
 }
 

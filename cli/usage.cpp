@@ -63,6 +63,9 @@ void addExamples(CLI::App& app) {
        "  stallwatch top                         the live view (q quits)\n"
        "  stallwatch top --once --job 3          one frame of job 3, for a script"},
       {"run", "  stallwatch run -- python train.py      the job's steps with no code change"},
+      {"completion",
+       "  source <(stallwatch completion bash)   completion in this shell\n"
+       "  stallwatch completion zsh > \"${fpath[1]}/_stallwatch\""},
   };
   for (CLI::App* sub : app.get_subcommands({})) {
     if (auto it = examples.find(sub->get_name()); it != examples.end())

@@ -20,10 +20,11 @@ build_deps=(
 # shell, iostat, fio, a real browser for the HTML report, Prometheus (promtool, and a server
 # scraping the agent), libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for
 # the loop image under the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to
-# read the Kubernetes manifest, jsonschema to check every --json output against its schema.
+# read the Kubernetes manifest, jsonschema to check every --json output against its schema, zsh
+# to drive the completion it is given.
 dev_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev clang-format clang-tidy
           sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-          e2fsprogs tmux python3-yaml python3-jsonschema)
+          e2fsprogs tmux python3-yaml python3-jsonschema zsh)
 
 want=("${build_deps[@]}")
 for arg in "$@"; do

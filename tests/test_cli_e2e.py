@@ -85,6 +85,57 @@ class CommandLine(unittest.TestCase):
         self.assertIn("no job 7", r.stderr)
 
 
+    def test_shell_completion_from_the_parser(self):
+        """`stallwatch completion bash|zsh`, made from the parser: commands, each command's own
+        options, file names after an option whose value is a path, the choices of
+        --log-level; driven through bash's completion function and a real interactive zsh."""
+        script = os.path.join(self.tmp, "stallwatch.bash")
+        with open(script, "w") as f:
+            f.write(subprocess.run([BIN, "completion", "bash"], capture_output=True, text=True,
+                                   check=True).stdout)
+        open(os.path.join(self.tmp, "run7.db"), "w").close()
+
+        def bash(line):
+            words = line.split(" ")
+            driver = (f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+                      f"COMP_CWORD={len(words) - 1}; _stallwatch; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+            out = subprocess.run(["bash", "-c", driver], capture_output=True, text=True, cwd=self.tmp)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return sorted(out.stdout.split())
+
+        self.assertEqual(bash("stallwatch rep"), ["replay", "report"])
+        self.assertEqual(bash("stallwatch report --js"), ["--json"])
+        self.assertEqual(bash("stallwatch record --qui"), ["--quiet"])  # record's own, not report's
+        self.assertEqual(bash("stallwatch report --qui"), [])
+        self.assertEqual(bash("stallwatch report --db ru"), ["run7.db"])
+        self.assertEqual(bash("stallwatch --log-level w"), ["warn"])
+        self.assertEqual(bash("stallwatch record --interval "), [])  # a duration: no file names
+        self.assertIn("completion", bash("stallwatch "))
+
+        zsh = shutil.which("zsh")
+        self.assertIsNotNone(zsh, "zsh is one of the test tools (scripts/install-deps.sh --dev)")
+        fpath = os.path.join(self.tmp, "zfunc")
+        os.makedirs(fpath)
+        with open(os.path.join(fpath, "_stallwatch"), "w") as f:
+            f.write(subprocess.run([BIN, "completion", "zsh"], capture_output=True, text=True,
+                                   check=True).stdout)
+        driver = os.path.join(self.tmp, "drive.zsh")
+        with open(driver, "w") as f:
+            f.write(f"""zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "fpath=({fpath} \\$fpath); autoload -U compinit; compinit -u -D; PS1='> '"
+sleep 0.5
+zpty -w -n z "stallwatch report --js"$'\\t'
+sleep 1.5
+out=""
+while zpty -r -t z chunk; do out+=$chunk; done
+print -r -- "$out"
+zpty -d z
+""")
+        out = subprocess.run([zsh, "-f", driver], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, "PATH": os.path.dirname(BIN) + ":" + os.environ["PATH"]})
+        self.assertIn("stallwatch report --json", out.stdout.replace("\r", ""), out.stdout[-500:])
+
     def test_record_in_a_terminal_shows_a_status_line(self):
         """On a terminal, record rewrites one status line in place (jobs, incidents open,
         intervals written) every few seconds; a log line clears it first; --quiet, or stderr
