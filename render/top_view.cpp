@@ -11,6 +11,7 @@
 namespace stallwatch::render {
 namespace {
 
+using model::DeviceSeries;
 using model::JobSeries;
 using model::Series;
 
@@ -87,6 +88,38 @@ Figures figuresOf(const JobSeries& s) {
   return f;
 }
 
+// The host's devices (busiest first) and pressure over the last seconds, in iostat's terms,
+// for a screen with no job to show.
+template <typename Add>
+void renderHost(const JobSeries& host, const Add& add) {
+  add("");
+  const auto pressure = [](const Series& x) { return num(meanOf(tail(x)), "{:.0f}%", 100); };
+  add(fmt::format("  pressure (some)   io {}   cpu {}   memory {}", pressure(host.io_some),
+                  pressure(host.cpu_some), pressure(host.memory_some)));
+  add("");
+  add(fmt::format("  {:<18} {:>9} {:>10} {:>9} {:>9} {:>7} {:>6}", "DEVICE", "READ MB/s",
+                  "WRITE MB/s", "r_await", "w_await", "aqu-sz", "%util"));
+  struct Row {
+    const DeviceSeries* d;
+    std::optional<double> util;
+  };
+  std::vector<Row> rows;
+  for (const auto& d : host.devices) rows.push_back({&d, meanOf(tail(d.util_percent))});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.util.value_or(-1) > b.util.value_or(-1);
+  });
+  for (const auto& r : rows) {
+    const DeviceSeries& d = *r.d;
+    add(fmt::format(
+        "  {:<20} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}", common::printable(d.name).substr(0, 20),
+        num(meanOf(tail(d.read_bytes_per_s)), "{:.1f}", 1e-6),
+        num(meanOf(tail(d.write_bytes_per_s)), "{:.1f}", 1e-6),
+        num(meanOf(tail(d.r_await_ms)), "{:.2f}ms"), num(meanOf(tail(d.w_await_ms)), "{:.2f}ms"),
+        num(meanOf(tail(d.aqu_sz)), "{:.2f}"), num(r.util, "{:.0f}%")));
+  }
+  if (rows.empty()) add("  no device samples in the last minute");
+}
+
 std::string incidentLine(const storage::StoredIncident& s, int64_t now_ms) {
   const model::Incident& inc = s.incident;
   std::string where = inc.device;
@@ -124,6 +157,7 @@ TopData readTop(storage::Recording& recording, int64_t now_ms) {
   for (auto& inc : recording.openIncidents(now_ms)) {
     if (inc.incident.end_ms >= now_ms - kRecentMs) d.open.push_back(std::move(inc));
   }
+  if (d.jobs.empty()) d.host_series = recording.hostSeries(range);
   return d;
 }
 
@@ -140,8 +174,9 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                   data.open.size(), state.evidence ? "figures" : "evidence"));
   add("");
   if (data.jobs.empty()) {
-    add("No job seen in the last minute: stallwatch record finds jobs by their GPU processes,");
-    add("their dataloader reports, or --pid/--cgroup.");
+    add("No job in the last minute (found by their GPU processes, dataloader reports,");
+    add("or record's --pid/--cgroup). The host meanwhile:");
+    if (data.host_series) renderHost(*data.host_series, add);
     return lines;
   }
   const size_t selected = std::min(state.selected, data.jobs.size() - 1);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct TopData {
   std::vector<model::JobSeries> series;       // each job's last minute, in the same order
   std::vector<storage::StoredIncident> open;  // live incidents the agent has not closed
   std::map<std::string, std::string> served_by;
+  // With no job: the host's devices and pressure over the last minute, as iostat would show.
+  std::optional<model::JobSeries> host_series;
 };
 
 // Reads what the screen shows at NOW_MS: the jobs running or ended within the last minute,

@@ -66,10 +66,20 @@ class TopE2E(unittest.TestCase):
         r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402650000", "--evidence"],
                            capture_output=True, text=True, timeout=30)
         self.assertIn("* neighbour_bytes_per_s vda /stallwatch/neighbour", r.stdout)
-        # Before the job started, and long after it ended: nothing to show, said so.
+        # Before the job was found, the host's devices as iostat would show them (busiest
+        # first) and its pressure, in 80 columns: the neighbour already reads vda.
+        r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402612000"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertIn("No job in the last minute", r.stdout)
+        self.assertIn("pressure (some)   io 44%   cpu 0%   memory 0%", r.stdout)
+        self.assertRegex(r.stdout, r"DEVICE +READ MB/s WRITE MB/s +r_await +w_await +aqu-sz +%util\n"
+                                   r"  vda +167\.0 +0\.0 +2\.98ms +- +0\.45 +21%\n")
+        self.assertTrue(all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout)
+        # Long before the recording: nothing to show, said so.
         r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402000000"],
                            capture_output=True, text=True, timeout=30)
-        self.assertIn("No job seen in the last minute", r.stdout)
+        self.assertIn("No job in the last minute", r.stdout)
+        self.assertIn("no device samples in the last minute", r.stdout)
 
     def screen(self):
         return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.session],
