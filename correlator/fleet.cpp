@@ -308,6 +308,13 @@ FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader
     }
     f.incidents.push_back(std::move(fi));
   }
+  // The nodes' own series gave each stall its class (above), replacing the job-level one: the
+  // GPU-seconds lost by class follow, so that the goodput's "lost:" names what the stalls say
+  // (it said io-throttled beside a disk-slow stall on a two-node run).
+  std::fill(std::begin(f.analysis.gpu_seconds_lost), std::end(f.analysis.gpu_seconds_lost), 0.0);
+  for (const FleetIncident& fi : f.incidents)
+    f.analysis.gpu_seconds_lost[static_cast<size_t>(fi.incident.cls)] +=
+        fi.incident.gpu_seconds_lost;
   return f;
 }
 

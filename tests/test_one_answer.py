@@ -135,7 +135,46 @@ def disagreements(binary, db, tmp):
     return out
 
 
+def run_disagreements(binary, folder, tmp):
+    """A run across nodes (a folder of node recordings): the text's goodput says lost GPU-s by
+    the same classes, and as many, as its stalls list (the JSON's incidents)."""
+    copy = os.path.join(tmp, "run")
+    shutil.rmtree(copy, True)
+    shutil.copytree(folder, copy)
+    text = subprocess.run([binary, "report", "--db", copy], capture_output=True, text=True)
+    data = subprocess.run([binary, "report", "--db", copy, "--json"], capture_output=True, text=True)
+    if text.returncode or data.returncode:
+        return [f"exit {text.returncode}/{data.returncode}: {text.stderr[-300:]}"]
+    out = []
+    for run, block in zip(swjson.loads(data.stdout)["runs"], text.stdout.split("\nrun ")[0:]):
+        want = {}
+        for inc in run["incidents"]:
+            want[inc["class"]] = want.get(inc["class"], 0) + inc["gpu_seconds_lost"]
+        line = next((l for l in block.splitlines() if l.strip().startswith("goodput")), "")
+        said = {c: float(v) for c, v in re.findall(r"([a-z-]+) ([0-9.]+) GPU-s", line.split(";")[0])}
+        said.pop("stalls", None)
+        if set(said) != {c for c, v in want.items() if round(v, 1) > 0} or \
+                any(abs(said[c] - want[c]) > 0.06 for c in said):
+            out.append(f"{run['run']}: goodput says {said}, the stalls {want}")
+    return out
+
+
+def runs_across_nodes():
+    """The committed recordings of runs across nodes: folders of two or more node files."""
+    return sorted(d for d in glob.glob(os.path.join(RECORDINGS, "*"))
+                  if len(glob.glob(os.path.join(d, "node*.db"))) >= 2)
+
+
 class OneAnswer(unittest.TestCase):
+    def test_a_run_across_nodes_loses_gpu_seconds_to_the_class_its_stalls_say(self):
+        tmp = tempfile.mkdtemp(prefix="stallwatch-one-answer-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        folders = runs_across_nodes()
+        self.assertGreaterEqual(len(folders), 2)
+        found = {os.path.relpath(f, RECORDINGS): d for f in folders
+                 if (d := run_disagreements(BIN, f, tmp))}
+        self.assertEqual(found, {})
+
     def test_every_command_agrees_on_every_committed_recording(self):
         tmp = tempfile.mkdtemp(prefix="stallwatch-one-answer-")
         self.addCleanup(shutil.rmtree, tmp, True)
