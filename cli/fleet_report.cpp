@@ -12,7 +12,9 @@
 #include <set>
 #include <thread>
 
+#include "cli/logging.h"
 #include "cli/report.h"
+#include "common/text.h"
 #include "render/report.h"
 
 namespace stallwatch::cli {
@@ -144,6 +146,11 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
   std::vector<std::string> paths, hosts;
   std::vector<std::vector<storage::JobRecord>> jobs;
   for (const auto& path : inputs.paths) {
+    // Many nodes' files take a while: which one, on a terminal.
+    if (inputs.paths.size() > 1)
+      showStatusLine(fmt::format("opening {} of {} recordings: {}",
+                                 paths.size() + inputs.problems.size() + 1, inputs.paths.size(),
+                                 common::printable(path)));
     try {
       auto rec = std::make_unique<storage::Recording>(
           storage::Recording::open(path, storage::Recording::Needs::kJobTables));
@@ -157,6 +164,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       inputs.problems.push_back(e.what());
     }
   }
+  clearStatusLine();
   const auto names = nodeNames(hosts, paths);
   std::vector<FleetReport> reports;
   for (auto& run : storage::groupRuns(jobs)) {
@@ -183,9 +191,13 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     }
     // Each node read a row at a time, a few at once (one connection per recording), merged onto
     // the run's grid as it comes (correlator/fleet.h).
+    std::atomic<size_t> reads{0};
     auto read = [&](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
       const storage::NodeJobRecord& nj = *pending[n].job;
       open[nj.recording]->nodeSamples(nj.job, range, fields, sink);
+      // A run of many nodes takes a while: how far, on a terminal (a node may be read twice).
+      showStatusLine(
+          fmt::format("run {}: {} node reads done, {} nodes", run.key, ++reads, pending.size()));
     };
     auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
       const storage::NodeJobRecord& nj = *pending[n].job;
@@ -198,6 +210,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     options.max_series_bytes = max_series_bytes;
     options.threads = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
     report.analysis = correlator::analyzeFleet(given, read, window, run.world_size, options);
+    clearStatusLine();
     if (report.analysis.nodes.empty()) continue;
     for (size_t j = 0; j < report.analysis.nodes.size(); ++j) {
       const Pending& p = pending[report.analysis.nodes[j]];

@@ -14,6 +14,7 @@
 #include "cli/duration.h"
 #include "cli/fleet_report.h"
 #include "cli/json_output.h"
+#include "cli/logging.h"
 #include "cli/report.h"
 #include "cli/time_arg.h"
 #include "common/text.h"
@@ -161,12 +162,20 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
   render::FleetInputs inputs;
   try {
     prometheus::Client client(prometheus::httpTransport(args.client));
+    // A long read says how far it is, on a terminal: requests answered, bytes, points.
+    client.onAnswer([](const prometheus::QueryStats& s) {
+      showStatusLine(
+          fmt::format("reading from Prometheus: {} requests answered, {:.1f} MB, {} points",
+                      s.requests, static_cast<double>(s.bytes) / 1e6, s.points));
+    });
     reports = buildPrometheusFleetReport(client, selection);
+    clearStatusLine();
     std::cerr << fmt::format(
         "read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
         common::printable(common::withoutUserinfo(args.prometheus)), client.stats().requests,
         static_cast<double>(client.stats().bytes) / 1e6, client.stats().points);
   } catch (const std::exception& e) {
+    clearStatusLine();
     std::cerr << "stallwatch report: " << e.what() << "\n";
     return 1;
   }

@@ -334,6 +334,7 @@ std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t sta
     from = to + step_ms;
     ++stats_.requests;
     stats_.bytes += body.size();
+    if (on_answer_) on_answer_(stats_);
     std::set<std::map<std::string, std::string>> in_answer;
     for (auto& s : parseMatrix(body)) {
       stats_.points += s.ts_ms.size();

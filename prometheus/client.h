@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -86,11 +87,14 @@ class Client {
   std::vector<RangeSeries> queryRange(const std::string& expr, int64_t start_ms, int64_t end_ms,
                                       int64_t step_ms);
   const QueryStats& stats() const { return stats_; }
+  // Called after each answer with the figures so far: a long report's progress.
+  void onAnswer(std::function<void(const QueryStats&)> fn) { on_answer_ = std::move(fn); }
 
  private:
   std::unique_ptr<Transport> transport_;
   size_t max_points_;
   QueryStats stats_;
+  std::function<void(const QueryStats&)> on_answer_;
 };
 
 // The "data.result" of a query_range answer (resultType matrix), parsed as it is read. Throws
