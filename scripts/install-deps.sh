@@ -21,10 +21,12 @@ build_deps=(
 # scraping the agent), libfuse3 for the tests' slow FUSE filesystem (tests/fuse), e2fsprogs for
 # the loop image under the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to
 # read the Kubernetes manifest, jsonschema to check every --json output against its schema, zsh
-# to drive the completion it is given.
+# to drive the completion it is given, setuptools, wheel and venv to build the Python wheel and
+# install it where a job would.
 dev_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev clang-format clang-tidy
           sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-          e2fsprogs tmux python3-yaml python3-jsonschema zsh)
+          e2fsprogs tmux python3-yaml python3-jsonschema zsh
+          python3-setuptools python3-wheel python3-venv)
 
 want=("${build_deps[@]}")
 for arg in "$@"; do

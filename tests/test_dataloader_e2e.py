@@ -16,7 +16,8 @@ import time
 import unittest
 
 BIN = os.environ.get("STALLWATCH_BIN", "../build/stallwatch")
-PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+PACKAGE = os.path.join(ROOT, "python")
 
 SLOW_LOOP = """
 import time, stallwatch
@@ -107,6 +108,38 @@ class DataloaderE2E(unittest.TestCase):
         self.assertEqual(len(listing), 1)
         self.assertAlmostEqual(listing[0]["data_wait_share"], 1.0 / 1.4, delta=0.03)
         self.assertGreater(listing[0]["steps_per_second"], 5)
+
+    def test_the_wheel_in_a_virtualenv_reports_to_the_agent(self):
+        """Issue 43: training runs in a virtualenv or a conda environment, which does not see
+        the system's dist-packages. The wheel scripts/python_wheel.sh builds (offline, the
+        agent's version) installs there with pip, no index, and its loop reports to the agent."""
+        wheels = os.path.join(self.tmp, "wheels")
+        built = subprocess.run([os.path.join(ROOT, "scripts", "python_wheel.sh"), wheels],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(built.returncode, 0, built.stderr)
+        wheel = built.stdout.strip().splitlines()[-1]
+        self.assertRegex(os.path.basename(wheel), r"^stallwatch-\d+\.\d+\.\d+-py3-none-any\.whl$")
+        venv = os.path.join(self.tmp, "venv")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", venv], check=True, timeout=120)
+        pip = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index", "-q", wheel],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(pip.returncode, 0, pip.stderr)
+        version = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()[1]
+        agent = self.start_agent()
+        # No PYTHONPATH: the venv's own site-packages is where it comes from.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["STALLWATCH_SOCKET"] = self.sock
+        loop = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                               "import stallwatch; print(stallwatch.__version__, stallwatch.__file__)\n"
+                               + SLOW_LOOP], env=env, timeout=30, capture_output=True, text=True)
+        self.assertEqual(loop.returncode, 0, loop.stderr)
+        self.assertEqual(loop.stdout.split()[0], version)  # the agent's version
+        self.assertIn(os.path.join(venv, "lib"), loop.stdout.split()[1])
+        time.sleep(1.0)
+        self.stop_agent(agent)
+        with sqlite3.connect(self.db) as db:
+            steps = db.execute("SELECT sum(steps) FROM job_samples").fetchone()[0]
+        self.assertEqual(steps, 20)
 
     def test_senders_of_one_launcher_are_one_job(self):
         # Two launchers fork short-lived senders: 40 and 10, overlapping, each sender a datagram
