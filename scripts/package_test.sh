@@ -25,7 +25,45 @@ if [ -d /run/systemd/system ]; then
 else
   echo "(systemd is not running here: ExecStart run as systemd would, with /etc/default/stallwatch)"
   mkdir -p /var/lib/stallwatch /run/stallwatch
-  ( set -a; . /etc/default/stallwatch; set +a; eval "exec $exec_start --duration 5s" ) 2>&1 | tail -4
+  ( set -a; . /etc/default/stallwatch; set +a; eval "exec $exec_start --duration 40s" ) > /tmp/stallwatch-package-agent.log 2>&1 &
+  agent=$!
+  # A real Prometheus scraping the packaged agent as installed: no listen override, port 9877.
+  if command -v prometheus >/dev/null; then
+    prom=$(mktemp -d)
+    printf 'global: {scrape_interval: 2s}\nscrape_configs:\n  - job_name: stallwatch\n    static_configs: [{targets: ["%s:9877"]}]\n' \
+      "$(hostname -I | awk '{print $1}')" > "$prom/prometheus.yml"
+    prometheus --config.file="$prom/prometheus.yml" --storage.tsdb.path="$prom/data" \
+      --web.listen-address=127.0.0.1:19090 > "$prom/log" 2>&1 &
+    pid_prom=$!
+    up=""
+    for _ in $(seq 30); do
+      sleep 1
+      up=$(curl -s 'http://127.0.0.1:19090/api/v1/query?query=up' | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
+      [ "$up" = 1 ] && break
+    done
+    echo "== Prometheus scraping the packaged agent on $(hostname -I | awk '{print $1}'):9877 (not loopback): up=$up"
+    for q in stallwatch_build_info process_cpu_seconds_total process_resident_memory_bytes process_open_fds process_start_time_seconds; do
+      echo "  $q: $(curl -s "http://127.0.0.1:19090/api/v1/query?query=$q" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(", ".join(str(x["metric"].get("revision", x["value"][1])) for x in r) or "absent")')"
+    done
+    kill "$pid_prom"; wait "$pid_prom" 2>/dev/null || true
+    rm -rf "$prom"
+    [ "$up" = 1 ] || { echo "Prometheus could not scrape the agent"; exit 1; }
+  fi
+  if command -v promtool >/dev/null; then
+    curl -s http://127.0.0.1:9877/metrics | promtool check metrics && echo "== promtool check metrics: clean"
+  fi
+  # The job's owner reads the node's recording without root: a member of the stallwatch group
+  # can, anyone else is told which group to join.
+  id sw-member >/dev/null 2>&1 || useradd --no-create-home --groups stallwatch sw-member
+  id sw-other >/dev/null 2>&1 || useradd --no-create-home sw-other
+  sleep 3
+  for cmd in "jobs" "report" "top --once"; do
+    runuser -u sw-member -- stallwatch $cmd >/dev/null && echo "== as sw-member (group stallwatch): stallwatch $cmd works"
+  done
+  runuser -u sw-other -- stallwatch jobs 2>&1 | tail -1 | sed 's/^/== as sw-other: /'
+  userdel sw-member; userdel sw-other
+  wait "$agent" || true
+  tail -3 /tmp/stallwatch-package-agent.log
 fi
 stallwatch jobs --db /var/lib/stallwatch/stallwatch.db >/dev/null && echo "recorded: $(sqlite3 /var/lib/stallwatch/stallwatch.db 'SELECT count(*) FROM disk_samples') disk samples in /var/lib/stallwatch/stallwatch.db"
 echo "== apt-get purge stallwatch"
