@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Runs `stallwatch record` (diskstats and pressure collectors, 1 s interval, real SQLite file)
-and Prometheus' node_exporter (only its diskstats and pressure collectors, scraped once a
-second over loopback) side by side for the same minute, then prints each one's CPU seconds,
+"""Runs `stallwatch record` (its default collectors but the GPU's, 1 s interval, real SQLite
+file, its /metrics scraped once a second unless --no-scrape) and Prometheus' node_exporter
+(only its diskstats and pressure collectors, scraped once a second over loopback) side by side
+for the same minute, then prints each one's CPU seconds,
 CPU per one-second cycle and peak RSS. CPU is counted from the first to the last second of
 the window (start-up excluded), summed over threads from /proc/<pid>/task/*/schedstat (ns); peak RSS is VmHWM.
 
@@ -20,6 +21,7 @@ import time
 import urllib.request
 
 PORT = 19177
+STALLWATCH_PORT = 19178
 
 
 def thread_cpu_seconds(pid):
@@ -52,6 +54,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
+    ap.add_argument("--no-scrape", action="store_true", help="leave stallwatch's /metrics unserved")
     args = ap.parse_args()
     exporter_bin = shutil.which("prometheus-node-exporter")
     if not exporter_bin:
@@ -64,7 +67,8 @@ def main():
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     recorder = subprocess.Popen(
         [args.stallwatch, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
-         "--no-collector.gpu", "--log-level", "warn"],
+         "--no-collector.gpu", "--log-level", "warn"]
+        + ([] if args.no_scrape else ["--listen", f"127.0.0.1:{STALLWATCH_PORT}"]),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     scrape_ms = []
     try:
@@ -77,6 +81,9 @@ def main():
             with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=5) as r:
                 r.read()
             scrape_ms.append((time.monotonic() - s) * 1000)
+            if not args.no_scrape:
+                with urllib.request.urlopen(f"http://127.0.0.1:{STALLWATCH_PORT}/metrics", timeout=5) as r:
+                    page_bytes = len(r.read())
             time.sleep(max(0.0, t0 + i + 1 - time.monotonic()))
         end = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
         recorder_threads = thread_cpu_seconds(recorder.pid)
@@ -90,14 +97,16 @@ def main():
     if recorder.returncode != 0:
         sys.exit(f"stallwatch exited {recorder.returncode}: {err}")
 
-    print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second, on {os.uname().release}, "
-          f"{os.cpu_count()} CPUs")
+    print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second of each, on {os.uname().release}, "
+          f"{os.cpu_count()} CPUs" + ("; stallwatch not scraped" if args.no_scrape else
+                                      f"; stallwatch's page {page_bytes} bytes"))
     print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
         cpu = end[p.pid] - start[p.pid]
         print(f"{name:28}{cpu:>8.3f}{cpu / args.seconds * 1e6:>13.0f} us{rss[p.pid]:>8.1f} MB")
     ratio = (end[exporter.pid] - start[exporter.pid]) / max(1e-9, end[recorder.pid] - start[recorder.pid])
-    print(f"node_exporter / stallwatch CPU: {ratio:.1f}x; scrape round trip median "
+    print(f"stallwatch / node_exporter CPU: {1 / ratio:.2f}x; node_exporter / stallwatch: {ratio:.1f}x; "
+          f"node_exporter's scrape round trip median "
           f"{statistics.median(scrape_ms):.2f} ms")
     print("stallwatch per thread, same window:")
     for tid, (comm, secs) in sorted(recorder_threads.items()):
