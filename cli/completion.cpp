@@ -24,9 +24,8 @@ struct CommandSpec {
 // them: --db, --config, --socket, --html FILE, --metrics-file, --root, --proc, --sys,
 // --udev-data, --cgroup, --nvml-library, --smartctl-json, --on-incident PROGRAM, -o/--output.
 bool valueIsAPath(const std::vector<std::string>& lnames) {
-  static const char* kWords[] = {"db",     "config", "file", "socket", "html",    "root",
-                                 "output", "proc",   "sys",  "data",   "cgroup",  "library",
-                                 "json",   "incident"};
+  static const char* kWords[] = {"db",   "config", "file", "socket", "html",    "root", "output",
+                                 "proc", "sys",    "data", "cgroup", "library", "json", "incident"};
   for (const auto& n : lnames) {
     const std::string last = n.substr(n.rfind('-') == std::string::npos ? 0 : n.rfind('-') + 1);
     for (const char* w : kWords) {
