@@ -125,6 +125,140 @@ Series NodeColumns::series(Column c, size_t from, size_t to) const {
   return out;
 }
 
+namespace {
+
+// The job judged on the grid (F's series and node columns): its progress signal, its stalls,
+// each attributed on a window of the nodes' figures (the intervals the baseline is taken over,
+// and the stall's), and its progress at each interval.
+void judgeOnGrid(FleetAnalysis& f, const DetectorConfig& cfg) {
+  const JobSeries& s = f.series;
+  const auto any = [](const Series& x) {
+    return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); });
+  };
+  const size_t nodes_with_gpu = static_cast<size_t>(
+      std::count_if(f.columns.begin(), f.columns.end(), [](const NodeColumns& c) {
+        const auto& v = c.values[NodeColumns::kGpuUtil];
+        return std::any_of(v.begin(), v.end(), [](float x) { return !std::isnan(x); });
+      }));
+  const bool gpus = s.gpu_count > 0;
+  Judging judging;
+  judging.signal = progressSignalFrom(any(s.steps), gpus && any(s.gpu_work_percent),
+                                      gpus ? nodes_with_gpu : 0, gpus && any(s.gpu_util_percent));
+  judging.progress = [&](size_t i, bool reporting) -> std::optional<double> {
+    if (judging.signal != model::ProgressSignal::kSlowestRankGpuUtil)
+      return progressAt(s, i, judging.signal, reporting);
+    std::optional<double> slowest;
+    for (const NodeColumns& c : f.columns) {
+      if (const auto u = c.at(NodeColumns::kGpuUtil, i); u && (!slowest || *u < *slowest))
+        slowest = u;
+    }
+    return slowest;
+  };
+  judging.attribute = [&](const std::vector<bool>& stalled, Incident& inc) {
+    const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
+    const JobSeries w = fleet::windowOf(f, from, inc.last);
+    const std::vector<bool> stalled_w(stalled.begin() + static_cast<long>(from),
+                                      stalled.begin() + static_cast<long>(inc.last) + 1);
+    const size_t first = inc.first, last = inc.last;
+    inc.first -= from;
+    inc.last -= from;
+    attributeIncident(w, stalled_w, cfg, inc);
+    inc.first = first;
+    inc.last = last;
+  };
+  f.analysis = analyzeJob(s, cfg, judging);
+  f.progress.resize(s.size());
+  bool reporting = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    reporting = reporting || at(s.steps, i).has_value();
+    f.progress[i] = judging.progress(i, reporting);
+  }
+}
+
+// One of the job's stalls explained on its nodes: which node held the others back (or which
+// starved), the ranks on each side, the cause their own series give, and what the others lost
+// waiting.
+FleetIncident explainOnNodes(const FleetAnalysis& f, const Incident& job_inc,
+                             const std::vector<FleetNode>& nodes, const NodeWindow& window,
+                             const DetectorConfig& cfg) {
+  FleetIncident fi;
+  fi.incident = job_inc;
+  Incident& inc = fi.incident;
+  // The job's "ranks" are its nodes, numbered by index: name the ranks they ran instead.
+  if (inc.straggler) fi.straggler_node = static_cast<size_t>(inc.straggler->rank);
+  for (int32_t n : inc.ranks_starved) fi.starved_nodes.push_back(static_cast<size_t>(n));
+  // Neither one node nor a set of them stood out (one node recorded, the others missing; or
+  // all alike): each node's own series explains it, where they are few enough to read
+  // (issue 46: a lone node's own slow disk was called "not-storage").
+  constexpr size_t kExplainAllUpTo = 16;
+  if (!fi.straggler_node && fi.starved_nodes.empty() && nodes.size() <= kExplainAllUpTo) {
+    for (size_t n = 0; n < nodes.size(); ++n) fi.starved_nodes.push_back(n);
+  }
+  inc.straggler.reset();
+  inc.ranks_starved.clear();
+  inc.waiting_ranks.clear();
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const bool starved = fi.straggler_node
+                             ? n == *fi.straggler_node
+                             : std::count(fi.starved_nodes.begin(), fi.starved_nodes.end(), n) > 0;
+    auto& into = starved ? inc.ranks_starved : inc.waiting_ranks;
+    into.insert(into.end(), nodes[n].ranks.begin(), nodes[n].ranks.end());
+  }
+  std::vector<size_t> explain = fi.starved_nodes;
+  if (fi.straggler_node) explain = {*fi.straggler_node};
+  for (size_t n : explain) {
+    const int64_t offset = f.clocks[n].appliedOffsetMs();
+    if (auto c = explainOnNode(n, f.nodes[n], inc, offset, f.grid_ms, window, cfg))
+      fi.causes.push_back(std::move(*c));
+  }
+  // The job's own attribution had no devices to look at: only its per-node comparisons stay.
+  std::vector<EvidenceItem> per_node;
+  for (auto& e : inc.evidence) {
+    if (e.name.scope == "node") per_node.push_back(e);
+  }
+  inc.evidence = std::move(per_node);
+  inc.cls = StallClass::kNotStorage;
+  inc.device.clear();
+  inc.physical_device.clear();
+  takeCause(fi.causes, inc);
+  if (fi.straggler_node) {
+    const FleetNode& node = nodes[*fi.straggler_node];
+    // The rank that held the job back: the node's own straggler if it ran several ranks,
+    // else its one rank.
+    if (!fi.causes.empty() && fi.causes.front().incident.straggler) {
+      inc.straggler = fi.causes.front().incident.straggler;
+    } else if (node.ranks.size() == 1) {
+      inc.straggler = Straggler{node.ranks.front(), node.pid, node.gpu};
+    }
+    inc.ranks_starved.clear();
+    if (inc.straggler) {
+      // Its node's other ranks waited too.
+      inc.waiting_ranks.clear();
+      for (const FleetNode& other : nodes) {
+        for (int32_t k : other.ranks) {
+          if (k != inc.straggler->rank) inc.waiting_ranks.push_back(k);
+        }
+      }
+      std::sort(inc.waiting_ranks.begin(), inc.waiting_ranks.end());
+    }
+    if (!fi.causes.empty()) {
+      for (const auto& e : fi.causes.front().incident.evidence) inc.evidence.push_back(e);
+    }
+  }
+  double duration = 0, other_gpus = 0;
+  for (size_t k = inc.first; k <= inc.last; ++k) duration += f.series.interval_s[k];
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!fi.straggler_node || n != *fi.straggler_node) other_gpus += nodes[n].gpu_count;
+  }
+  if (fi.straggler_node) {
+    fi.others_waited_s = duration;
+    fi.others_gpu_seconds = duration * other_gpus * inc.idle_share;
+  }
+  return fi;
+}
+
+}  // namespace
+
 FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader& read,
                            const NodeWindow& window, std::optional<int32_t> world_size,
                            const FleetOptions& options) {
@@ -184,130 +318,11 @@ FleetAnalysis analyzeFleet(const std::vector<FleetNode>& given, const NodeReader
     fleet::buildSeries(f, job, nodes, place.t0, place.shown_ms);
   }
 
-  // The job judged on the grid; a stall attributed on a window of the nodes' figures (the
-  // intervals the baseline is taken over, and the stall's).
-  const JobSeries& s = f.series;
-  const auto any = [](const Series& x) {
-    return std::any_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); });
-  };
-  const size_t nodes_with_gpu = static_cast<size_t>(
-      std::count_if(f.columns.begin(), f.columns.end(), [](const NodeColumns& c) {
-        const auto& v = c.values[NodeColumns::kGpuUtil];
-        return std::any_of(v.begin(), v.end(), [](float x) { return !std::isnan(x); });
-      }));
-  const bool gpus = s.gpu_count > 0;
-  Judging judging;
-  judging.signal = progressSignalFrom(any(s.steps), gpus && any(s.gpu_work_percent),
-                                      gpus ? nodes_with_gpu : 0, gpus && any(s.gpu_util_percent));
-  judging.progress = [&](size_t i, bool reporting) -> std::optional<double> {
-    if (judging.signal != model::ProgressSignal::kSlowestRankGpuUtil)
-      return progressAt(s, i, judging.signal, reporting);
-    std::optional<double> slowest;
-    for (const NodeColumns& c : f.columns) {
-      if (const auto u = c.at(NodeColumns::kGpuUtil, i); u && (!slowest || *u < *slowest))
-        slowest = u;
-    }
-    return slowest;
-  };
-  judging.attribute = [&](const std::vector<bool>& stalled, Incident& inc) {
-    const size_t from = inc.first > cfg.baseline_intervals ? inc.first - cfg.baseline_intervals : 0;
-    const JobSeries w = fleet::windowOf(f, from, inc.last);
-    const std::vector<bool> stalled_w(stalled.begin() + static_cast<long>(from),
-                                      stalled.begin() + static_cast<long>(inc.last) + 1);
-    const size_t first = inc.first, last = inc.last;
-    inc.first -= from;
-    inc.last -= from;
-    attributeIncident(w, stalled_w, cfg, inc);
-    inc.first = first;
-    inc.last = last;
-  };
-  f.analysis = analyzeJob(s, cfg, judging);
-  f.progress.resize(s.size());
-  {
-    bool reporting = false;
-    for (size_t i = 0; i < s.size(); ++i) {
-      reporting = reporting || at(s.steps, i).has_value();
-      f.progress[i] = judging.progress(i, reporting);
-    }
-  }
+  judgeOnGrid(f, cfg);
   // The stalls alone until the nodes' standing verdicts are in (fleet_limiters).
   f.goodput = goodputOf(f.analysis, f.series, nullptr);
-  for (const Incident& job_inc : f.analysis.incidents) {
-    FleetIncident fi;
-    fi.incident = job_inc;
-    Incident& inc = fi.incident;
-    // The job's "ranks" are its nodes, numbered by index: name the ranks they ran instead.
-    if (inc.straggler) fi.straggler_node = static_cast<size_t>(inc.straggler->rank);
-    for (int32_t n : inc.ranks_starved) fi.starved_nodes.push_back(static_cast<size_t>(n));
-    // Neither one node nor a set of them stood out (one node recorded, the others missing; or
-    // all alike): each node's own series explains it, where they are few enough to read
-    // (issue 46: a lone node's own slow disk was called "not-storage").
-    constexpr size_t kExplainAllUpTo = 16;
-    if (!fi.straggler_node && fi.starved_nodes.empty() && nodes.size() <= kExplainAllUpTo) {
-      for (size_t n = 0; n < nodes.size(); ++n) fi.starved_nodes.push_back(n);
-    }
-    inc.straggler.reset();
-    inc.ranks_starved.clear();
-    inc.waiting_ranks.clear();
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      const bool starved =
-          fi.straggler_node ? n == *fi.straggler_node
-                            : std::count(fi.starved_nodes.begin(), fi.starved_nodes.end(), n) > 0;
-      auto& into = starved ? inc.ranks_starved : inc.waiting_ranks;
-      into.insert(into.end(), nodes[n].ranks.begin(), nodes[n].ranks.end());
-    }
-    std::vector<size_t> explain = fi.starved_nodes;
-    if (fi.straggler_node) explain = {*fi.straggler_node};
-    for (size_t n : explain) {
-      const int64_t offset = f.clocks[n].appliedOffsetMs();
-      if (auto c = explainOnNode(n, f.nodes[n], inc, offset, f.grid_ms, window, cfg))
-        fi.causes.push_back(std::move(*c));
-    }
-    // The job's own attribution had no devices to look at: only its per-node comparisons stay.
-    std::vector<EvidenceItem> per_node;
-    for (auto& e : inc.evidence) {
-      if (e.name.scope == "node") per_node.push_back(e);
-    }
-    inc.evidence = std::move(per_node);
-    inc.cls = StallClass::kNotStorage;
-    inc.device.clear();
-    inc.physical_device.clear();
-    takeCause(fi.causes, inc);
-    if (fi.straggler_node) {
-      const FleetNode& node = nodes[*fi.straggler_node];
-      // The rank that held the job back: the node's own straggler if it ran several ranks,
-      // else its one rank.
-      if (!fi.causes.empty() && fi.causes.front().incident.straggler) {
-        inc.straggler = fi.causes.front().incident.straggler;
-      } else if (node.ranks.size() == 1) {
-        inc.straggler = Straggler{node.ranks.front(), node.pid, node.gpu};
-      }
-      inc.ranks_starved.clear();
-      if (inc.straggler) {
-        // Its node's other ranks waited too.
-        inc.waiting_ranks.clear();
-        for (const FleetNode& other : nodes) {
-          for (int32_t k : other.ranks) {
-            if (k != inc.straggler->rank) inc.waiting_ranks.push_back(k);
-          }
-        }
-        std::sort(inc.waiting_ranks.begin(), inc.waiting_ranks.end());
-      }
-      if (!fi.causes.empty()) {
-        for (const auto& e : fi.causes.front().incident.evidence) inc.evidence.push_back(e);
-      }
-    }
-    double duration = 0, other_gpus = 0;
-    for (size_t k = inc.first; k <= inc.last; ++k) duration += f.series.interval_s[k];
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      if (!fi.straggler_node || n != *fi.straggler_node) other_gpus += nodes[n].gpu_count;
-    }
-    if (fi.straggler_node) {
-      fi.others_waited_s = duration;
-      fi.others_gpu_seconds = duration * other_gpus * inc.idle_share;
-    }
-    f.incidents.push_back(std::move(fi));
-  }
+  for (const Incident& job_inc : f.analysis.incidents)
+    f.incidents.push_back(explainOnNodes(f, job_inc, nodes, window, cfg));
   // The nodes' own series gave each stall its class (above), replacing the job-level one: the
   // GPU-seconds lost by class follow, so that the goodput's "lost:" names what the stalls say
   // (it said io-throttled beside a disk-slow stall on a two-node run).
