@@ -100,6 +100,7 @@ std::string bash(const std::vector<OptionSpec>& global, const std::vector<Comman
       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
       "    case ${COMP_WORDS[i]} in\n";
   std::vector<std::string> command_names;
+  command_names.reserve(commands.size());
   for (const auto& c : commands) command_names.push_back(c.name);
   s += "      " + [&] {
     std::string alternatives;
@@ -167,7 +168,11 @@ std::string zshArgs(const std::vector<OptionSpec>& options) {
   for (const auto& o : options) {
     const std::string help = zshQuoted(o.help);
     for (const auto& n : o.names) {
-      std::string spec = "'" + n + (o.takes_value ? "=" : "") + "[" + help + "]";
+      std::string spec = "'";
+      spec += n;
+      spec += o.takes_value ? "=[" : "[";
+      spec += help;
+      spec += "]";
       if (o.file)
         spec += ":path:_files";
       else if (!o.choices.empty())
