@@ -1,5 +1,6 @@
 #include "agent/health_monitor.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 namespace stallwatch::agent {
@@ -124,6 +125,7 @@ void HealthMonitor::readOne(const health::DriveTarget& target) {
 }
 
 void HealthMonitor::run() {
+  pthread_setname_np(pthread_self(), "sw-health");  // per-thread CPU in top -H, the benches
   std::unique_lock lock(mutex_);
   auto next_round = std::chrono::steady_clock::now();
   while (true) {

@@ -1,6 +1,7 @@
 #include "agent/hook_runner.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -128,6 +129,7 @@ void HookRunner::reap() {
 }
 
 void HookRunner::run() {
+  pthread_setname_np(pthread_self(), "sw-hooks");  // per-thread CPU in top -H, the benches
   // A hook that exits before reading its input makes our write fail with EPIPE; the signal
   // that comes with it must not end the agent. Blocked here, it stays pending on this thread.
   sigset_t pipe_signal;

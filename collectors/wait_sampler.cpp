@@ -102,7 +102,9 @@ void MainThreadSampler::follow(const std::vector<uint32_t>& pids) {
   for (auto& [pid, t] : targets_) {
     if (t.fd >= 0) ::close(t.fd);
   }
+  const bool woken = targets_.empty() && !next.empty();
   targets_ = std::move(next);
+  if (woken) wake_.notify_all();  // the thread sleeps while there is nothing to sample
 }
 
 std::map<uint32_t, WaitCounts> MainThreadSampler::take() {
@@ -141,6 +143,13 @@ void MainThreadSampler::loop() {
   auto next = std::chrono::steady_clock::now();
   std::unique_lock lock(mutex_);
   while (!stop_) {
+    // Nothing followed (no job, or a host without GPUs): asleep until follow() gives it a
+    // thread to sample, not woken ten times a second for nothing (issue 47: 273 us a second).
+    if (targets_.empty()) {
+      wake_.wait(lock, [this] { return stop_ || !targets_.empty(); });
+      next = std::chrono::steady_clock::now();
+      continue;
+    }
     const double hz = std::max(0.1, rate());
     next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(gap(random) / hz));
@@ -149,6 +158,7 @@ void MainThreadSampler::loop() {
     if (wake_.wait_until(lock, next, [this] { return stop_; })) break;
     lock.unlock();
     sampleOnce();
+    rounds_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
   }
 }

@@ -55,6 +55,8 @@ class MainThreadSampler {
   // keeps the thread off for good).
   void setRate(double hz) { hz_.store(hz, std::memory_order_relaxed); }
   double rate() const { return hz_.load(std::memory_order_relaxed); }
+  // How many times its thread has woken to sample (none while nothing is followed).
+  uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
   // One round over every followed thread now (the thread's own step; tests call it directly).
   void sampleOnce();
   bool running() const { return thread_.joinable(); }
@@ -70,6 +72,7 @@ class MainThreadSampler {
   std::mutex mutex_;
   std::map<uint32_t, Target> targets_;
   std::atomic<double> hz_{0};
+  std::atomic<uint64_t> rounds_{0};
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;

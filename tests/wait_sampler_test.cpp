@@ -83,6 +83,23 @@ TEST(MainThreadSampler, ItsThreadSamplesAtItsRate) {
   EXPECT_LE(n, 40u);
 }
 
+// With nothing to follow (no job, a host without GPUs) its thread sleeps until there is: it
+// woke ten times a second for nothing, 273 us of CPU a second on this VM (issue 47).
+TEST(MainThreadSampler, SleepsWhileNothingIsFollowed) {
+  MainThreadSampler sampler("/proc", 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sampler.rounds(), 0u);
+  sampler.follow({static_cast<uint32_t>(::getpid())});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GT(sampler.rounds(), 2u);  // 30 expected
+  EXPECT_GT(sampler.take().at(static_cast<uint32_t>(::getpid())).samples, 2u);
+  sampler.follow({});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the gap in progress ends
+  const uint64_t asleep = sampler.rounds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(sampler.rounds(), asleep + 1);
+}
+
 // Its rate changes from the next gap on: the agent drops it once its jobs are past their first
 // minutes (each wake costs the same, whatever it samples).
 TEST(MainThreadSampler, ItsRateCanBeLowered) {
