@@ -56,6 +56,12 @@ double waitQuantile(const std::array<double, 20>& bins, double q) {
 }
 
 std::string mb(double bytes_per_s) { return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6); }
+// Beside an io.max limit, whose rbps the kernel takes in bytes and people write in MiB/s (as
+// the limit's own text says it): the job's reads in the same unit, not "20.7 MB/s" beside
+// "rbps=20.0 MiB/s" (issue 44).
+std::string mib(double bytes_per_s) {
+  return fmt::format("{:.1f} MiB/s", bytes_per_s / (1024.0 * 1024.0));
+}
 
 }  // namespace
 
@@ -501,8 +507,8 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
                                     "{:.0f} % of it or more {:.0f} % "
                                     "of the time ({} against {})",
                                     v.limit.empty() ? "io.max" : v.limit, kAtLimitShare * 100,
-                                    at_limit * 100, mb(f.limited_read_ / f.limit_seconds_),
-                                    mb(f.read_limit_ / f.limit_seconds_))});
+                                    at_limit * 100, mib(f.limited_read_ / f.limit_seconds_),
+                                    mib(f.read_limit_ / f.limit_seconds_))});
     return v;
   }
   if (memory && *memory >= cfg.memory_pressure) {

@@ -93,7 +93,7 @@ Figures figuresOf(const JobSeries& s) {
 template <typename Add>
 void renderHost(const JobSeries& host, const Add& add) {
   add("");
-  const auto pressure = [](const Series& x) { return num(meanOf(tail(x)), "{:.0f}%", 100); };
+  const auto pressure = [](const Series& x) { return num(meanOf(tail(x)), "{:.0f} %", 100); };
   add(fmt::format("  pressure (some)   io {}   cpu {}   memory {}", pressure(host.io_some),
                   pressure(host.cpu_some), pressure(host.memory_some)));
   add("");
@@ -115,7 +115,7 @@ void renderHost(const JobSeries& host, const Add& add) {
         num(meanOf(tail(d.read_bytes_per_s)), "{:.1f}", 1e-6),
         num(meanOf(tail(d.write_bytes_per_s)), "{:.1f}", 1e-6),
         num(meanOf(tail(d.r_await_ms)), "{:.2f}ms"), num(meanOf(tail(d.w_await_ms)), "{:.2f}ms"),
-        num(meanOf(tail(d.aqu_sz)), "{:.2f}"), num(r.util, "{:.0f}%")));
+        num(meanOf(tail(d.aqu_sz)), "{:.2f}"), num(r.util, "{:.0f} %")));
   }
   if (rows.empty()) add("  no device samples in the last minute");
 }
@@ -189,7 +189,7 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
     std::string label = common::printable(data.jobs[i].label).substr(0, 36);
     add(fmt::format("{}{} {:<4} {:<36} {:>8} {:>6} {:>6} {:>9}", i == selected ? ">" : " ",
                     data.jobs[i].ended_ms ? "x" : " ", data.jobs[i].job_id, label,
-                    num(f.steps, "{:.1f}"), num(f.wait, "{:.0f}%", 100), num(f.gpu, "{:.0f}%"),
+                    num(f.steps, "{:.1f}"), num(f.wait, "{:.0f} %", 100), num(f.gpu, "{:.0f} %"),
                     num(f.read, "{:.1f}", 1e-6)));
   }
   add("");
@@ -240,10 +240,10 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                     "STEPS/S", "WAIT", "READ MB/s"));
     for (const auto& r : s.ranks) {
       add(fmt::format("  {:<5} {:>8} {:>6} {:>6} {:>8} {:>6} {:>9}", r.rank, r.pid,
-                      num(meanOf(tail(r.gpu_util_percent)), "{:.0f}%"),
-                      num(meanOf(tail(r.gpu_work_percent)), "{:.1f}%"),
+                      num(meanOf(tail(r.gpu_util_percent)), "{:.0f} %"),
+                      num(meanOf(tail(r.gpu_work_percent)), "{:.1f} %"),
                       num(ratePerSecond(tail(r.steps), tail(s.interval_s)), "{:.1f}"),
-                      num(ratePerSecond(tail(r.data_wait_s), tail(s.interval_s)), "{:.0f}%", 100),
+                      num(ratePerSecond(tail(r.data_wait_s), tail(s.interval_s)), "{:.0f} %", 100),
                       num(meanOf(tail(r.read_bytes_per_s)), "{:.1f}", 1e-6)));
     }
   }

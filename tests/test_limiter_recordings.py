@@ -109,6 +109,11 @@ class LimiterRecordings(unittest.TestCase):
             v, _ = self.check(run, "io-throttled", sampled_tolerance=0.03)
             self.assertEqual(v["device"], "loop0")
             self.assertIn("io.max 7:0 (loop0) rbps=20.0 MiB/s", v["limit"])
+            # The job's reads in the limit's own unit (issue 44: "20.7 MB/s" beside
+            # "rbps=20.0 MiB/s" before): 20.0 MiB/s is the limit, to the tenth.
+            advice = next(a["text"] for a in v["advice"] if a["kind"] == "raise-read-limit")
+            self.assertRegex(advice, r"\((1\d|20)\.\d MiB/s against 20\.0 MiB/s\)$")
+            self.assertNotIn("MB/s", advice)
         self.speedup("limited", "nodecode")
         self.speedup("limited-nohook", "nodecode-nohook")
 

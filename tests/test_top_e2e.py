@@ -60,7 +60,7 @@ class TopE2E(unittest.TestCase):
         self.assertLessEqual(len(lines), 24)
         self.assertTrue(all(len(line) <= 80 for line in lines), lines)
         self.assertIn("1 job(s), 1 open incident(s)", r.stdout)
-        self.assertRegex(r.stdout, r">  1    python3 /work/main/tests/gpu/train_j +8\.0 +90% +0% +20\.9")
+        self.assertRegex(r.stdout, r">  1    python3 /work/main/tests/gpu/train_j +8\.0 +90 % +0 % +20\.9")
         self.assertRegex(r.stdout, r"loop0 +14\.43ms +- +7\.36")
         self.assertIn("OPEN disk-slow loop0 (on vda) since 02:57:17", r.stdout)
         r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402650000", "--evidence"],
@@ -71,9 +71,9 @@ class TopE2E(unittest.TestCase):
         r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402612000"],
                            capture_output=True, text=True, timeout=30)
         self.assertIn("No job in the last minute", r.stdout)
-        self.assertIn("pressure (some)   io 44%   cpu 0%   memory 0%", r.stdout)
+        self.assertIn("pressure (some)   io 44 %   cpu 0 %   memory 0 %", r.stdout)
         self.assertRegex(r.stdout, r"DEVICE +READ MB/s WRITE MB/s +r_await +w_await +aqu-sz +%util\n"
-                                   r"  vda +167\.0 +0\.0 +2\.98ms +- +0\.45 +21%\n")
+                                   r"  vda +167\.0 +0\.0 +2\.98ms +- +0\.45 +21 %\n")
         self.assertTrue(all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout)
         # Long before the recording: nothing to show, said so.
         r = subprocess.run([BIN, "top", "--db", db, "--once", "--at", "1795402000000"],
