@@ -55,7 +55,7 @@ std::string isoTime(int64_t ms) {
 std::string incidentSummary(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   std::string text =
-      fmt::format("stall {} on {}: job '{}' lost {:.0f}% of its progress", verb(e.kind), host,
+      fmt::format("stall {} on {}: job '{}' lost {:.0f} % of its progress", verb(e.kind), host,
                   e.job_label.empty() ? e.job_key : e.job_label, i.idle_share * 100);
   if (e.kind == IncidentEventKind::kClose) {
     text +=
