@@ -126,9 +126,13 @@ zpty z zsh -f -i
 zpty -w z "fpath=({fpath} \\$fpath); autoload -U compinit; compinit -u -D; PS1='> '"
 sleep 0.5
 zpty -w -n z "stallwatch report --js"$'\\t'
-sleep 1.5
+# Read until the completion shows, for up to 20 s: a loaded machine is slow to start zsh.
 out=""
-while zpty -r -t z chunk; do out+=$chunk; done
+for i in {{1..40}}; do
+  while zpty -r -t z chunk; do out+=$chunk; done
+  [[ $out == *"report --json"* ]] && break
+  sleep 0.5
+done
 print -r -- "$out"
 zpty -d z
 """)
