@@ -196,8 +196,8 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       const storage::NodeJobRecord& nj = *pending[n].job;
       open[nj.recording]->nodeSamples(nj.job, range, fields, sink);
       // A run of many nodes takes a while: how far, on a terminal (a node may be read twice).
-      showStatusLine(
-          fmt::format("run {}: {} node reads done, {} nodes", run.key, ++reads, pending.size()));
+      showStatusLine(fmt::format("run {}: {} node reads done, {} nodes", common::printable(run.key),
+                                 ++reads, pending.size()));
     };
     auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
       const storage::NodeJobRecord& nj = *pending[n].job;
