@@ -85,60 +85,59 @@ std::string joined(const std::vector<std::string>& words) {
   return s;
 }
 
+// WORDS as a bash case pattern, "a|b|c": each once, sorted.
+std::string casePattern(std::vector<std::string> words) {
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  std::string pattern;
+  for (const auto& w : words) pattern += (pattern.empty() ? "" : "|") + w;
+  return pattern;
+}
+
+std::vector<std::string> namesOf(const std::vector<OptionSpec>& options) {
+  std::vector<std::string> names;
+  for (const auto& o : options) names.insert(names.end(), o.names.begin(), o.names.end());
+  return names;
+}
+
 std::string bash(const std::vector<OptionSpec>& global, const std::vector<CommandSpec>& commands) {
-  std::vector<std::string> names, files, valued;
-  const auto collect = [&](const std::vector<OptionSpec>& options) {
+  // Options whose value is a path complete file names; those with other values (but
+  // --log-level's choices), nothing.
+  std::vector<std::string> files, valued, command_names;
+  const auto sort = [&](const std::vector<OptionSpec>& options) {
     for (const auto& o : options) {
-      for (const auto& n : o.names) (o.file ? files : o.takes_value ? valued : names).push_back(n);
+      if (!o.takes_value || !o.choices.empty()) continue;
+      auto& into = o.file ? files : valued;
+      into.insert(into.end(), o.names.begin(), o.names.end());
     }
   };
-  collect(global);
+  sort(global);
+  for (const auto& c : commands) {
+    sort(c.options);
+    command_names.push_back(c.name);
+  }
+  const std::vector<std::string> global_names = namesOf(global);
   std::string s =
       "# bash completion for stallwatch, written by `stallwatch completion bash` from its parser.\n"
       "_stallwatch() {\n"
       "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd='' i\n"
       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
-      "    case ${COMP_WORDS[i]} in\n";
-  std::vector<std::string> command_names;
-  command_names.reserve(commands.size());
-  for (const auto& c : commands) command_names.push_back(c.name);
-  s += "      " + [&] {
-    std::string alternatives;
-    for (const auto& n : command_names) alternatives += (alternatives.empty() ? "" : "|") + n;
-    return alternatives;
-  }() + ") cmd=${COMP_WORDS[i]}; break ;;\n";
-  s += "    esac\n  done\n";
-  for (const auto& c : commands) collect(c.options);
-  // An option whose value is a path completes file names; one with other values, nothing.
-  s += "  case $prev in\n";
-  if (!files.empty()) {
-    std::vector<std::string> unique(files.begin(), files.end());
-    std::sort(unique.begin(), unique.end());
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    std::string alternatives;
-    for (const auto& n : unique) alternatives += (alternatives.empty() ? "" : "|") + n;
-    s += "    " + alternatives + ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
-  }
+      "    case ${COMP_WORDS[i]} in\n"
+      "      " +
+      casePattern(command_names) +
+      ") cmd=${COMP_WORDS[i]}; break ;;\n"
+      "    esac\n"
+      "  done\n"
+      "  case $prev in\n";
+  if (!files.empty())
+    s += "    " + casePattern(files) + ") COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
   s += "    --log-level) COMPREPLY=($(compgen -W 'trace debug info warn error off' -- \"$cur\")); "
        "return ;;\n";
-  if (!valued.empty()) {
-    std::vector<std::string> unique(valued.begin(), valued.end());
-    std::sort(unique.begin(), unique.end());
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    unique.erase(std::remove(unique.begin(), unique.end(), "--log-level"), unique.end());
-    std::string alternatives;
-    for (const auto& n : unique) alternatives += (alternatives.empty() ? "" : "|") + n;
-    if (!alternatives.empty()) s += "    " + alternatives + ") COMPREPLY=(); return ;;\n";
-  }
-  s += "  esac\n";
-  std::vector<std::string> global_names;
-  for (const auto& o : global)
-    global_names.insert(global_names.end(), o.names.begin(), o.names.end());
-  s += "  local words\n  case $cmd in\n";
+  if (!valued.empty()) s += "    " + casePattern(valued) + ") COMPREPLY=(); return ;;\n";
+  s += "  esac\n  local words\n  case $cmd in\n";
   s += "    '') words='" + joined(command_names) + " " + joined(global_names) + "' ;;\n";
   for (const auto& c : commands) {
-    std::vector<std::string> own;
-    for (const auto& o : c.options) own.insert(own.end(), o.names.begin(), o.names.end());
+    std::vector<std::string> own = namesOf(c.options);
     own.insert(own.end(), global_names.begin(), global_names.end());
     s += "    " + c.name + ") words='" + joined(own) + "' ;;\n";
   }

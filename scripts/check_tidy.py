@@ -63,9 +63,9 @@ def preprocess_command(entry: dict) -> list[str]:
 
 
 def key_of(entry: dict, salt: bytes) -> str:
-    text = subprocess.run(preprocess_command(entry), cwd=entry["directory"], capture_output=True,
-                          check=True).stdout
-    flags = [a for a in preprocess_command(entry) if a.startswith(("-D", "-std", "-f", "-W"))]
+    command = preprocess_command(entry)
+    text = subprocess.run(command, cwd=entry["directory"], capture_output=True, check=True).stdout
+    flags = [a for a in command if a.startswith(("-D", "-std", "-f", "-W"))]
     h = hashlib.sha256(salt)
     h.update(" ".join(flags).encode())
     h.update(str(Path(entry["file"]).relative_to(ROOT)).encode())
@@ -99,7 +99,7 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         keys = dict(zip(files, pool.map(lambda f: key_of(entries[f], salt), files)))
     cache = args.cache
-    todo = files if args.no_cache else [f for f in files if not (cache / keys[f]).exists()]
+    to_check = files if args.no_cache else [f for f in files if not (cache / keys[f]).exists()]
 
     def tidy(f: Path):
         # The compile database is GCC's: a warning option clang does not know (GCC 12's
@@ -111,7 +111,7 @@ def main() -> int:
 
     failed = []
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        for f, rc, out in pool.map(tidy, todo):
+        for f, rc, out in pool.map(tidy, to_check):
             if rc != 0:
                 failed.append((f, out))
             elif not args.no_cache:
@@ -121,8 +121,8 @@ def main() -> int:
         lines = sorted({l for l in out.splitlines() if "error:" in l or "warning:" in l})
         print("\n".join(lines) or f"{f}: clang-tidy failed", file=sys.stderr)
     took = time.monotonic() - started
-    print(f"tidy {'failed' if failed else 'ok'}: {len(files)} files, {len(todo)} checked, "
-          f"{len(files) - len(todo)} unchanged since a pass (cache {cache}), {took:.0f} s")
+    print(f"tidy {'failed' if failed else 'ok'}: {len(files)} files, {len(to_check)} checked, "
+          f"{len(files) - len(to_check)} unchanged since a pass (cache {cache}), {took:.0f} s")
     return 1 if failed else 0
 
 
