@@ -8,6 +8,7 @@
 #include "collectors/mountinfo.h"
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
+#include "common/units.h"
 
 namespace fs = std::filesystem;
 
@@ -37,11 +38,7 @@ std::vector<T> parseDeviceLines(std::string_view text, Set set) {
   return out;
 }
 
-std::string mib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB/s", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
+std::string mib(uint64_t bytes) { return common::mibPerSecondText(static_cast<double>(bytes)); }
 
 }  // namespace
 

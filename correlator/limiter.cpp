@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "common/units.h"
 #include "correlator/attribution.h"
 #include "correlator/evidence.h"
 #include "correlator/limiter_wait.h"
@@ -56,12 +57,8 @@ double waitQuantile(const std::array<double, 20>& bins, double q) {
 }
 
 std::string mb(double bytes_per_s) { return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6); }
-// Beside an io.max limit, whose rbps the kernel takes in bytes and people write in MiB/s (as
-// the limit's own text says it): the job's reads in the same unit, not "20.7 MB/s" beside
-// "rbps=20.0 MiB/s" (issue 44).
-std::string mib(double bytes_per_s) {
-  return fmt::format("{:.1f} MiB/s", bytes_per_s / (1024.0 * 1024.0));
-}
+// Beside an io.max limit: the job's reads in the limit's own unit.
+std::string mib(double bytes_per_s) { return common::mibPerSecondText(bytes_per_s); }
 
 }  // namespace
 

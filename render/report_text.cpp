@@ -8,6 +8,7 @@
 
 #include "common/text.h"
 #include "common/time_zone.h"
+#include "common/units.h"
 #include "correlator/limiter.h"
 #include "render/report.h"
 
@@ -256,9 +257,8 @@ std::string incidentLines(const JobReport& r, const model::Incident& inc) {
   for (const auto& e : inc.evidence) {
     if (e.name.metric != "checkpoint_held_by_write_limit" || !e.supports) continue;
     held = true;
-    out +=
-        fmt::format("      the checkpoint was held by its write limit, {}: it wrote {:.1f} MiB/s\n",
-                    e.name.note, e.during / (1 << 20));
+    out += fmt::format("      the checkpoint was held by its write limit, {}: it wrote {}\n",
+                       e.name.note, common::mibPerSecondText(e.during));
   }
   for (const auto& e : inc.evidence) {
     if (e.name.metric != "checkpoint_slowed_by_await_ms" || (held && !e.supports)) continue;
