@@ -141,6 +141,80 @@ void raiseOpenFileLimit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// The durations: the interval, the run's, the flushes', the stop's and the history's.
+// False after saying which is wrong.
+bool toTimings(const RecordArgs& args, agent::RecorderOptions& options) {
+  auto interval = parseDuration(args.interval);
+  if (!interval || interval->count() < 10'000'000) {
+    std::cerr << "stallwatch record: --interval '" << args.interval
+              << "' is not a duration of at least 10ms (examples: 500ms, 1s, 5s)\n";
+    return false;
+  }
+  options.interval = *interval;
+  if (!args.duration.empty()) {
+    auto duration = parseDuration(args.duration);
+    if (!duration || *duration < *interval) {
+      std::cerr << "stallwatch record: --duration '" << args.duration
+                << "' is not a duration of at least one interval (examples: 10s, 30m, 2h)\n";
+      return false;
+    }
+    options.duration = *duration;
+  }
+  auto flush = parseDuration(args.flush_interval);
+  if (!flush) {
+    std::cerr << "stallwatch record: --flush-interval '" << args.flush_interval
+              << "' is not a duration (examples: 0s, 1s, 5s)\n";
+    return false;
+  }
+  options.flush_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*flush);
+  auto stop_timeout = parseDuration(args.stop_timeout);
+  if (!stop_timeout) {
+    std::cerr << "stallwatch record: --stop-timeout '" << args.stop_timeout
+              << "' is not a duration (examples: 5s, 1m)\n";
+    return false;
+  }
+  options.stop_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_timeout);
+  // A duration that deletes history needs its unit: a bare 14 (meant as days) read as seconds
+  // pruned everything at start. 0 alone keeps everything, whatever the unit.
+  if (!args.retain.empty() && args.retain != "0" &&
+      args.retain.find_first_not_of("0123456789.") == std::string::npos) {
+    std::cerr << "stallwatch record: --retain '" << args.retain
+              << "' needs a unit: it deletes older history (examples: 14d, 36h; 0 keeps "
+                 "everything)\n";
+    return false;
+  }
+  if (auto retain = parseDuration(args.retain)) {
+    options.retain = std::chrono::duration_cast<std::chrono::milliseconds>(*retain);
+  } else {
+    std::cerr << "stallwatch record: --retain '" << args.retain
+              << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
+    return false;
+  }
+  return true;
+}
+
+// What the run did, for the log: its intervals, each collector's cost, the drives' reads.
+void logSummary(const agent::RecorderSummary& summary, const std::filesystem::path& db_path) {
+  spdlog::info("recorded {} intervals to {}: {} written, {} dropped, {} late ticks",
+               summary.intervals, db_path.string(), summary.written_batches,
+               summary.dropped_batches, summary.late_ticks);
+  for (const auto& c : summary.collectors) {
+    const uint64_t runs = c.data + c.no_data + c.errors;
+    spdlog::info(
+        "collector {}: {} with data, {} without, {} errors, {} values skipped, "
+        "{:.1f} us per collection, {:.1f} us of it CPU",
+        c.name, c.data, c.no_data, c.errors, c.skipped,
+        runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs) : 0.0,
+        runs ? static_cast<double>(c.total_cpu_time.count()) / 1e3 / static_cast<double>(runs)
+             : 0.0);
+  }
+  if (summary.health) {
+    spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung",
+                 summary.health->reads, summary.health->errors, summary.health->timeouts,
+                 summary.health->skipped_hung);
+  }
+}
+
 int runRecord(const RecordArgs& args) {
   std::optional<gid_t> db_group;
   if (!args.db_group.empty() && !(db_group = groupNamed("--db-group", args.db_group))) return 2;
@@ -159,36 +233,6 @@ int runRecord(const RecordArgs& args) {
       return 2;
     }
   }
-  auto interval = parseDuration(args.interval);
-  if (!interval || interval->count() < 10'000'000) {
-    std::cerr << "stallwatch record: --interval '" << args.interval
-              << "' is not a duration of at least 10ms (examples: 500ms, 1s, 5s)\n";
-    return 2;
-  }
-  options.interval = *interval;
-  if (!args.duration.empty()) {
-    auto duration = parseDuration(args.duration);
-    if (!duration || *duration < *interval) {
-      std::cerr << "stallwatch record: --duration '" << args.duration
-                << "' is not a duration of at least one interval (examples: 10s, 30m, 2h)\n";
-      return 2;
-    }
-    options.duration = *duration;
-  }
-  auto flush = parseDuration(args.flush_interval);
-  if (!flush) {
-    std::cerr << "stallwatch record: --flush-interval '" << args.flush_interval
-              << "' is not a duration (examples: 0s, 1s, 5s)\n";
-    return 2;
-  }
-  options.flush_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*flush);
-  auto stop_timeout = parseDuration(args.stop_timeout);
-  if (!stop_timeout) {
-    std::cerr << "stallwatch record: --stop-timeout '" << args.stop_timeout
-              << "' is not a duration (examples: 5s, 1m)\n";
-    return 2;
-  }
-  options.stop_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*stop_timeout);
   options.collector_config.root = toSystemRoot(args.root);
   options.collector_config.nvml_library = args.nvml_library;
   options.collector_config.nvml.release_zero_pages = !args.nvml_keep_zero_pages;
@@ -226,22 +270,7 @@ int runRecord(const RecordArgs& args) {
   for (const auto& [name, on] : args.collectors) {
     if (on) options.enabled_collectors.insert(name);
   }
-  // A duration that deletes history needs its unit: a bare 14 (meant as days) read as seconds
-  // pruned everything at start. 0 alone keeps everything, whatever the unit.
-  if (!args.retain.empty() && args.retain != "0" &&
-      args.retain.find_first_not_of("0123456789.") == std::string::npos) {
-    std::cerr << "stallwatch record: --retain '" << args.retain
-              << "' needs a unit: it deletes older history (examples: 14d, 36h; 0 keeps "
-                 "everything)\n";
-    return 2;
-  }
-  if (auto retain = parseDuration(args.retain)) {
-    options.retain = std::chrono::duration_cast<std::chrono::milliseconds>(*retain);
-  } else {
-    std::cerr << "stallwatch record: --retain '" << args.retain
-              << "' is not a duration (examples: 14d, 36h; 0s keeps everything)\n";
-    return 2;
-  }
+  if (!toTimings(args, options)) return 2;
   if (!toHealthOptions(args, options)) return 2;
   if (auto live = toLiveOptions(args.live, "record")) {
     options.live = std::move(*live);
@@ -284,24 +313,7 @@ int runRecord(const RecordArgs& args) {
     spdlog::error("{}", e.what());
     return 1;
   }
-  spdlog::info("recorded {} intervals to {}: {} written, {} dropped, {} late ticks",
-               summary.intervals, options.db_path.string(), summary.written_batches,
-               summary.dropped_batches, summary.late_ticks);
-  for (const auto& c : summary.collectors) {
-    const uint64_t runs = c.data + c.no_data + c.errors;
-    spdlog::info(
-        "collector {}: {} with data, {} without, {} errors, {} values skipped, "
-        "{:.1f} us per collection, {:.1f} us of it CPU",
-        c.name, c.data, c.no_data, c.errors, c.skipped,
-        runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs) : 0.0,
-        runs ? static_cast<double>(c.total_cpu_time.count()) / 1e3 / static_cast<double>(runs)
-             : 0.0);
-  }
-  if (summary.health) {
-    spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung",
-                 summary.health->reads, summary.health->errors, summary.health->timeouts,
-                 summary.health->skipped_hung);
-  }
+  logSummary(summary, options.db_path);
   logLiveSummary(summary.incident_events, summary.notifier, summary.hooks, summary.webhook);
   if (summary.abandoned) {
     spdlog::error(

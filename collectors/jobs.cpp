@@ -236,6 +236,57 @@ void JobTracker::sumMembers(Job& job, const Interval& interval, Totals& total,
   }
 }
 
+// On discovery ticks: the job's devices, and who else used them (the leaf cgroups' io.stat
+// read this tick, LEAF_IO over LEAF_ELAPSED seconds, against the last; else the processes).
+void JobTracker::describeNeighbours(Job& job, const LeafIoStats& leaf_io, double leaf_elapsed,
+                                    const Tick& tick, JobSample& sample, SampleBatch& out) {
+  describeDevices(job, out);
+  if (!job.devices.empty()) {
+    std::vector<DeviceUser> users;
+    if (!leaf_io_.empty()) {
+      users = deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
+                          cgroups_.base(), [&](uint32_t major, uint32_t minor) {
+                            const BlockDevice* d =
+                                tree_ ? tree_->findByDevnum(major, minor) : nullptr;
+                            return d ? d->name : std::string();
+                          });
+    }
+    addProcessNeighbours(job, sample, out.disks, tick.monotonic_ns, users);
+    // Said ('' for none) where something was read: the cgroups, or the processes this tick.
+    if (!leaf_io_.empty() || process_io_tick_ == ticks_)
+      sample.neighbour_io = encodeDeviceUsers(users);
+  }
+}
+
+// A job of several ranks: each rank's interval, with the steps it reported and the figures of
+// its own cgroup.
+void JobTracker::rankSamples(const Job& job, std::map<int32_t, Totals>& by_rank,
+                             const std::map<std::optional<int32_t>, ProcIo>& reaped,
+                             const ReportedSteps& dataloader, const Interval& interval,
+                             SampleBatch& out) {
+  for (const auto& [rank, description] : job.ranks) {
+    RankSample r;
+    r.key = job.description.key;
+    r.rank = rank;
+    r.gpu = description.gpu;
+    Totals& t = by_rank[rank];
+    if (auto reported = dataloader.by_rank.find({job.description.key, rank});
+        reported != dataloader.by_rank.end()) {
+      t.reported = reported->second;
+      t.any_reported = true;
+    }
+    auto taken = reaped.find(rank);
+    fillSample(r, t, taken == reaped.end() ? ProcIo{} : taken->second, interval);
+    if (auto cg = job.rank_cgroup_figures.find(rank); cg != job.rank_cgroup_figures.end()) {
+      r.cgroup_limited_read_bytes_per_second = cg->second.limited_read_bytes_per_second;
+      r.cgroup_read_limit_bytes_per_second = cg->second.read_limit_bytes_per_second;
+      r.cgroup_cpu_throttled_ratio = cg->second.cpu_throttled_ratio;
+      r.cgroup_io_some = cg->second.io_some;
+    }
+    out.ranks.push_back(std::move(r));
+  }
+}
+
 CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   std::string notice;
   if (ticks_ == 0) {
@@ -257,7 +308,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
               "not attributed)";
   }
   // Who else uses the jobs' devices: the leaf cgroups' io.stat, once per discovery period.
-  std::map<std::filesystem::path, std::vector<IoStat>> leaf_io;
+  LeafIoStats leaf_io;
   double leaf_elapsed = 0;
   if (discovery && cgroups_.available()) {
     leaf_io = cgroups_.leafIoStats(kMaxCgroupsWalked);
@@ -317,24 +368,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
       sample.cgroup_ids.assign(job.cgroup_ids.begin(), job.cgroup_ids.end());
     }
-    if (discovery && any_root) {
-      describeDevices(job, out);
-      if (!job.devices.empty()) {
-        std::vector<DeviceUser> users;
-        if (!leaf_io_.empty()) {
-          users = deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
-                              cgroups_.base(), [&](uint32_t major, uint32_t minor) {
-                                const BlockDevice* d =
-                                    tree_ ? tree_->findByDevnum(major, minor) : nullptr;
-                                return d ? d->name : std::string();
-                              });
-        }
-        addProcessNeighbours(job, sample, out.disks, tick.monotonic_ns, users);
-        // Said ('' for none) where something was read: the cgroups, or the processes this tick.
-        if (!leaf_io_.empty() || process_io_tick_ == ticks_)
-          sample.neighbour_io = encodeDeviceUsers(users);
-      }
-    }
+    if (discovery && any_root) describeNeighbours(job, leaf_io, leaf_elapsed, tick, sample, out);
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;
     if (job.changed || !any_root) {
       out.job_updates.push_back(job.description);
@@ -342,29 +376,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     }
     // A job of one rank is its own rank: no per-rank rows that repeat the job's.
     describeRanks(job, out);
-    if (job.ranks.size() >= 2) {
-      for (const auto& [rank, description] : job.ranks) {
-        RankSample r;
-        r.key = job.description.key;
-        r.rank = rank;
-        r.gpu = description.gpu;
-        Totals& t = by_rank[rank];
-        if (auto reported = dataloader.by_rank.find({job.description.key, rank});
-            reported != dataloader.by_rank.end()) {
-          t.reported = reported->second;
-          t.any_reported = true;
-        }
-        auto taken = reaped.find(rank);
-        fillSample(r, t, taken == reaped.end() ? ProcIo{} : taken->second, interval);
-        if (auto cg = job.rank_cgroup_figures.find(rank); cg != job.rank_cgroup_figures.end()) {
-          r.cgroup_limited_read_bytes_per_second = cg->second.limited_read_bytes_per_second;
-          r.cgroup_read_limit_bytes_per_second = cg->second.read_limit_bytes_per_second;
-          r.cgroup_cpu_throttled_ratio = cg->second.cpu_throttled_ratio;
-          r.cgroup_io_some = cg->second.io_some;
-        }
-        out.ranks.push_back(std::move(r));
-      }
-    }
+    if (job.ranks.size() >= 2) rankSamples(job, by_rank, reaped, dataloader, interval, out);
     out.jobs.push_back(std::move(sample));  // the last interval of an ending job counts too
     it = any_root ? std::next(it) : jobs_.erase(it);
   }

@@ -27,6 +27,74 @@ constexpr double kQueueFloor = 0.1;
 // the most, if it rose by this much: less is a device answering as before (noise).
 constexpr double kRoseEnoughToName = 1.5;
 
+// A device of the job's that slowed: how far past its baseline, over which share of intervals.
+struct SlowDevice {
+  const DeviceSeries* device;
+  double strength;
+  double share;
+};
+
+// The job's devices against their own baselines, their latency and queue (and per-I/O tail)
+// added to INC's evidence.
+struct DeviceChecks {
+  std::vector<SlowDevice> slow;  // those the job reads, past their thresholds
+  // Of the devices the job reads, the one whose latency or queue rose the most, whether or not
+  // past its threshold: where an io-throttled stall waits (its device, for alerts to route by).
+  const DeviceSeries* most_risen = nullptr;
+  double most_risen_ratio = 0;
+  std::optional<Check> target_latency;  // the checkpoint's device: slowed or not
+};
+
+DeviceChecks judgeDevices(const JobSeries& s, const DetectorConfig& cfg,
+                          const std::vector<size_t>& base,
+                          std::pair<const DeviceSeries*, const DeviceSeries*> written_to,
+                          Incident& inc) {
+  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
+  auto writtenByJob = [&](const DeviceSeries& d) {
+    return &d == written_to.first || &d == written_to.second;
+  };
+  DeviceChecks out;
+  for (const DeviceSeries& d : s.devices) {
+    const Check latency = compare(
+        {"await_ms", "device", d.name, ""}, base, inc.first, inc.last,
+        [&](size_t i) { return latencyAt(d, i); }, true, cfg.latency_ratio, cfg.latency_floor_ms,
+        cfg.latency_floor_ms);
+    const Check queue = compare(
+        {"aqu_sz", "device", d.name, ""}, base, inc.first, inc.last,
+        [&](size_t i) { return at(d.aqu_sz, i); }, true, cfg.queue_ratio, kQueueFloor, 1.0);
+    Check l = latency, q = queue;
+    if (writtenByJob(d)) {
+      if (&d == written_to.first) out.target_latency = latency;
+      if (!d.job_reads) {  // written, not read: shown with its latency, not blamed as disk-slow
+        model::addNote(l.item, "(the job writes it)");
+        model::addNote(q.item, "(the job writes it)");
+      }
+    } else if (!d.job_reads) {  // shown, never blamed
+      model::addNote(l.item, "(the job does not read it)");
+      model::addNote(q.item, "(the job does not read it)");
+      l.item.supports = q.item.supports = false;
+    }
+    add(l);
+    add(q);
+    // Per I/O, where it was measured: a tail of the job's own reads that rose is a slow device
+    // of its own, even while the interval average (await) and the queue held.
+    const ReadTail tail = d.job_reads ? readTail(d, cfg, base, inc.first, inc.last) : ReadTail{};
+    for (const EvidenceItem& e : tail.items) inc.evidence.push_back(e);
+    const bool slow_tail = tail.job && tail.job->item.supports;
+    if (d.job_reads && (latency.item.supports || queue.item.supports || slow_tail)) {
+      out.slow.push_back({&d,
+                          std::max({latency.ratio, queue.ratio, slow_tail ? tail.job->ratio : 0}),
+                          std::max({latency.share_of_intervals, queue.share_of_intervals,
+                                    slow_tail ? tail.job->share_of_intervals : 0})});
+    }
+    if (d.job_reads && std::max(latency.ratio, queue.ratio) > out.most_risen_ratio) {
+      out.most_risen_ratio = std::max(latency.ratio, queue.ratio);
+      out.most_risen = &d;
+    }
+  }
+  return out;
+}
+
 void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
                     Incident& inc);
 
@@ -443,59 +511,9 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   // Where a checkpoint went: a device the job writes, which it may never read (a second disk).
   const auto written_to = checkpoint ? checkpointTarget(s, around)
                                      : std::pair<const DeviceSeries*, const DeviceSeries*>{};
-  auto writtenByJob = [&](const DeviceSeries& d) {
-    return &d == written_to.first || &d == written_to.second;
-  };
-
   // 2. The job's devices: latency and queue against their own baselines.
-  struct Slow {
-    const DeviceSeries* device;
-    double strength;
-    double share;
-  };
-  std::vector<Slow> slow;
-  // Of the devices the job reads, the one whose latency or queue rose the most, whether or not
-  // past its threshold: where an io-throttled stall waits (its device, for alerts to route by).
-  const DeviceSeries* most_risen = nullptr;
-  double most_risen_ratio = 0;
-  std::optional<Check> target_latency;  // the checkpoint's device: slowed or not
-  for (const DeviceSeries& d : s.devices) {
-    const Check latency = compare(
-        {"await_ms", "device", d.name, ""}, base, inc.first, inc.last,
-        [&](size_t i) { return latencyAt(d, i); }, true, cfg.latency_ratio, cfg.latency_floor_ms,
-        cfg.latency_floor_ms);
-    const Check queue = compare(
-        {"aqu_sz", "device", d.name, ""}, base, inc.first, inc.last,
-        [&](size_t i) { return at(d.aqu_sz, i); }, true, cfg.queue_ratio, kQueueFloor, 1.0);
-    Check l = latency, q = queue;
-    if (writtenByJob(d)) {
-      if (&d == written_to.first) target_latency = latency;
-      if (!d.job_reads) {  // written, not read: shown with its latency, not blamed as disk-slow
-        model::addNote(l.item, "(the job writes it)");
-        model::addNote(q.item, "(the job writes it)");
-      }
-    } else if (!d.job_reads) {  // shown, never blamed
-      model::addNote(l.item, "(the job does not read it)");
-      model::addNote(q.item, "(the job does not read it)");
-      l.item.supports = q.item.supports = false;
-    }
-    add(l);
-    add(q);
-    // Per I/O, where it was measured: a tail of the job's own reads that rose is a slow device
-    // of its own, even while the interval average (await) and the queue held.
-    const ReadTail tail = d.job_reads ? readTail(d, cfg, base, inc.first, inc.last) : ReadTail{};
-    for (const EvidenceItem& e : tail.items) inc.evidence.push_back(e);
-    const bool slow_tail = tail.job && tail.job->item.supports;
-    if (d.job_reads && (latency.item.supports || queue.item.supports || slow_tail)) {
-      slow.push_back({&d, std::max({latency.ratio, queue.ratio, slow_tail ? tail.job->ratio : 0}),
-                      std::max({latency.share_of_intervals, queue.share_of_intervals,
-                                slow_tail ? tail.job->share_of_intervals : 0})});
-    }
-    if (d.job_reads && std::max(latency.ratio, queue.ratio) > most_risen_ratio) {
-      most_risen_ratio = std::max(latency.ratio, queue.ratio);
-      most_risen = &d;
-    }
-  }
+  const DeviceChecks devices = judgeDevices(s, cfg, base, written_to, inc);
+  const std::vector<SlowDevice>& slow = devices.slow;
 
   // 3. Pressure above the devices, D-state workers, CPU: the job's own cgroup's where it has
   // one (the node's is moved by every other tenant), else the node's.
@@ -542,7 +560,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
     inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
-    nameCheckpoint(s, cfg, base, around, limits, target_latency, inc);
+    nameCheckpoint(s, cfg, base, around, limits, devices.target_latency, inc);
     return;
   }
   // A limit on the job's own cgroup that it ran into explains a device that looks slow above
@@ -563,7 +581,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   }
   if (!slow.empty()) {
     // Prefer the device the job's files are on; the disk under it is named as physical.
-    auto best = std::max_element(slow.begin(), slow.end(), [](const Slow& a, const Slow& b) {
+    auto best = std::max_element(slow.begin(), slow.end(), [](const auto& a, const auto& b) {
       const bool a_direct = a.device->direct(), b_direct = b.device->direct();
       if (a_direct != b_direct) return !a_direct;
       return a.strength < b.strength;
@@ -572,7 +590,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.cls = StallClass::kDiskSlow;
     inc.device = chosen->direct() ? chosen->name : chosen->via;
     if (!chosen->direct()) inc.physical_device = chosen->name;
-    for (const Slow& sl : slow) {
+    for (const SlowDevice& sl : slow) {
       if (sl.device->via == inc.device && inc.physical_device.empty())
         inc.physical_device = sl.device->name;
     }
@@ -593,7 +611,8 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.confidence = confidence(std::max(io.share_of_intervals, dstate.share_of_intervals));
     // No device past its threshold: the one whose latency or queue rose the most is where the
     // job's reads waited (a limit not read, a throttle below the device's own figures).
-    if (most_risen && most_risen_ratio >= kRoseEnoughToName) nameDevice(s, most_risen->name, inc);
+    if (devices.most_risen && devices.most_risen_ratio >= kRoseEnoughToName)
+      nameDevice(s, devices.most_risen->name, inc);
     return;
   }
   const bool quota = cpu_quota && cpu_quota->item.supports;

@@ -30,6 +30,11 @@ std::string mostHeld(const Map& m) {
   return it == m.end() || it->second <= 0 ? std::string() : it->first;
 }
 
+// A sum over SECONDS as a rate; none where nothing was read.
+std::optional<double> per(double sum, double seconds) {
+  return seconds > 0 ? std::optional<double>(sum / seconds) : std::nullopt;
+}
+
 double speedupOf(double wait_share) {
   return 1.0 / (1.0 - std::clamp(wait_share, 0.0, kMaxWaitShare));
 }
@@ -373,6 +378,77 @@ std::optional<double> InputFigures::inputWait(const LimiterConfig& cfg,
   return w;
 }
 
+InputFigures::Cores InputFigures::cores(LimiterVerdict& v) const {
+  auto figure = [&](std::string name, double value) {
+    v.figures.push_back({std::move(name), value});
+  };
+  Cores c;
+  c.workers = process_seconds_ > 0 ? workers_ / process_seconds_ : 0;
+  // Per worker (where there are workers): cores busy, threads waiting on I/O.
+  c.have_workers = workers_ > 0;
+  c.cpu_per_worker = c.have_workers ? workers_cpu_ / workers_ : 0.0;
+  c.d_per_worker = c.have_workers ? d_state_ / workers_ : 0.0;
+  c.workers_cpu = per(workers_cpu_, process_seconds_);
+  const auto job_cpu = per(workers_cpu_ + main_cpu_, process_seconds_);
+  c.online = per(host_online_, host_seconds_);
+  c.host_busy = per(host_busy_, host_seconds_);
+  const auto allowed = per(cpus_allowed_, cpus_allowed_seconds_);
+  if (c.online && c.host_busy) c.free_cores = *c.online - *c.host_busy;
+  if (allowed && job_cpu) c.free_cores = std::min(c.free_cores.value_or(1e9), *allowed - *job_cpu);
+  if (process_seconds_ > 0) figure("workers", c.workers);
+  if (c.workers_cpu) figure("workers_cpu_cores", *c.workers_cpu);
+  if (c.have_workers) figure("workers_cpu_per_worker", c.cpu_per_worker);
+  if (c.have_workers) figure("d_state_threads_per_worker", c.d_per_worker);
+  if (c.online) figure("host_cpus_online", *c.online);
+  if (c.host_busy) figure("host_cpus_busy", *c.host_busy);
+  if (allowed && *allowed < c.online.value_or(1e9)) figure("job_cpus_allowed", *allowed);
+  if (c.free_cores) figure("cpus_free", std::max(0.0, *c.free_cores));
+  c.memory = per(memory_some_, memory_seconds_);
+  if (c.memory && *c.memory >= 0.01) figure("memory_some", *c.memory);
+  c.throttled = per(cpu_throttled_, throttle_seconds_);
+  if (c.throttled && *c.throttled >= 0.01) figure("cgroup_cpu_throttled_share", *c.throttled);
+  return c;
+}
+
+double InputFigures::Device::busy() const {
+  if (util_seconds_ > 0 && !mount) return util_ / util_seconds_;
+  const double aqu = seconds_ > 0 ? aqu_ / seconds_ : 0;
+  return 100.0 * aqu / (aqu + 1.0);  // a mount without %util: its queue
+}
+
+const std::pair<const std::string, InputFigures::Device>* InputFigures::busiestDevice() const {
+  const std::pair<const std::string, Device>* busiest = nullptr;
+  for (const auto& entry : devices_) {
+    const Device& d = entry.second;
+    if (d.seconds_ <= 0) continue;
+    const double b = d.busy();
+    const double best = busiest ? busiest->second.busy() : -1;
+    if (!busiest || b > best + 5 || (b >= best - 5 && d.direct && !busiest->second.direct))
+      busiest = &entry;
+  }
+  return busiest;
+}
+
+void InputFigures::judgeIoThrottled(LimiterVerdict& v, double at_limit, double confidence) const {
+  v.limiter = Limiter::kIoThrottled;
+  v.limit = mostHeld(read_limits_);
+  const size_t open = v.limit.find('('), close = v.limit.find(')', open);
+  if (open != std::string::npos && close != std::string::npos)
+    v.device = v.limit.substr(open + 1, close - open - 1);
+  v.device_at_limit = true;
+  v.figures.push_back({"job_cgroup_read_bytes_per_s", limited_read_ / limit_seconds_, true});
+  v.figures.push_back({"io_max_read_bytes_per_s", read_limit_ / limit_seconds_});
+  v.figures.push_back({"share_of_time_at_io_max", at_limit, true});
+  v.confidence = confidence;
+  v.advice.push_back(
+      {AdviceKind::kRaiseReadLimit,
+       fmt::format("lift or raise the read limit ({}): the job's reads sat at "
+                   "{:.0f} % of it or more {:.0f} % "
+                   "of the time ({} against {})",
+                   v.limit.empty() ? "io.max" : v.limit, kAtLimitShare * 100, at_limit * 100,
+                   mib(limited_read_ / limit_seconds_), mib(read_limit_ / limit_seconds_))});
+}
+
 LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   LimiterVerdict v;
   v.seconds = f.seconds_;
@@ -380,9 +456,6 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   if (f.seconds_ <= 0) return v;
   auto figure = [&](std::string name, double value, bool decides = false) {
     v.figures.push_back({std::move(name), value, decides});
-  };
-  auto per = [](double sum, double seconds) {
-    return seconds > 0 ? std::optional<double>(sum / seconds) : std::nullopt;
   };
   const auto thread_cpu = per(f.thread_busy_, f.thread_seconds_);
   const auto thread_runqueue = per(f.thread_runqueue_, f.thread_seconds_);
@@ -414,50 +487,7 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   v.speedup_high = std::max(v.speedup, speedupOf(waitQuantile(f.wait_bins_, 0.75)));
 
   // The workers' time, the host's and the job's cores.
-  const double workers = f.process_seconds_ > 0 ? f.workers_ / f.process_seconds_ : 0;
-  // Per worker (where there are workers): cores busy, threads waiting on I/O.
-  const bool have_workers = f.workers_ > 0;
-  const double cpu_per_worker = have_workers ? f.workers_cpu_ / f.workers_ : 0.0;
-  const double d_per_worker = have_workers ? f.d_state_ / f.workers_ : 0.0;
-  const auto workers_cpu = per(f.workers_cpu_, f.process_seconds_);
-  const auto job_cpu = per(f.workers_cpu_ + f.main_cpu_, f.process_seconds_);
-  const auto online = per(f.host_online_, f.host_seconds_);
-  const auto host_busy = per(f.host_busy_, f.host_seconds_);
-  const auto allowed = per(f.cpus_allowed_, f.cpus_allowed_seconds_);
-  std::optional<double> free_cores;
-  if (online && host_busy) free_cores = *online - *host_busy;
-  if (allowed && job_cpu) free_cores = std::min(free_cores.value_or(1e9), *allowed - *job_cpu);
-  if (f.process_seconds_ > 0) figure("workers", workers);
-  if (workers_cpu) figure("workers_cpu_cores", *workers_cpu);
-  if (have_workers) figure("workers_cpu_per_worker", cpu_per_worker);
-  if (have_workers) figure("d_state_threads_per_worker", d_per_worker);
-  if (online) figure("host_cpus_online", *online);
-  if (host_busy) figure("host_cpus_busy", *host_busy);
-  if (allowed && *allowed < online.value_or(1e9)) figure("job_cpus_allowed", *allowed);
-  if (free_cores) figure("cpus_free", std::max(0.0, *free_cores));
-  const auto memory = per(f.memory_some_, f.memory_seconds_);
-  if (memory && *memory >= 0.01) figure("memory_some", *memory);
-  const auto throttled = per(f.cpu_throttled_, f.throttle_seconds_);
-  if (throttled && *throttled >= 0.01) figure("cgroup_cpu_throttled_share", *throttled);
-
-  // The device the reads wait on: the busiest of those the job reads, the one its files are on
-  // (not the disk under it) where both are busy alike.
-  const InputFigures::Device* busiest = nullptr;
-  std::string busiest_name;
-  auto busyOf = [](const InputFigures::Device& d) {
-    if (d.util_seconds_ > 0 && !d.mount) return d.util_ / d.util_seconds_;
-    const double aqu = d.seconds_ > 0 ? d.aqu_ / d.seconds_ : 0;
-    return 100.0 * aqu / (aqu + 1.0);  // a mount without %util: its queue
-  };
-  for (const auto& [name, d] : f.devices_) {
-    if (d.seconds_ <= 0) continue;
-    const double b = busyOf(d);
-    const double best = busiest ? busyOf(*busiest) : -1;
-    if (!busiest || b > best + 5 || (b >= best - 5 && d.direct && !busiest->direct)) {
-      busiest = &d;
-      busiest_name = name;
-    }
-  }
+  const auto c = f.cores(v);
   const double threshold = cfg.input_wait_share;
   // Without the hook the wait is sampled (and a range with pin_memory), or a lesser-of-two bound.
   const double base =
@@ -477,7 +507,7 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
     GpuSide g;
     g.gpu_idle = gpu_idle;
     g.thread_cpu = thread_cpu;
-    g.memory = memory;
+    g.memory = c.memory;
     g.sync_wait = per(f.futex_wait_, f.sampled_seconds_);
     g.sampled_sync = g.sync_wait && f.pin_memory_ < 0.5 * f.sampled_seconds_;
     judgeGpuSide(v, g, threshold, cfg, confidence);
@@ -489,39 +519,24 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   // The limit held the reads over most of the time judged, not only around a change of it.
   const double at_limit = f.at_limit_seconds_ / f.seconds_;
   if (at_limit >= 0.5) {
-    v.limiter = Limiter::kIoThrottled;
-    v.limit = mostHeld(f.read_limits_);
-    const size_t open = v.limit.find('('), close = v.limit.find(')', open);
-    if (open != std::string::npos && close != std::string::npos)
-      v.device = v.limit.substr(open + 1, close - open - 1);
-    v.device_at_limit = true;
-    figure("job_cgroup_read_bytes_per_s", f.limited_read_ / f.limit_seconds_, true);
-    figure("io_max_read_bytes_per_s", f.read_limit_ / f.limit_seconds_);
-    figure("share_of_time_at_io_max", at_limit, true);
-    v.confidence = confidence(clarity_input, (at_limit - 0.5) / 0.5);
-    v.advice.push_back({AdviceKind::kRaiseReadLimit,
-                        fmt::format("lift or raise the read limit ({}): the job's reads sat at "
-                                    "{:.0f} % of it or more {:.0f} % "
-                                    "of the time ({} against {})",
-                                    v.limit.empty() ? "io.max" : v.limit, kAtLimitShare * 100,
-                                    at_limit * 100, mib(f.limited_read_ / f.limit_seconds_),
-                                    mib(f.read_limit_ / f.limit_seconds_))});
+    f.judgeIoThrottled(v, at_limit, confidence(clarity_input, (at_limit - 0.5) / 0.5));
     return v;
   }
-  if (memory && *memory >= cfg.memory_pressure) {
+  if (c.memory && *c.memory >= cfg.memory_pressure) {
     v.limiter = Limiter::kHost;
     for (auto& x : v.figures) x.decides = x.decides || x.name == "memory_some";
-    v.confidence = confidence(clarity_input, (*memory - cfg.memory_pressure) / cfg.memory_pressure);
+    v.confidence =
+        confidence(clarity_input, (*c.memory - cfg.memory_pressure) / cfg.memory_pressure);
     v.advice.push_back(
         {AdviceKind::kMoreMemory,
          fmt::format(
              "memory pressure: some task waited on reclaim {:.0f} % of the time, evicting the page "
              "cache the data was read into; more memory for the job (memory.high / memory.max)",
-             *memory * 100)});
+             *c.memory * 100)});
     return v;
   }
   const std::string sleeps = mostHeld(f.workers_sleep_);
-  if (f.process_seconds_ > 0 && workers < 0.5) {
+  if (f.process_seconds_ > 0 && c.workers < 0.5) {
     // No DataLoader workers: the main process loads its own batches.
     v.limiter = Limiter::kInputWorkers;
     v.confidence = confidence(clarity_input, 1.0);
@@ -530,19 +545,20 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
          fmt::format(
              "load batches in DataLoader workers (num_workers > 0): the main process loads its own "
              "and the GPU waits meanwhile{}",
-             free_cores ? fmt::format(" ({:.1f} cores free)", std::max(0.0, *free_cores)) : "")});
+             c.free_cores ? fmt::format(" ({:.1f} cores free)", std::max(0.0, *c.free_cores))
+                          : "")});
     return v;
   }
   InputSide in;
-  in.workers = workers;
-  in.have_workers = have_workers;
-  in.cpu_per_worker = cpu_per_worker;
-  in.d_per_worker = d_per_worker;
-  in.workers_cpu = workers_cpu;
-  in.free_cores = free_cores;
-  in.online = online;
-  in.host_busy = host_busy;
-  in.throttled = throttled;
+  in.workers = c.workers;
+  in.have_workers = c.have_workers;
+  in.cpu_per_worker = c.cpu_per_worker;
+  in.d_per_worker = c.d_per_worker;
+  in.workers_cpu = c.workers_cpu;
+  in.free_cores = c.free_cores;
+  in.online = c.online;
+  in.host_busy = c.host_busy;
+  in.throttled = c.throttled;
   in.sleeps = sleeps;
   in.seconds = f.seconds_;
   in.read_bytes = f.read_bytes_;
@@ -550,16 +566,17 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   in.wait_q25 = waitQuantile(f.wait_bins_, 0.25);
   in.wait_q75 = waitQuantile(f.wait_bins_, 0.75);
   in.d_state_wchan = mostHeld(f.d_state_wchans_);
-  if (busiest) {
+  if (const auto* busiest = f.busiestDevice()) {
+    const auto& [name, b] = *busiest;
     BusiestDevice& d = in.busiest.emplace();
-    d.name = busiest_name;
-    d.via = busiest->via;
-    d.direct = busiest->direct;
-    d.mount = busiest->mount;
-    d.busy = busyOf(*busiest);
-    d.aqu = busiest->aqu_ / busiest->seconds_;
-    if (busiest->await_seconds_ > 0) d.await_ms = busiest->await_ / busiest->await_seconds_;
-    d.read_bytes_per_s = busiest->read_ / busiest->seconds_;
+    d.name = name;
+    d.via = b.via;
+    d.direct = b.direct;
+    d.mount = b.mount;
+    d.busy = b.busy();
+    d.aqu = b.aqu_ / b.seconds_;
+    if (b.await_seconds_ > 0) d.await_ms = b.await_ / b.await_seconds_;
+    d.read_bytes_per_s = b.read_ / b.seconds_;
   }
   judgeInputSide(v, in, clarity_input, cfg, confidence);
   return v;

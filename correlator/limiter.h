@@ -73,6 +73,17 @@ class InputFigures {
                                   std::optional<double> thread_cpu,
                                   std::optional<double> thread_sleep,
                                   model::LimiterVerdict& v) const;
+  // The job's and the host's cores, its memory pressure and CPU throttling, as judgeLimiter
+  // reads them; each one read is added to V's figures.
+  struct Cores {
+    double workers = 0, cpu_per_worker = 0, d_per_worker = 0;
+    bool have_workers = false;
+    std::optional<double> workers_cpu, free_cores, online, host_busy, memory, throttled;
+  };
+  Cores cores(model::LimiterVerdict& v) const;
+  // io-throttled: the reads held at a cgroup's io.max for AT_LIMIT of the time; V's class,
+  // figures and advice.
+  void judgeIoThrottled(model::LimiterVerdict& v, double at_limit, double confidence) const;
   static constexpr int kWaitBins = 20;  // per-interval wait shares, 0.05 wide: quantiles
   double seconds_ = 0, gpus_ = 0;
   // The hook: time waiting, time in steps, steps, and the seconds it reported in.
@@ -95,8 +106,12 @@ class InputFigures {
     bool mount = false;  // a mount target (FUSE, NFS): its %util means nothing
     double util_ = 0, util_seconds_ = 0, await_ = 0, await_seconds_ = 0, aqu_ = 0, read_ = 0;
     double seconds_ = 0;
+    double busy() const;  // %util, or for a mount the equivalent of its queue
   };
   std::map<std::string, Device> devices_;  // the job's
+  // The device the reads wait on: the busiest of those the job reads, the one its files are on
+  // (not the disk under it) where both are busy alike; null where it read from none.
+  const std::pair<const std::string, Device>* busiestDevice() const;
   // Texts by the seconds they held: the binding io.max, where workers and D threads wait.
   std::map<std::string, double> read_limits_, workers_sleep_, d_state_wchans_;
 };

@@ -287,8 +287,13 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
     const int32_t rb = b.ranks.empty() ? INT32_MAX : b.ranks.front();
     return ra < rb;
   });
-  first = std::max(first, selection_.since_ms);
-  last = std::min(last, selection_.until_ms);
+  timeRun(std::max(first, selection_.since_ms), std::min(last, selection_.until_ms));
+}
+
+// The run's span FIRST to LAST (ms) on its step's grid; the step (as given, else the samples'
+// own spacing) and the agents' sampling interval.
+void FleetSource::timeRun(int64_t first, int64_t last) {
+  const std::string& run = run_matcher_;
   // The step: as given, else the spacing of the run's samples (the scrape interval: a finer
   // step repeats samples, a coarser one drops them), counted over up to half an hour in the
   // middle of the run, where every node runs it.

@@ -79,6 +79,8 @@ class FleetSource {
  private:
   std::string selector(const std::string& metric, const std::string& more = "") const;
   std::string onRun(const std::string& job_metric) const;
+  // The run's span FIRST to LAST (ms), its step and its agents' sampling interval.
+  void timeRun(int64_t first, int64_t last);
 
   Client& client_;
   RunSelection selection_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -311,6 +312,52 @@ std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {
   return out;
 }
 
+// The standing limiter's phases: a strip along the top, one colour a limiter, labelled, with a
+// legend of the limiters it shows (issue 44: a band without either said nothing).
+std::string limiterStrip(const std::vector<Band>& bands, const std::function<double(double)>& xOf,
+                         double plot_w) {
+  std::string out;
+  auto colourOf = [](const std::string& limiter) {
+    return limiter == "gpu"             ? "#2ca02c"
+           : limiter == "io-throttled"  ? "#9467bd"
+           : limiter == "input-storage" ? "#d62728"
+           : limiter == "host"          ? "#8c564b"
+           : limiter == "unknown"       ? "#c7c7c7"
+                                        : "#ff7f0e";  // input-cpu, input-workers
+  };
+  if (!bands.empty()) {
+    out += fmt::format(
+        "<text class=\"limiter-label\" x=\"{}\" y=\"7\" font-size=\"10\" text-anchor=\"end\">"
+        "limiter</text>\n",
+        kLeft - 4);
+    std::vector<std::string> shown;
+    for (const auto& band : bands) {
+      if (std::find(shown.begin(), shown.end(), band.limiter) == shown.end())
+        shown.push_back(band.limiter);
+    }
+    double x = kLeft + plot_w;  // right-aligned, last first
+    for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
+      const double text_w = 6.0 * static_cast<double>(it->size());
+      x -= text_w + 16;
+      out += fmt::format(
+          "<g class=\"limiter-legend\"><rect x=\"{:.1f}\" y=\"9\" width=\"9\" height=\"9\" "
+          "fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" font-size=\"10\">{}</text></g>\n",
+          x, colourOf(*it), x + 12, escape(*it));
+    }
+  }
+  for (const auto& band : bands) {
+    const double x0 = xOf(static_cast<double>(band.start_ms));
+    const double x1 = std::max(x0 + 2, xOf(static_cast<double>(band.end_ms)));
+    const char* colour = colourOf(band.limiter);
+    out += fmt::format(
+        "<rect class=\"limiter-band\" data-limiter=\"{}\" data-start=\"{}\" data-end=\"{}\" "
+        "x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"6\" fill=\"{}\"><title>{}</title></rect>\n",
+        escape(band.limiter), band.start_ms, band.end_ms, x0, x1 - x0, colour,
+        escape(band.tooltip));
+  }
+  return out;
+}
+
 std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& panels,
                            const std::vector<Shade>& shades, size_t index,
                            const std::vector<Band>& bands) {
@@ -333,46 +380,7 @@ std::string renderTimeline(const model::JobSeries& s, const std::vector<Panel>& 
                          {"bottom", height - 30},
                          {"times", buckets.times},
                          {"panels", nlohmann::json::array()}};
-  // The standing limiter's phases: a strip along the top, one colour a limiter, labelled, with a
-  // legend of the limiters it shows (issue 44: a band without either said nothing).
-  auto colourOf = [](const std::string& limiter) {
-    return limiter == "gpu"             ? "#2ca02c"
-           : limiter == "io-throttled"  ? "#9467bd"
-           : limiter == "input-storage" ? "#d62728"
-           : limiter == "host"          ? "#8c564b"
-           : limiter == "unknown"       ? "#c7c7c7"
-                                        : "#ff7f0e";  // input-cpu, input-workers
-  };
-  if (!bands.empty()) {
-    svg += fmt::format(
-        "<text class=\"limiter-label\" x=\"{}\" y=\"7\" font-size=\"10\" text-anchor=\"end\">"
-        "limiter</text>\n",
-        kLeft - 4);
-    std::vector<std::string> shown;
-    for (const auto& band : bands) {
-      if (std::find(shown.begin(), shown.end(), band.limiter) == shown.end())
-        shown.push_back(band.limiter);
-    }
-    double x = kLeft + plot_w;  // right-aligned, last first
-    for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
-      const double text_w = 6.0 * static_cast<double>(it->size());
-      x -= text_w + 16;
-      svg += fmt::format(
-          "<g class=\"limiter-legend\"><rect x=\"{:.1f}\" y=\"9\" width=\"9\" height=\"9\" "
-          "fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" font-size=\"10\">{}</text></g>\n",
-          x, colourOf(*it), x + 12, escape(*it));
-    }
-  }
-  for (const auto& band : bands) {
-    const double x0 = xOf(static_cast<double>(band.start_ms));
-    const double x1 = std::max(x0 + 2, xOf(static_cast<double>(band.end_ms)));
-    const char* colour = colourOf(band.limiter);
-    svg += fmt::format(
-        "<rect class=\"limiter-band\" data-limiter=\"{}\" data-start=\"{}\" data-end=\"{}\" "
-        "x=\"{:.1f}\" y=\"0\" width=\"{:.1f}\" height=\"6\" fill=\"{}\"><title>{}</title></rect>\n",
-        escape(band.limiter), band.start_ms, band.end_ms, x0, x1 - x0, colour,
-        escape(band.tooltip));
-  }
+  svg += limiterStrip(bands, xOf, plot_w);
   // Incidents first, under the lines, across every panel.
   for (const auto& shade : shades) {
     const double x0 = xOf(static_cast<double>(shade.start_ms));

@@ -248,128 +248,125 @@ void loadSlowestRank(SQLite::Database& db, int64_t job_id, bool per_rank, model:
   });
 }
 
-}  // namespace
-
-model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& range, Detail detail) {
-  model::JobSeries s;
-  {
-    // Read-only readers do not migrate: a schema-2 recording has no per-job GPU mean, one
-    // before schema 6 no GPU activity.
-    SQLite::Statement q(
-        db_,
-        std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
-                    "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
-                    "d_state_threads, top_wchan, workers, rchar_per_second, main_cpu_ratio, ") +
-            (version_ >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
-            (version_ >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
-            (version_ >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, "
-                             "cgroup_cpu_throttled_ratio, "
-                             "cgroup_limited_read_bytes_per_second, "
-                             "cgroup_read_limit_bytes_per_second, cgroup_limits"
-                           : ", NULL AS cgroup_io_some, NULL AS cgroup_cpu_some, NULL AS "
-                             "cgroup_memory_some, NULL AS "
-                             "cgroup_cpu_throttled_ratio, NULL AS "
-                             "cgroup_limited_read_bytes_per_second, NULL AS "
-                             "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
-            (version_ >= 9 ? ", neighbour_io" : ", NULL AS neighbour_io") +
-            (version_ >= 10 ? ", sleep_wchan" : ", NULL AS sleep_wchan") +
-            (version_ >= 11
-                 ? ", main_thread_cpu_ratio, main_thread_runqueue_ratio, "
-                   "stopped_processes, workers_sleep_wchan, cpus_allowed, "
-                   "cgroup_read_limit, main_thread_loader_wait_ratio, "
-                   "main_thread_futex_wait_ratio, pin_memory"
-                 : ", NULL AS main_thread_loader_wait_ratio, NULL AS main_thread_futex_wait_ratio, "
-                   "NULL AS pin_memory, NULL AS main_thread_cpu_ratio, NULL AS "
-                   "main_thread_runqueue_ratio, "
-                   "NULL AS stopped_processes, NULL AS workers_sleep_wchan, NULL AS "
-                   "cpus_allowed, NULL AS cgroup_read_limit") +
-            " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
-            "ORDER BY ts_ms");
-    q.bind(":job_id", job.job_id);
-    bindRange(q, range);
-    const Columns c(q);
-    const int ts_c = c.index("ts_ms"), interval_c = c.index("interval_ms"),
-              steps_c = c.index("steps"), wait_c = c.index("data_wait_seconds"),
-              step_c = c.index("step_seconds"), read_c = c.index("read_bytes_per_second"),
-              write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
-              d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
-              work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan"),
-              cg_io_c = c.index("cgroup_io_some"), cg_cpu_c = c.index("cgroup_cpu_some"),
-              cg_mem_c = c.index("cgroup_memory_some"),
-              cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
-              cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
-              cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
-              cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io"),
-              sleep_c = c.index("sleep_wchan"), workers_c = c.index("workers"),
-              rchar_c = c.index("rchar_per_second"), main_cpu_c = c.index("main_cpu_ratio"),
-              thread_c = c.index("main_thread_cpu_ratio"),
-              runqueue_c = c.index("main_thread_runqueue_ratio"),
-              stopped_c = c.index("stopped_processes"),
-              workers_sleep_c = c.index("workers_sleep_wchan"), cpus_c = c.index("cpus_allowed"),
-              read_limit_c = c.index("cgroup_read_limit"),
-              loader_c = c.index("main_thread_loader_wait_ratio"),
-              futex_c = c.index("main_thread_futex_wait_ratio"), pin_c = c.index("pin_memory");
-    // The limits are written when they change: those in force when the range starts come from
-    // the last row before it that names them.
-    std::string limits_in_force;
-    if (version_ >= 8) {
-      SQLite::Statement before(db_,
-                               "SELECT cgroup_limits FROM job_samples WHERE job_id = :job_id AND "
-                               "ts_ms < :since_ms AND cgroup_limits IS NOT NULL ORDER BY ts_ms "
-                               "DESC LIMIT 1");
-      before.bind(":job_id", job.job_id);
-      before.bind(":since_ms", range.since_ms.value_or(INT64_MIN));
-      if (before.executeStep()) limits_in_force = before.getColumn(0).getString();
-    }
-    while (q.executeStep()) {
-      const int64_t ts = q.getColumn(ts_c).getInt64();
-      if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
-      const size_t i = model::appendInterval(s, ts, q.getColumn(interval_c).getDouble() / 1000.0);
-      s.gpu_util_percent[i] = optionalReal(q.getColumn(util_c));
-      s.gpu_work_percent[i] = optionalReal(q.getColumn(work_c));
-      s.steps[i] = optionalReal(q.getColumn(steps_c));
-      s.data_wait_s[i] = optionalReal(q.getColumn(wait_c));
-      s.step_s[i] = optionalReal(q.getColumn(step_c));
-      s.read_bytes_per_s[i] = optionalReal(q.getColumn(read_c));
-      s.write_bytes_per_s[i] = optionalReal(q.getColumn(write_c));
-      s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
-      s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
-      if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
-      if (!q.getColumn(sleep_c).isNull()) s.sleep_wchan[i] = q.getColumn(sleep_c).getString();
-      s.cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
-      s.cgroup_cpu_some[i] = optionalReal(q.getColumn(cg_cpu_c));
-      s.cgroup_memory_some[i] = optionalReal(q.getColumn(cg_mem_c));
-      s.cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
-      s.cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
-      s.cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
-      if (!q.getColumn(cg_limits_c).isNull())
-        limits_in_force = q.getColumn(cg_limits_c).getString();
-      s.cgroup_limits[i] = limits_in_force;
-      if (!q.getColumn(neighbour_c).isNull())
-        s.neighbour_io[i] = q.getColumn(neighbour_c).getString();
-      s.workers[i] = optionalReal(q.getColumn(workers_c));
-      s.rchar_per_s[i] = optionalReal(q.getColumn(rchar_c));
-      s.main_cpu[i] = optionalReal(q.getColumn(main_cpu_c));
-      s.main_thread_cpu[i] = optionalReal(q.getColumn(thread_c));
-      s.main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
-      s.stopped_processes[i] = optionalReal(q.getColumn(stopped_c));
-      s.cpus_allowed[i] = optionalReal(q.getColumn(cpus_c));
-      s.main_thread_loader_wait[i] = optionalReal(q.getColumn(loader_c));
-      s.main_thread_futex_wait[i] = optionalReal(q.getColumn(futex_c));
-      s.pin_memory[i] = optionalReal(q.getColumn(pin_c));
-      if (!q.getColumn(workers_sleep_c).isNull())
-        s.workers_sleep_wchan[i] = q.getColumn(workers_sleep_c).getString();
-      if (!q.getColumn(read_limit_c).isNull())
-        s.cgroup_read_limit[i] = q.getColumn(read_limit_c).getString();
-    }
+// The job's own samples over RANGE into S, one row an interval (columns a recording's schema
+// lacks read as none).
+void loadJobSamples(SQLite::Database& db, int version, const JobRecord& job, const TimeRange& range,
+                    model::JobSeries& s) {
+  // Read-only readers do not migrate: a schema-2 recording has no per-job GPU mean, one
+  // before schema 6 no GPU activity.
+  SQLite::Statement q(
+      db,
+      std::string("SELECT ts_ms, interval_ms, steps, data_wait_seconds, step_seconds, "
+                  "read_bytes_per_second, write_bytes_per_second, workers_cpu_ratio, "
+                  "d_state_threads, top_wchan, workers, rchar_per_second, main_cpu_ratio, ") +
+          (version >= 3 ? "gpu_util_percent" : "NULL AS gpu_util_percent") + ", " +
+          (version >= 6 ? "gpu_work_percent" : "NULL AS gpu_work_percent") +
+          (version >= 8 ? ", cgroup_io_some, cgroup_cpu_some, cgroup_memory_some, "
+                          "cgroup_cpu_throttled_ratio, "
+                          "cgroup_limited_read_bytes_per_second, "
+                          "cgroup_read_limit_bytes_per_second, cgroup_limits"
+                        : ", NULL AS cgroup_io_some, NULL AS cgroup_cpu_some, NULL AS "
+                          "cgroup_memory_some, NULL AS "
+                          "cgroup_cpu_throttled_ratio, NULL AS "
+                          "cgroup_limited_read_bytes_per_second, NULL AS "
+                          "cgroup_read_limit_bytes_per_second, NULL AS cgroup_limits") +
+          (version >= 9 ? ", neighbour_io" : ", NULL AS neighbour_io") +
+          (version >= 10 ? ", sleep_wchan" : ", NULL AS sleep_wchan") +
+          (version >= 11
+               ? ", main_thread_cpu_ratio, main_thread_runqueue_ratio, "
+                 "stopped_processes, workers_sleep_wchan, cpus_allowed, "
+                 "cgroup_read_limit, main_thread_loader_wait_ratio, "
+                 "main_thread_futex_wait_ratio, pin_memory"
+               : ", NULL AS main_thread_loader_wait_ratio, NULL AS main_thread_futex_wait_ratio, "
+                 "NULL AS pin_memory, NULL AS main_thread_cpu_ratio, NULL AS "
+                 "main_thread_runqueue_ratio, "
+                 "NULL AS stopped_processes, NULL AS workers_sleep_wchan, NULL AS "
+                 "cpus_allowed, NULL AS cgroup_read_limit") +
+          " FROM job_samples WHERE job_id = :job_id AND ts_ms BETWEEN :since_ms AND :until_ms "
+          "ORDER BY ts_ms");
+  q.bind(":job_id", job.job_id);
+  bindRange(q, range);
+  const Columns c(q);
+  const int ts_c = c.index("ts_ms"), interval_c = c.index("interval_ms"),
+            steps_c = c.index("steps"), wait_c = c.index("data_wait_seconds"),
+            step_c = c.index("step_seconds"), read_c = c.index("read_bytes_per_second"),
+            write_c = c.index("write_bytes_per_second"), cpu_c = c.index("workers_cpu_ratio"),
+            d_c = c.index("d_state_threads"), util_c = c.index("gpu_util_percent"),
+            work_c = c.index("gpu_work_percent"), wchan_c = c.index("top_wchan"),
+            cg_io_c = c.index("cgroup_io_some"), cg_cpu_c = c.index("cgroup_cpu_some"),
+            cg_mem_c = c.index("cgroup_memory_some"),
+            cg_thr_c = c.index("cgroup_cpu_throttled_ratio"),
+            cg_read_c = c.index("cgroup_limited_read_bytes_per_second"),
+            cg_limit_c = c.index("cgroup_read_limit_bytes_per_second"),
+            cg_limits_c = c.index("cgroup_limits"), neighbour_c = c.index("neighbour_io"),
+            sleep_c = c.index("sleep_wchan"), workers_c = c.index("workers"),
+            rchar_c = c.index("rchar_per_second"), main_cpu_c = c.index("main_cpu_ratio"),
+            thread_c = c.index("main_thread_cpu_ratio"),
+            runqueue_c = c.index("main_thread_runqueue_ratio"),
+            stopped_c = c.index("stopped_processes"),
+            workers_sleep_c = c.index("workers_sleep_wchan"), cpus_c = c.index("cpus_allowed"),
+            read_limit_c = c.index("cgroup_read_limit"),
+            loader_c = c.index("main_thread_loader_wait_ratio"),
+            futex_c = c.index("main_thread_futex_wait_ratio"), pin_c = c.index("pin_memory");
+  // The limits are written when they change: those in force when the range starts come from
+  // the last row before it that names them.
+  std::string limits_in_force;
+  if (version >= 8) {
+    SQLite::Statement before(db,
+                             "SELECT cgroup_limits FROM job_samples WHERE job_id = :job_id AND "
+                             "ts_ms < :since_ms AND cgroup_limits IS NOT NULL ORDER BY ts_ms "
+                             "DESC LIMIT 1");
+    before.bind(":job_id", job.job_id);
+    before.bind(":since_ms", range.since_ms.value_or(INT64_MIN));
+    if (before.executeStep()) limits_in_force = before.getColumn(0).getString();
   }
-  const size_t n = s.ts_ms.size();
-  if (n == 0) return s;
-  s.ended_ms = job.ended_ms;
-  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
+  while (q.executeStep()) {
+    const int64_t ts = q.getColumn(ts_c).getInt64();
+    if (!s.ts_ms.empty() && s.ts_ms.back() == ts) continue;
+    const size_t i = model::appendInterval(s, ts, q.getColumn(interval_c).getDouble() / 1000.0);
+    s.gpu_util_percent[i] = optionalReal(q.getColumn(util_c));
+    s.gpu_work_percent[i] = optionalReal(q.getColumn(work_c));
+    s.steps[i] = optionalReal(q.getColumn(steps_c));
+    s.data_wait_s[i] = optionalReal(q.getColumn(wait_c));
+    s.step_s[i] = optionalReal(q.getColumn(step_c));
+    s.read_bytes_per_s[i] = optionalReal(q.getColumn(read_c));
+    s.write_bytes_per_s[i] = optionalReal(q.getColumn(write_c));
+    s.workers_cpu[i] = optionalReal(q.getColumn(cpu_c));
+    s.d_state_threads[i] = optionalReal(q.getColumn(d_c));
+    if (!q.getColumn(wchan_c).isNull()) s.d_state_wchan[i] = q.getColumn(wchan_c).getString();
+    if (!q.getColumn(sleep_c).isNull()) s.sleep_wchan[i] = q.getColumn(sleep_c).getString();
+    s.cgroup_io_some[i] = optionalReal(q.getColumn(cg_io_c));
+    s.cgroup_cpu_some[i] = optionalReal(q.getColumn(cg_cpu_c));
+    s.cgroup_memory_some[i] = optionalReal(q.getColumn(cg_mem_c));
+    s.cgroup_cpu_throttled[i] = optionalReal(q.getColumn(cg_thr_c));
+    s.cgroup_limited_read_bytes_per_s[i] = optionalReal(q.getColumn(cg_read_c));
+    s.cgroup_read_limit_bytes_per_s[i] = optionalReal(q.getColumn(cg_limit_c));
+    if (!q.getColumn(cg_limits_c).isNull()) limits_in_force = q.getColumn(cg_limits_c).getString();
+    s.cgroup_limits[i] = limits_in_force;
+    if (!q.getColumn(neighbour_c).isNull())
+      s.neighbour_io[i] = q.getColumn(neighbour_c).getString();
+    s.workers[i] = optionalReal(q.getColumn(workers_c));
+    s.rchar_per_s[i] = optionalReal(q.getColumn(rchar_c));
+    s.main_cpu[i] = optionalReal(q.getColumn(main_cpu_c));
+    s.main_thread_cpu[i] = optionalReal(q.getColumn(thread_c));
+    s.main_thread_runqueue[i] = optionalReal(q.getColumn(runqueue_c));
+    s.stopped_processes[i] = optionalReal(q.getColumn(stopped_c));
+    s.cpus_allowed[i] = optionalReal(q.getColumn(cpus_c));
+    s.main_thread_loader_wait[i] = optionalReal(q.getColumn(loader_c));
+    s.main_thread_futex_wait[i] = optionalReal(q.getColumn(futex_c));
+    s.pin_memory[i] = optionalReal(q.getColumn(pin_c));
+    if (!q.getColumn(workers_sleep_c).isNull())
+      s.workers_sleep_wchan[i] = q.getColumn(workers_sleep_c).getString();
+    if (!q.getColumn(read_limit_c).isNull())
+      s.cgroup_read_limit[i] = q.getColumn(read_limit_c).getString();
+  }
+}
 
-  // GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for
-  // recordings without it, the mean over the job's GPUs, one ordered index scan per GPU.
+// GPU utilisation: the recorder stores the job's mean with each sample (schema 3); for
+// recordings without it, the mean over the job's GPUs, one ordered index scan per GPU.
+void loadGpuMean(SQLite::Database& db, const JobRecord& job, model::JobSeries& s) {
+  const size_t n = s.ts_ms.size();
+  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
   s.gpu_count = static_cast<uint32_t>(job.gpu_uuids.size());
   const bool stored = std::any_of(s.gpu_util_percent.begin(), s.gpu_util_percent.end(),
                                   [](const auto& v) { return v.has_value(); });
@@ -378,7 +375,7 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
     std::vector<uint32_t> count(n, 0);
     for (const auto& uuid : job.gpu_uuids) {
       SQLite::Statement q(
-          db_,
+          db,
           "SELECT ts_ms, utilization_percent FROM gpu_samples WHERE gpu_id = "
           "(SELECT gpu_id FROM gpus WHERE uuid = :uuid) AND ts_ms BETWEEN :from_ms AND :to_ms "
           "ORDER BY ts_ms");
@@ -397,6 +394,17 @@ model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& ran
       if (count[i]) s.gpu_util_percent[i] = sum[i] / count[i];
     }
   }
+}
+
+}  // namespace
+
+model::JobSeries Recording::jobSeries(const JobRecord& job, const TimeRange& range, Detail detail) {
+  model::JobSeries s;
+  loadJobSamples(db_, version_, job, range, s);
+  if (s.ts_ms.empty()) return s;
+  s.ended_ms = job.ended_ms;
+  const int64_t from = s.ts_ms.front(), to = s.ts_ms.back();
+  loadGpuMean(db_, job, s);
   if (detail == Detail::kNodeSummary) {
     const auto ranks = ranksOf(job);
     model::RankSeries& node =

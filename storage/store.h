@@ -107,6 +107,10 @@ class Store {
   int64_t gpuId(uint32_t index, const std::string& uuid, int64_t seen_ms);
   int64_t jobId(const std::string& key);
   void writeJobFacts(const collectors::SampleBatch& batch);
+  void writeJobSample(const collectors::JobSample& sample, int64_t job, int64_t ts_ms,
+                      int64_t interval_ms);
+  void writeRankSample(const collectors::RankSample& sample, int64_t job, int64_t ts_ms,
+                       int64_t interval_ms);
   void writeGpuDescriptions(const std::vector<collectors::GpuInfo>& gpus, int64_t seen_ms);
   void writeNfsSample(int64_t ts_ms, int64_t device_id, const collectors::NfsRates& n);
   void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
