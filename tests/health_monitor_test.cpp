@@ -9,6 +9,7 @@
 
 #include "agent/recorder.h"
 #include "collectors/registry.h"
+#include "test_support.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -126,7 +127,7 @@ TEST(HealthMonitor, SamplingKeepsItsIntervalWhileEveryDriveHangs) {
   o.db_path = dir / "sw.db";
   o.interval = 100ms;
   o.duration = 2s;
-  o.collector_config.root = collectors::SystemRoot::under(std::string(STALLWATCH_FIXTURES_DIR) +
+  o.collector_config.root = collectors::SystemRoot::under(stallwatch::testing::fixtures().string() +
                                                           "/procfs/prometheus-procfs");
   o.enabled_collectors = {"diskstats", "pressure"};
   o.health = HealthConfig{200ms, 100ms};

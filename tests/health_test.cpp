@@ -13,6 +13,7 @@
 #include "health/smartctl_json.h"
 #include "health/smartctl_reader.h"
 #include "health/verdict.h"
+#include "test_support.h"
 
 namespace stallwatch::health {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path fixtures() { return fs::path(STALLWATCH_FIXTURES_DIR) / "smartctl"; }
+fs::path fixtures() { return stallwatch::testing::fixtures() / "smartctl"; }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);

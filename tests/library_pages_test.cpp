@@ -15,6 +15,7 @@
 
 #include "collectors/gpu_driver.h"
 #include "collectors/proc_file.h"
+#include "test_support.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -155,7 +156,7 @@ class NvmlZeroPages : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!schedstatsReadable()) GTEST_SKIP() << "no schedstat on this kernel";
-    fake_ = ::dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
+    fake_ = ::dlopen(stallwatch::testing::fakeNvmlPath(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(fake_, nullptr) << ::dlerror();
     resident_ = reinterpret_cast<size_t (*)()>(::dlsym(fake_, "test_resident_bytes"));
     intact_ = reinterpret_cast<int (*)()>(::dlsym(fake_, "test_table_intact"));
@@ -175,7 +176,7 @@ class NvmlZeroPages : public ::testing::Test {
 
 TEST_F(NvmlZeroPages, TheZeroFilledTablesAreGivenBackWhileItsThreadSleeps) {
   const int inits = inits_();
-  auto driver = makeNvmlDriver(FAKE_NVML_PATH);
+  auto driver = makeNvmlDriver(stallwatch::testing::fakeNvmlPath());
   ASSERT_TRUE(driver->init().ok());
   EXPECT_EQ(inits_(), inits + 1);
   // The eight pages holding a value stay; the rest went back.
@@ -185,7 +186,8 @@ TEST_F(NvmlZeroPages, TheZeroFilledTablesAreGivenBackWhileItsThreadSleeps) {
 }
 
 TEST_F(NvmlZeroPages, KeptWhenAskedTo) {
-  auto driver = makeNvmlDriver(FAKE_NVML_PATH, NvmlOptions{.release_zero_pages = false});
+  auto driver =
+      makeNvmlDriver(stallwatch::testing::fakeNvmlPath(), NvmlOptions{.release_zero_pages = false});
   ASSERT_TRUE(driver->init().ok());
   EXPECT_EQ(resident_(), kTable);
   EXPECT_EQ(intact_(), 1);
@@ -194,9 +196,10 @@ TEST_F(NvmlZeroPages, KeptWhenAskedTo) {
 TEST_F(NvmlZeroPages, OnlyTheInitThatStartedItGivesPagesBack) {
   // The first holder keeps its pages; a second driver's init is NVML's count going up: its
   // threads are not new, so nothing shows they sleep, and nothing is given back.
-  auto keeper = makeNvmlDriver(FAKE_NVML_PATH, NvmlOptions{.release_zero_pages = false});
+  auto keeper =
+      makeNvmlDriver(stallwatch::testing::fakeNvmlPath(), NvmlOptions{.release_zero_pages = false});
   ASSERT_TRUE(keeper->init().ok());
-  auto second = makeNvmlDriver(FAKE_NVML_PATH);
+  auto second = makeNvmlDriver(stallwatch::testing::fakeNvmlPath());
   ASSERT_TRUE(second->init().ok());
   EXPECT_EQ(resident_(), kTable);
   EXPECT_EQ(intact_(), 1);
@@ -204,7 +207,7 @@ TEST_F(NvmlZeroPages, OnlyTheInitThatStartedItGivesPagesBack) {
 
 TEST_F(NvmlZeroPages, KeptWhenItsThreadRunsMeanwhile) {
   ::setenv("FAKE_NVML_THREAD", "wakes", 1);
-  auto driver = makeNvmlDriver(FAKE_NVML_PATH);
+  auto driver = makeNvmlDriver(stallwatch::testing::fakeNvmlPath());
   ASSERT_TRUE(driver->init().ok());
   // Restarted and tried again while the thread kept waking, then kept: all of it resident.
   EXPECT_EQ(resident_(), kTable);

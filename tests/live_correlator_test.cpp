@@ -8,6 +8,7 @@
 #include <random>
 
 #include "storage/recording.h"
+#include "test_support.h"
 
 namespace stallwatch::correlator {
 namespace {
@@ -282,7 +283,7 @@ struct ReplayedRun {
 };
 
 ReplayedRun replay(const std::string& name) {
-  const std::string dir = std::string(STALLWATCH_FIXTURES_DIR) + "/recordings/";
+  const std::string dir = stallwatch::testing::fixtures().string() + "/recordings/";
   ReplayedRun r;
   std::ifstream window(dir + name + ".window");
   window >> r.injected_start >> r.injected_end;

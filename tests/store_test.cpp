@@ -262,7 +262,8 @@ TEST(JobSeries, RanksAndTheStragglerRoundTrip) {
 TEST(JobSeries, NodeSamplesStreamTheNodeSummary) {
   for (const char* file : {"h200x2-ddp-rank-disk.db", "h200x2-two-node-node1-disk/node1.db"}) {
     SCOPED_TRACE(file);
-    auto recording = Recording::open(std::string(STALLWATCH_FIXTURES_DIR) + "/recordings/" + file);
+    auto recording =
+        Recording::open(stallwatch::testing::fixtures().string() + "/recordings/" + file);
     const auto jobs = recording.jobs();
     ASSERT_FALSE(jobs.empty());
     const JobRecord& job = jobs.front();

@@ -12,9 +12,13 @@
 
 namespace stallwatch::testing {
 
+// The checkout's tests/fixtures and the build's stand-in NVML library (test_paths.cpp).
+const char* builtInFixturesDir();
+const char* fakeNvmlPath();
+
 inline std::filesystem::path fixtures() {
   const char* dir = std::getenv("STALLWATCH_FIXTURES");
-  return dir ? std::filesystem::path(dir) : std::filesystem::path(STALLWATCH_FIXTURES_DIR);
+  return dir ? std::filesystem::path(dir) : std::filesystem::path(builtInFixturesDir());
 }
 
 class ScratchDir {
