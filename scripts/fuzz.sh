@@ -51,16 +51,28 @@ open(f"{c}/ata_blob/blob", "wb").write(section(0x49444659, bytes(ident)) + secti
                                        section(0x534D4454, bytes(data)) + section(0x534D5448, bytes(thr)))
 PY
 
+# The harnesses run as many at a time as there are cores, each for SECONDS on a core of its own.
+fuzz_one() {
+  local t=$1 log=$build/fuzz-$1.log
+  mkdir -p "$build/corpus/$t" "$build/findings/$t"
+  rm -f "$build/fuzz-$t.rc"
+  "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    -artifact_prefix="$build/findings/$t/" "$build/corpus/$t" > "$log" 2>&1
+  echo $? > "$build/fuzz-$t.rc"
+}
+running=0
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$(nproc)" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait
+
 status=0
 printf '%-14s %12s %10s %8s  %s\n' harness executions exec/s cov findings
 for t in "${targets[@]}"; do
-  mkdir -p "$build/corpus/$t" "$build/findings/$t"
   log=$build/fuzz-$t.log
-  set +e
-  "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$build/findings/$t/" "$build/corpus/$t" > "$log" 2>&1
-  rc=$?
-  set -e
+  rc=$(cat "$build/fuzz-$t.rc" 2>/dev/null || echo 1)
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
