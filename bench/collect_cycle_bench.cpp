@@ -17,6 +17,7 @@
 #include "collectors/pressure.h"
 #include "collectors/proc_file.h"
 #include "collectors/process_watch.h"
+#include "collectors/self_process.h"
 
 namespace {
 
@@ -165,6 +166,13 @@ void BM_ThreadStates(benchmark::State& state) {
   for (auto& t : threads) t.join();
 }
 BENCHMARK(BM_ThreadStates)->Arg(10)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+// The agent's own process figures, read for every rendering of /metrics (process_*): its stat,
+// its open descriptors counted, its limits and /proc/stat's boot time.
+void BM_ReadSelfProcess(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(readSelfProcess());
+}
+BENCHMARK(BM_ReadSelfProcess)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 BENCHMARK_MAIN();
