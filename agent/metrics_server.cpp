@@ -173,22 +173,39 @@ std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
   return std::nullopt;
 }
 
+bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
+  if (c.out.empty()) {
+    char buffer[4096];
+    const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return n == 0 || (errno != EAGAIN && errno != EINTR);
+    c.in.append(buffer, static_cast<size_t>(n));
+    // The bound first: a head past it is refused even when it arrived whole in one read (a GET
+    // has no body, so whatever came is head).
+    if (c.in.size() > kMaxRequestHead) {
+      c.out =
+          "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+          "Connection: close\r\n\r\n";
+    } else if (headComplete(c.in)) {
+      c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
+      c.deadline = now + kRequestTimeout;
+    } else {
+      return false;
+    }
+  }
+  // Sent at once where the socket takes it (a page fits a loopback or LAN socket's buffer).
+  const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+  if (n > 0) c.sent += static_cast<size_t>(n);
+  return (n < 0 && errno != EAGAIN && errno != EINTR) || c.sent == c.out.size();
+}
+
 void MetricsServer::run() {
   pthread_setname_np(pthread_self(), "sw-metrics");  // per-thread CPU in top -H, the benches
-  using Clock = std::chrono::steady_clock;
-  struct Connection {
-    int fd;
-    Clock::time_point deadline;
-    std::string in, out;
-    size_t sent = 0;
-  };
   std::vector<Connection> connections;
   auto drop = [&](size_t i) {
     close(connections[i].fd);
     connections.erase(connections.begin() + static_cast<long>(i));
   };
   std::vector<pollfd> fds;
-  char buffer[4096];
   for (;;) {
     fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
     auto now = Clock::now();
@@ -204,32 +221,9 @@ void MetricsServer::run() {
     now = Clock::now();
     // Served, failed or past its deadline: closed. Newest last, so indices shift only behind.
     for (size_t i = connections.size(); i-- > 0;) {
-      Connection& c = connections[i];
       const short revents = fds[i + 2].revents;
-      bool done = now >= c.deadline || (revents & (POLLERR | POLLNVAL));
-      if (!done && (revents & (POLLIN | POLLHUP)) && c.out.empty()) {
-        const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
-        if (n <= 0) {
-          done = n == 0 || (errno != EAGAIN && errno != EINTR);
-        } else {
-          c.in.append(buffer, static_cast<size_t>(n));
-          // The bound first: a head past it is refused even when it arrived whole in one
-          // read (a GET has no body, so whatever came is head).
-          if (c.in.size() > kMaxRequestHead) {
-            c.out =
-                "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-                "Connection: close\r\n\r\n";
-          } else if (headComplete(c.in)) {
-            c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
-            c.deadline = now + kRequestTimeout;
-          }
-        }
-      }
-      if (!done && !c.out.empty() && (revents & POLLOUT)) {
-        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-        if (n > 0) c.sent += static_cast<size_t>(n);
-        done = (n < 0 && errno != EAGAIN && errno != EINTR) || c.sent == c.out.size();
-      }
+      const bool done = now >= connections[i].deadline || (revents & (POLLERR | POLLNVAL)) ||
+                        ((revents & (POLLIN | POLLHUP | POLLOUT)) && serve(connections[i], now));
       if (done) drop(i);
     }
     if (fds[1].revents & POLLIN) {
@@ -238,6 +232,9 @@ void MetricsServer::run() {
         if (fd < 0) break;
         if (connections.size() >= kMaxConnections) drop(0);  // the oldest makes room
         connections.push_back({fd, now + kRequestTimeout, {}, {}, 0});
+        // A scraper sends its request with the connection: read and answer it now, not a
+        // round of poll later for each step (two wake-ups a scrape fewer).
+        if (serve(connections.back(), now)) drop(connections.size() - 1);
       }
     }
   }

@@ -52,7 +52,17 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Connection {
+    int fd;
+    Clock::time_point deadline;
+    std::string in, out;
+    size_t sent = 0;
+  };
   void run();
+  // Reads what CONNECTION's client sent and, once its request is whole, answers it; true when
+  // it is done with (answered, failed or closed by the client).
+  bool serve(Connection& connection, Clock::time_point now) const;
   std::optional<std::string> bodyFor(std::string_view path) const;
 
   const MetricsBoard& board_;

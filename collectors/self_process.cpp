@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -80,10 +82,18 @@ std::optional<SelfProcess> readSelfProcess(const std::filesystem::path& proc) {
   if (!stat) return std::nullopt;
   auto p = parseSelfStat(*stat, ::sysconf(_SC_CLK_TCK), ::sysconf(_SC_PAGESIZE));
   if (!p) return std::nullopt;
-  // starttime is in ticks since boot: Unix time with btime; without it, none.
+  // starttime is in ticks since boot: Unix time with btime; without it, none. The boot time is
+  // read once per procfs root: /proc/stat is large on a many-core host (a line per CPU, one
+  // of every interrupt's counts) and the kernel writes all of it for each read, every scrape.
   const auto boot = [&]() -> std::optional<uint64_t> {
+    static std::mutex mutex;
+    static std::map<std::filesystem::path, std::optional<uint64_t>> known;
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(proc); it != known.end()) return it->second;
     const auto text = readTextFile(proc / "stat");
-    return text ? parseBootTime(*text) : std::nullopt;
+    const auto boot_time = text ? parseBootTime(*text) : std::nullopt;
+    if (boot_time) known.emplace(proc, boot_time);
+    return boot_time;
   }();
   if (p->start_time_seconds && boot) {
     *p->start_time_seconds += static_cast<double>(*boot);
