@@ -109,6 +109,20 @@ class IoLatencyE2E(unittest.TestCase):
         self.cgroups.append(path)
         return path
 
+    def wait_for_collector_run(self, port, collector, timeout=30):
+        prefix = f'stallwatch_collector_runs_total{{collector="{collector}"'
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                if sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
+                       if line.startswith(prefix)) >= 1:
+                    return
+            except OSError:
+                pass  # not listening yet
+            time.sleep(0.1)
+        self.fail(f"the {collector} collector did not run within {timeout} s")
+
     def test_the_jobs_reads_against_fio_and_a_neighbours(self):
         loop = self.make_loop()
         job_cg, other_cg = self.make_cgroup("job"), self.make_cgroup("other")
@@ -120,7 +134,10 @@ class IoLatencyE2E(unittest.TestCase):
                             "--listen", f"127.0.0.1:{port}",
                             "--collector.io_latency", "--health-interval", "0s",
                             "--socket", os.path.join(self.tmp, "dl.sock"), "--cgroup", job_cg])
-        time.sleep(1.5)
+        # The reads start once the collector has run (its program attached): a fixed 1.5 s was
+        # too short for the sanitized agent beside other tests, and the neighbour's 300 reads
+        # were over before it looked.
+        self.wait_for_collector_run(port, "io_latency")
         out = os.path.join(self.tmp, "fio.json")
         fio = self.start(["fio", "--name=job", f"--filename={loop}", "--rw=randread", "--bs=4k",
                           "--direct=1", "--ioengine=libaio", "--iodepth=8", "--runtime=4",
