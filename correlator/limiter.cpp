@@ -379,9 +379,7 @@ std::optional<double> InputFigures::inputWait(const LimiterConfig& cfg,
 }
 
 InputFigures::Cores InputFigures::cores(LimiterVerdict& v) const {
-  auto figure = [&](std::string name, double value) {
-    v.figures.push_back({std::move(name), value});
-  };
+  auto figure = [&](std::string name, double value) { addFigure(v, std::move(name), value); };
   Cores c;
   c.workers = process_seconds_ > 0 ? workers_ / process_seconds_ : 0;
   // Per worker (where there are workers): cores busy, threads waiting on I/O.
@@ -436,9 +434,9 @@ void InputFigures::judgeIoThrottled(LimiterVerdict& v, double at_limit, double c
   if (open != std::string::npos && close != std::string::npos)
     v.device = v.limit.substr(open + 1, close - open - 1);
   v.device_at_limit = true;
-  v.figures.push_back({"job_cgroup_read_bytes_per_s", limited_read_ / limit_seconds_, true});
-  v.figures.push_back({"io_max_read_bytes_per_s", read_limit_ / limit_seconds_});
-  v.figures.push_back({"share_of_time_at_io_max", at_limit, true});
+  addFigure(v, "job_cgroup_read_bytes_per_s", limited_read_ / limit_seconds_, true);
+  addFigure(v, "io_max_read_bytes_per_s", read_limit_ / limit_seconds_);
+  addFigure(v, "share_of_time_at_io_max", at_limit, true);
   v.confidence = confidence;
   v.advice.push_back(
       {AdviceKind::kRaiseReadLimit,
@@ -455,7 +453,7 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   v.gpus = f.gpus_;
   if (f.seconds_ <= 0) return v;
   auto figure = [&](std::string name, double value, bool decides = false) {
-    v.figures.push_back({std::move(name), value, decides});
+    addFigure(v, std::move(name), value, decides);
   };
   const auto thread_cpu = per(f.thread_busy_, f.thread_seconds_);
   const auto thread_runqueue = per(f.thread_runqueue_, f.thread_seconds_);
