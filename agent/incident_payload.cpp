@@ -5,6 +5,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "model/incident_json.h"
 #include "storage/incident_store.h"
 
 namespace stallwatch::agent {
@@ -80,7 +81,7 @@ namespace {
 nlohmann::json eventObject(const IncidentEvent& e, const std::string& host) {
   const auto& i = e.incident;
   nlohmann::json evidence = nlohmann::json::array();
-  for (const auto& item : i.evidence) evidence.push_back(storage::evidenceItemJson(item));
+  for (const auto& item : i.evidence) evidence.push_back(model::evidenceItemJson(item));
   nlohmann::json j = {
       {"event", model::toString(e.kind)},
       {"incident_id", e.live_id},

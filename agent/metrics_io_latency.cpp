@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -12,12 +12,12 @@ using Buckets = std::array<uint64_t, kIoLatencyBounds.size()>;
 // A row's histogram on the page's bounds (per bound, not cumulated): a slot counts at the first
 // bound at or above its top, within 1/8 of a value.
 Buckets bucketsOf(const collectors::IoLatencySample& r) {
-  collectors::IoLatencySlots slots{};
-  collectors::addEncodedIoLatencySlots(r.slots, slots);
+  model::IoLatencySlots slots{};
+  model::addEncodedIoLatencySlots(r.slots, slots);
   Buckets at_or_below{};
   for (size_t s = 0; s < slots.size(); ++s) {
     if (slots[s] == 0) continue;
-    const double top = collectors::ioLatencySlotHigh(s) / 1e6;
+    const double top = model::ioLatencySlotHigh(s) / 1e6;
     for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
       if (top <= kIoLatencyBounds[i] * (1 + 1e-9)) {
         at_or_below[i] += slots[s];

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "collectors/block_devices.h"
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 
 #ifdef STALLWATCH_HAVE_BPF
 #include <bpf/bpf.h>
@@ -21,6 +21,11 @@
 #endif
 
 namespace stallwatch::collectors {
+
+using model::encodeIoLatencySlots;
+using model::ioLatencyQuantileMs;
+using model::IoLatencySlots;
+using model::kIoLatencySlots;
 namespace {
 
 const char* opName(uint32_t op) {

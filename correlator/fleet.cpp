@@ -108,22 +108,6 @@ std::vector<int32_t> missingRanks(const std::vector<int32_t>& ranks,
 
 }  // namespace
 
-float NodeColumns::compact(const std::optional<double>& v) {
-  return v ? static_cast<float>(*v) : kNone;
-}
-
-std::optional<double> NodeColumns::at(Column c, size_t i) const {
-  const auto& v = values[c];
-  if (i >= v.size() || std::isnan(v[i])) return std::nullopt;
-  return static_cast<double>(v[i]);
-}
-
-Series NodeColumns::series(Column c, size_t from, size_t to) const {
-  Series out;
-  out.reserve(to + 1 - from);
-  for (size_t i = from; i <= to; ++i) out.push_back(at(c, i));
-  return out;
-}
 
 namespace {
 

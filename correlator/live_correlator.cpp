@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 
 namespace stallwatch::correlator {
 namespace {
@@ -48,7 +48,7 @@ void setProcessFigures(Series& s, size_t i, const Sample& x) {
 // reads and everyone else's, told apart by the sample's owner.
 void setReadTail(DeviceSeries& d, size_t i, const std::string& job_key,
                  const collectors::SampleBatch& b) {
-  collectors::IoLatencySplit split;
+  model::IoLatencySplit split;
   bool any = false;
   for (const auto& row : b.io_latency) {
     if (row.device != d.name || row.op != "read") continue;
@@ -57,8 +57,8 @@ void setReadTail(DeviceSeries& d, size_t i, const std::string& job_key,
   }
   if (!any) return;
   const double seconds = std::max(b.interval_seconds, 1e-3);
-  d.job_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.job, 0.99);
-  d.others_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.others, 0.99);
+  d.job_read_p99_ms[i] = model::ioLatencyQuantileMs(split.job, 0.99);
+  d.others_read_p99_ms[i] = model::ioLatencyQuantileMs(split.others, 0.99);
   d.job_reads_per_s[i] = static_cast<double>(split.job_count) / seconds;
   d.others_reads_per_s[i] = static_cast<double>(split.others_count) / seconds;
 }

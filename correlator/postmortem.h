@@ -16,46 +16,13 @@
 
 namespace stallwatch::correlator {
 
-// A hole in the job's samples: the agent stopped, or dropped intervals it could not write.
-struct Gap {
-  int64_t start_ms = 0, end_ms = 0;
-  int64_t missing_intervals = 0;
-};
+using model::DeviceLatency;
+using model::Gap;
+using model::Goodput;
+using model::RankFigures;
 
-struct DeviceLatency {
-  std::string name;
-  std::string via;
-  bool job_reads = false;
-  bool also_direct = false;
-  std::optional<double> r_await_p50, r_await_p99, w_await_p50,
-      w_await_p99;  // per-interval await, ms
-};
 // A device's latency over the series' span: its await percentiles, its relation to the job.
 DeviceLatency deviceLatency(const model::DeviceSeries& d);
-
-// A rank's medians over the job's span.
-struct RankFigures {
-  int32_t rank = 0;
-  uint32_t pid = 0;
-  std::string gpu;
-  std::optional<double> gpu_util_p50_percent, gpu_work_p50_percent, steps_per_second_p50,
-      data_wait_share_p50, read_bytes_per_second_p50;
-};
-
-// Share of the job's GPU time (or, without GPUs, of its time) that did its work, or none with
-// why: "100 %" said of a job nothing could judge (one interval, no progress signal, progress
-// zero throughout) is a wrong answer (issue 46). What was lost is both kinds of waiting: the
-// stalls (incidents) and the standing wait for input outside them that the limiter measured
-// (issue 42: "goodput 100 %" above "the loop waited for input 80 %"). A wait that was not
-// measured (no hook and no sampled main thread, or a verdict whose bounds straddle its
-// threshold) is not counted, and said so.
-struct Goodput {
-  std::optional<double> share;
-  const char* unknown_because = "";         // where there is no share
-  double stall_gpu_seconds = 0;             // lost to incidents (seconds, for a job without GPUs)
-  double input_wait_gpu_seconds = 0;        // waiting for input outside incidents
-  const char* input_wait_not_counted = "";  // why the standing wait is not in the share
-};
 
 struct JobSummary {
   Analysis analysis;

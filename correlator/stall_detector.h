@@ -25,22 +25,27 @@
 #include <string>
 #include <vector>
 
+#include "model/analysis.h"
 #include "model/incident.h"
 #include "model/series.h"
 
 namespace stallwatch::correlator {
 
 // The correlator judges model's records; their names are used unqualified here.
+using model::Analysis;
 using model::DeviceSeries;
 using model::EvidenceItem;
+using model::IdleSpan;
 using model::Incident;
 using model::JobSeries;
 using model::kStallClassCount;
 using model::ProgressSignal;
 using model::RankSeries;
 using model::Series;
+using model::StandingSpan;
 using model::StallClass;
 using model::Straggler;
+using model::WorkSpan;
 
 // What a job's progress is judged by, best first:
 //   steps                  steps per second from the dataloader hook, summed over ranks;
@@ -92,56 +97,6 @@ struct DetectorConfig {
   double stopped_share = 0.1;
 };
 
-// The end of a job that winds down: after its last progress its GPUs sat idle while its
-// processes wound down (joined their workers, flushed, logged, or did nothing) until they
-// exited. Not a stall: not an incident, not lost time (issue 16: a DataLoader's worker
-// shutdown lingered a minute and was reported as a 62 s not-storage stall; issue 48: the same
-// after a hang earlier in the run, or with the workers busy for the exit's first seconds).
-struct IdleSpan {
-  int64_t start_ms = 0, end_ms = 0;
-  double workers_cpu = 0;        // median over the span, cores
-  double main_cpu = 0;           // median over the span, cores
-  double read_bytes_per_s = 0;   // median over the span
-  double write_bytes_per_s = 0;  // median over the span
-  bool processes_idle = false;   // processesIdle over the span
-};
-
-// A phase outside the loop the job reports from: it sent no step at all while its processes
-// kept working (its workers' CPU and reads near their training level), as an evaluation
-// does. The steps cannot judge it, so it is not a stall (issue 16: a 15 s evaluation was a
-// not-storage stall); said with what the job and its GPUs did meanwhile.
-struct WorkSpan {
-  int64_t start_ms = 0, end_ms = 0;
-  double workers_cpu = 0, workers_cpu_before = 0;            // medians, cores
-  double read_bytes_per_s = 0, read_bytes_per_s_before = 0;  // medians
-  std::optional<double> gpu_share;  // the GPUs' work (or utilisation) against before, 0..1+
-};
-
-// A span the detector found below the job's baseline that is no incident because nothing shows
-// the job was better before it (issue 41: a limit in force from the first second): too few
-// healthy intervals before it while an io.max held the job's reads through it (a limit from the
-// first second), or an io-throttled stall whose limit already held them over its baseline. The
-// run's limiter judges it with the rest.
-struct StandingSpan {
-  int64_t start_ms = 0, end_ms = 0;
-  StallClass cls = StallClass::kNotStorage;
-  bool no_baseline = false;  // too few healthy intervals before it and the limit held through it
-                             // (else: the limit held over its baseline too)
-};
-
-struct Analysis {
-  std::vector<Incident> incidents;
-  std::vector<StandingSpan> standing;
-  std::optional<IdleSpan> idle_at_exit;
-  std::vector<WorkSpan> outside_loop;
-  uint64_t blips = 0;
-  std::vector<bool> stalled;                    // per interval
-  std::vector<std::optional<double>> baseline;  // progress baseline per interval
-  std::vector<std::optional<double>> progress;  // progress per interval, by progress_signal
-  double gpu_seconds_total = 0;
-  double gpu_seconds_lost[kStallClassCount] = {};
-  ProgressSignal progress_signal = ProgressSignal::kNone;  // kNone: nothing to judge by
-};
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 

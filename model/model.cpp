@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
+#include "model/fleet.h"
 #include "model/incident.h"
 #include "model/limiter.h"
 #include "model/node_sample.h"
@@ -345,6 +347,23 @@ std::optional<int32_t> believableWorldSize(int64_t value) {
 std::optional<int32_t> worldSizeOf(const std::string& labels) {
   const auto n = labelNumber(labels, "WORLD_SIZE");
   return n ? believableWorldSize(*n) : std::nullopt;
+}
+
+float NodeColumns::compact(const std::optional<double>& v) {
+  return v ? static_cast<float>(*v) : kNone;
+}
+
+std::optional<double> NodeColumns::at(Column c, size_t i) const {
+  const auto& v = values[c];
+  if (i >= v.size() || std::isnan(v[i])) return std::nullopt;
+  return static_cast<double>(v[i]);
+}
+
+Series NodeColumns::series(Column c, size_t from, size_t to) const {
+  Series out;
+  out.reserve(to + 1 - from);
+  for (size_t i = from; i <= to; ++i) out.push_back(at(c, i));
+  return out;
 }
 
 }  // namespace stallwatch::model

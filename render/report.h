@@ -38,7 +38,7 @@ struct JobReport {
 };
 
 // "p50 0.16  p99 0.32  p99.9 1.68 ms" of SLOTS ("" for none).
-std::string ioLatencyText(const collectors::IoLatencySlots& slots);
+std::string ioLatencyText(const model::IoLatencySlots& slots);
 
 // A time as text output shows it: in the local zone (UTC with --utc), the zone said:
 // "2026-11-22 03:37:19 UTC". The HTML page's times are UTC, said once in its headings (utcText).

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "render/report.h"
-#include "storage/incident_store.h"
+#include "model/incident_json.h"
 
 namespace stallwatch::render {
 namespace {
@@ -70,7 +70,7 @@ nlohmann::json incidentJson(const model::Incident& inc) {
         {"rank", inc.straggler->rank}, {"pid", inc.straggler->pid}, {"gpu", inc.straggler->gpu}};
   }
   nlohmann::json evidence = nlohmann::json::array();
-  for (const auto& e : inc.evidence) evidence.push_back(storage::evidenceItemJson(e));
+  for (const auto& e : inc.evidence) evidence.push_back(model::evidenceItemJson(e));
   return {{"start_ms", inc.start_ms},
           {"end_ms", inc.end_ms},
           {"class", model::toString(inc.cls)},
@@ -199,11 +199,11 @@ nlohmann::json renderJson(const std::vector<JobReport>& reports) {
             d.served_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.served_by)}});
     }
     nlohmann::json io_latency = nlohmann::json::array();
-    auto quantiles = [](const collectors::IoLatencySlots& slots, uint64_t count) {
+    auto quantiles = [](const model::IoLatencySlots& slots, uint64_t count) {
       return nlohmann::json{{"count", count},
-                            {"p50_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.5))},
-                            {"p99_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.99))},
-                            {"p999_ms", orNull(collectors::ioLatencyQuantileMs(slots, 0.999))}};
+                            {"p50_ms", orNull(model::ioLatencyQuantileMs(slots, 0.5))},
+                            {"p99_ms", orNull(model::ioLatencyQuantileMs(slots, 0.99))},
+                            {"p999_ms", orNull(model::ioLatencyQuantileMs(slots, 0.999))}};
     };
     for (const auto& l : r.io_latency) {
       io_latency.push_back({{"device", l.device},

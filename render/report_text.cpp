@@ -365,12 +365,12 @@ std::string renderText(const std::vector<JobReport>& reports) {
   return out;
 }
 
-std::string ioLatencyText(const collectors::IoLatencySlots& slots) {
-  const auto p50 = collectors::ioLatencyQuantileMs(slots, 0.5);
+std::string ioLatencyText(const model::IoLatencySlots& slots) {
+  const auto p50 = model::ioLatencyQuantileMs(slots, 0.5);
   if (!p50) return "";
   return fmt::format("p50 {:.3f}  p99 {:.3f}  p99.9 {:.3f} ms", *p50,
-                     collectors::ioLatencyQuantileMs(slots, 0.99).value_or(0),
-                     collectors::ioLatencyQuantileMs(slots, 0.999).value_or(0));
+                     model::ioLatencyQuantileMs(slots, 0.99).value_or(0),
+                     model::ioLatencyQuantileMs(slots, 0.999).value_or(0));
 }
 
 }  // namespace stallwatch::render

@@ -27,20 +27,9 @@ std::vector<int32_t> splitRanks(const std::string& text) {
 
 }  // namespace
 
-nlohmann::json evidenceItemJson(const model::EvidenceItem& e) {
-  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  const bool typed = !e.name.metric.empty();
-  const std::string unit = typed ? model::unitOf(e.name.metric) : "";
-  return {{"signal", e.signal},          {"metric", text(e.name.metric)},
-          {"scope", text(e.name.scope)}, {"subject", text(e.name.subject)},
-          {"note", text(e.name.note)},   {"unit", text(unit)},
-          {"baseline", e.baseline},      {"during", e.during},
-          {"supports", e.supports}};
-}
-
 std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& e : evidence) j.push_back(evidenceItemJson(e));
+  for (const auto& e : evidence) j.push_back(model::evidenceItemJson(e));
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -12,23 +12,15 @@
 #include <vector>
 
 #include "model/incident.h"
+#include "model/incident_json.h"
+#include "model/recording.h"
 
 namespace stallwatch::storage {
 
-struct StoredIncident {
-  int64_t incident_id = 0;
-  int64_t job_id = 0;
-  std::string job_label;
-  model::Incident incident;
-  std::string source;  // live, recompute
-  int64_t detected_ms = 0;
-};
+// The records read back (model/recording.h).
+using model::StoredIncident;
 
 std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence);
-// One item as every output gives it (the DB, --json, hook payloads): the signal as people read
-// it, its typed name (metric, scope, subject, note, unit; null where an older recording has the
-// signal alone), the medians and whether it crossed its threshold.
-nlohmann::json evidenceItemJson(const model::EvidenceItem& item);
 std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text);
 // The typed name of a signal stored before evidence had one (read once, where it is loaded).
 model::EvidenceName legacyName(const std::string& signal);

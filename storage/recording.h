@@ -16,36 +16,20 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 #include "collectors/samples.h"
 #include "health/drive_reading.h"
 #include "model/node_sample.h"
+#include "model/recording.h"
 #include "model/series.h"
 #include "storage/incident_store.h"
 
 namespace stallwatch::storage {
 
-// One device's and operation's I/Os over a span, from the eBPF collector's histograms: the
-// job's and everyone else's (the split), and all of them together.
-struct IoLatencySummary : collectors::IoLatencySplit {
-  std::string device;
-  std::string op;
-  collectors::IoLatencySlots all{};
-  uint64_t all_count = 0;
-};
+// The records read back (model/recording.h).
+using model::IoLatencySummary;
+using model::JobRecord;
 
-struct JobRecord {
-  int64_t job_id = 0;
-  std::string key;
-  std::string label;
-  std::string labels;  // SLURM_JOB_ID=..,RANK=.. as recorded
-  std::string cmdline;
-  int64_t root_pid = 0;
-  std::vector<std::string> gpu_uuids;
-  int64_t started_ms = 0;
-  std::optional<int64_t> ended_ms;
-  std::string cgroup_limits;  // schema 8; "" when none was set
-};
 
 struct TimeRange {
   std::optional<int64_t> since_ms;

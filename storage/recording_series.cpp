@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 #include "storage/recording.h"
 #include "storage/sql_row.h"
 
@@ -71,13 +71,13 @@ void loadReadTail(SQLite::Database& db, int64_t device_id, int64_t job_id,
   const Columns c(q);
   const int owner = c.index("job_id"), count = c.index("count"), slots = c.index("slots");
   std::optional<size_t> current;
-  collectors::IoLatencySplit split;
+  model::IoLatencySplit split;
   auto flush = [&] {
     if (!current) return;
     const size_t i = *current;
     const double seconds = std::max(s.interval_s[i], 1e-3);
-    d.job_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.job, 0.99);
-    d.others_read_p99_ms[i] = collectors::ioLatencyQuantileMs(split.others, 0.99);
+    d.job_read_p99_ms[i] = model::ioLatencyQuantileMs(split.job, 0.99);
+    d.others_read_p99_ms[i] = model::ioLatencyQuantileMs(split.others, 0.99);
     d.job_reads_per_s[i] = static_cast<double>(split.job_count) / seconds;
     d.others_reads_per_s[i] = static_cast<double>(split.others_count) / seconds;
     split = {};

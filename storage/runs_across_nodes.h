@@ -14,18 +14,10 @@
 
 namespace stallwatch::storage {
 
-struct NodeJobRecord {
-  size_t recording = 0;  // index in the recordings given
-  JobRecord job;
-};
+// The records read back (model/recording.h).
+using model::NodeJobRecord;
+using model::RunAcrossNodes;
 
-struct RunAcrossNodes {
-  std::string key;                    // slurm:ID, torchelastic:ID or dist:ADDR:PORT
-  std::vector<NodeJobRecord> jobs;    // one per recording, in recording order
-  int64_t from_ms = 0, to_ms = 0;     // the jobs' span together
-  std::optional<int32_t> world_size;  // WORLD_SIZE, as the jobs' environments gave it
-  size_t skipped_restarts = 0;  // further jobs of the run in a recording (the longest is kept)
-};
 
 // The run JOB belongs to: its key where that is a run's, else the run its environment names
 // (a job an agent followed by its cgroup); "" for a job of one node only.

@@ -1,6 +1,6 @@
-// The per-I/O latency histogram's arithmetic (collectors/io_latency_histogram.h): the slots the
+// The per-I/O latency histogram's arithmetic (model/io_latency_histogram.h): the slots the
 // BPF program fills, percentiles read from them, and the text the DB keeps.
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-namespace stallwatch::collectors {
+namespace stallwatch::model {
 namespace {
 
 TEST(IoLatencyHistogram, SlotsCoverEveryValueOnceAndInOrder) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace stallwatch::collectors {
+namespace stallwatch::model {
 
 inline constexpr size_t kIoLatencySlots = 256;
 using IoLatencySlots = std::array<uint64_t, kIoLatencySlots>;
@@ -38,4 +38,4 @@ struct IoLatencySplit {
   void add(bool the_jobs, uint64_t count, std::string_view encoded_slots);
 };
 
-}  // namespace stallwatch::collectors
+}  // namespace stallwatch::model

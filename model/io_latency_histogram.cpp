@@ -1,8 +1,8 @@
-#include "collectors/io_latency_histogram.h"
+#include "model/io_latency_histogram.h"
 
 #include <charconv>
 
-namespace stallwatch::collectors {
+namespace stallwatch::model {
 
 size_t ioLatencySlot(uint64_t us) {
   if (us < 8) return static_cast<size_t>(us);
@@ -74,4 +74,4 @@ void IoLatencySplit::add(bool the_jobs, uint64_t count, std::string_view encoded
   (the_jobs ? job_count : others_count) += count;
 }
 
-}  // namespace stallwatch::collectors
+}  // namespace stallwatch::model
