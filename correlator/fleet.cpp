@@ -106,11 +106,6 @@ std::vector<int32_t> missingRanks(const std::vector<int32_t>& ranks,
   return missing;
 }
 
-}  // namespace
-
-
-namespace {
-
 // The job judged on the grid (F's series and node columns): its progress signal, its stalls,
 // each attributed on a window of the nodes' figures (the intervals the baseline is taken over,
 // and the stall's), and its progress at each interval.

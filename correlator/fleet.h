@@ -57,7 +57,6 @@ struct NodeJob {
   JobSeries summary;
 };
 
-
 struct FleetOptions {
   DetectorConfig detector;
   // The most the run's series on the grid may take, in bytes (0: no bound). Past it the grid is
@@ -66,11 +65,9 @@ struct FleetOptions {
   unsigned threads = 2;  // nodes read at once
 };
 
-
 // Node NODE's full series (its devices, ranks and the host's other devices) from FROM_MS to
 // TO_MS by its own clock, to explain a stall on. NODE: its index among the nodes given.
 using NodeWindow = std::function<JobSeries(size_t node, int64_t from_ms, int64_t to_ms)>;
-
 
 // WORLD_SIZE, when known, lets the analysis say which ranks have no recording.
 FleetAnalysis analyzeFleet(const std::vector<FleetNode>& nodes, const NodeReader& read,

@@ -16,7 +16,6 @@ namespace stallwatch::correlator {
 using model::FleetLimiters;
 using model::kNodeLimiterBudgetDays;
 
-
 FleetLimiters summarizeFleetLimiters(std::vector<std::optional<model::LimiterVerdict>> nodes);
 
 // The verdict that stands for the run's wait for input in its goodput: the slowest input's node,

@@ -42,8 +42,8 @@ using model::kStallClassCount;
 using model::ProgressSignal;
 using model::RankSeries;
 using model::Series;
-using model::StandingSpan;
 using model::StallClass;
+using model::StandingSpan;
 using model::Straggler;
 using model::WorkSpan;
 
@@ -96,7 +96,6 @@ struct DetectorConfig {
   double exit_hold_s = 120;
   double stopped_share = 0.1;
 };
-
 
 Analysis analyzeJob(const JobSeries& series, const DetectorConfig& config = {});
 

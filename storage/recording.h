@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/io_latency_histogram.h"
 #include "collectors/samples.h"
 #include "health/drive_reading.h"
+#include "model/io_latency_histogram.h"
 #include "model/node_sample.h"
 #include "model/recording.h"
 #include "model/series.h"
@@ -29,7 +29,6 @@ namespace stallwatch::storage {
 // The records read back (model/recording.h).
 using model::IoLatencySummary;
 using model::JobRecord;
-
 
 struct TimeRange {
   std::optional<int64_t> since_ms;

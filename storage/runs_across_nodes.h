@@ -18,7 +18,6 @@ namespace stallwatch::storage {
 using model::NodeJobRecord;
 using model::RunAcrossNodes;
 
-
 // The run JOB belongs to: its key where that is a run's, else the run its environment names
 // (a job an agent followed by its cgroup); "" for a job of one node only.
 std::string runKeyOf(const JobRecord& job);

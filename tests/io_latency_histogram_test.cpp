@@ -69,4 +69,4 @@ TEST(IoLatencyHistogram, TheStoredTextComesBackAndBadPairsAreSkipped) {
 }
 
 }  // namespace
-}  // namespace stallwatch::collectors
+}  // namespace stallwatch::model
