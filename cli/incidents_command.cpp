@@ -4,9 +4,11 @@
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
-#include "cli/report.h"
 #include "cli/time_arg.h"
 #include "common/text.h"
+#include "correlator/stall_detector.h"
+#include "render/report.h"
+#include "report/job_report.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -20,23 +22,6 @@ struct IncidentsArgs {
   bool json = false;
   std::optional<int64_t> job;
 };
-
-// The post-mortem's incidents of each job, as `report` finds them: the one answer (issue 42).
-std::vector<storage::StoredIncident> postMortem(storage::Recording& recording,
-                                                std::optional<int64_t> job_id) {
-  std::vector<storage::StoredIncident> out;
-  for (const auto& job : recording.jobs(job_id)) {
-    auto series = recording.jobSeries(job, {});
-    if (series.size() == 0) continue;
-    const auto analysis =
-        correlator::analyzeJobOnHost(series, [&](model::JobSeries& s, const auto& windows) {
-          recording.addOtherDevices(job, s, windows);
-        });
-    for (const auto& inc : analysis.incidents)
-      out.push_back({0, job.job_id, job.label, inc, "post-mortem", 0});
-  }
-  return out;
-}
 
 void print(const std::vector<storage::StoredIncident>& incidents, const std::string& path,
            bool json) {
@@ -94,7 +79,7 @@ int runIncidents(const IncidentsArgs& args) {
       print(stored, path, args.json);
       return 0;
     }
-    auto found = postMortem(recording, args.job);
+    auto found = report::postMortemIncidents(recording, args.job);
     if (args.recompute) {
       // Through Store::open, so that an older DB gains the incidents table first; each job's
       // earlier post-mortem rows replaced, never added beside.

@@ -6,9 +6,9 @@
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
-#include "cli/report.h"
 #include "common/text.h"
-#include "correlator/limiter.h"
+#include "render/report.h"
+#include "report/job_report.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -23,8 +23,8 @@ struct JobsArgs {
 struct JobRow {
   storage::JobRecord job;
   storage::JobActivity activity;
-  std::string gpus;               // the job's GPU UUIDs as listed: comma-separated
-  model::LimiterVerdict limiter;  // what limited it over its run, outside its incidents
+  std::string gpus;           // the job's GPU UUIDs as listed: comma-separated
+  model::JobVerdict limiter;  // what limited it over its run, outside its incidents
 };
 
 std::vector<JobRow> readJobs(storage::Recording& recording) {
@@ -32,13 +32,7 @@ std::vector<JobRow> readJobs(storage::Recording& recording) {
   for (auto& job : recording.jobs()) {
     JobRow row;
     row.activity = recording.activity(job);
-    // Its standing verdict, as `report` gives it: the detector first (incidents are their own
-    // account), then the limiter over the rest.
-    model::JobSeries series = recording.jobSeries(job, {});
-    if (series.size() > 0) {
-      const correlator::Analysis analysis = correlator::analyzeJob(series);
-      row.limiter = correlator::analyzeLimits(series, analysis).run;
-    }
+    row.limiter = report::standingVerdict(recording, job);
     for (const auto& uuid : job.gpu_uuids) row.gpus += (row.gpus.empty() ? "" : ",") + uuid;
     row.job = std::move(job);
     rows.push_back(std::move(row));
@@ -105,7 +99,7 @@ int runJobs(const JobsArgs& args) {
                      {"mean_read_bytes_per_second", orNull(j.read_bytes_per_second)},
                      {"mean_workers_cpu_ratio", orNull(j.workers_cpu)},
                      {"max_d_state_threads", j.max_d_state},
-                     {"limiter", render::limiterJson(limiter)},
+                     {"limiter", render::limiterJson(limiter.verdict)},
                      {"devices", devices}});
     }
     printJson("jobs", {{"jobs", std::move(out)}});
@@ -142,7 +136,7 @@ int runJobs(const JobsArgs& args) {
                       : "-")
               << (j.max_d_state ? fmt::format(", up to {} threads in D state", j.max_d_state) : "")
               << "\n";
-    std::cout << "  limiter     " << correlator::describeLimiter(limiter) << "\n";
+    std::cout << "  limiter     " << limiter.words << "\n";
     if (!j.ranks.empty()) {
       std::cout << "  ranks       (means over the whole run)\n"
                    "              rank  pid      GPU            steps/s  data wait  read MB/s  GPU "

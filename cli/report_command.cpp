@@ -12,12 +12,14 @@
 
 #include "cli/commands.h"
 #include "cli/duration.h"
-#include "cli/fleet_report.h"
 #include "cli/json_output.h"
 #include "cli/logging.h"
-#include "cli/report.h"
 #include "cli/time_arg.h"
 #include "common/text.h"
+#include "render/fleet.h"
+#include "render/report.h"
+#include "report/fleet_report.h"
+#include "report/job_report.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -83,8 +85,8 @@ bool writeHtml(const std::string& path, const std::string& page, bool force) {
 }
 
 // A run's report across nodes, as --html, --json or text say; 1 if the page cannot be written.
-int printFleetReports(const ReportArgs& args, const std::vector<render::FleetReport>& reports,
-                      const render::FleetInputs& inputs, const std::string& title) {
+int printFleetReports(const ReportArgs& args, const std::vector<model::FleetReport>& reports,
+                      const model::FleetInputs& inputs, const std::string& title) {
   if (!args.html.empty() &&
       !writeHtml(args.html, render::renderFleetHtml(reports, inputs, title), args.force))
     return 1;
@@ -103,10 +105,17 @@ int runFleetReport(const ReportArgs& args, const storage::TimeRange& range) {
                  "the run with --run-id\n";
     return 2;
   }
-  render::FleetInputs inputs = recordingPaths(args.dbs);
-  std::vector<render::FleetReport> reports;
+  model::FleetInputs inputs = report::recordingPaths(args.dbs);
+  std::vector<model::FleetReport> reports;
   try {
-    reports = buildFleetReports(inputs, args.run_id, range, args.memory_mib << 20);
+    reports = report::buildFleetReports(inputs, args.run_id, range, args.memory_mib << 20,
+                                        [](const std::string& status) {
+                                          if (status.empty()) {
+                                            clearStatusLine();
+                                          } else {
+                                            showStatusLine(status);
+                                          }
+                                        });
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: " << e.what() << "\n";
     return 1;
@@ -158,8 +167,8 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
     std::cerr << "stallwatch report: not checking the server's TLS certificate "
                  "(--prometheus-insecure-skip-verify)\n";
   args.client.url = args.prometheus;
-  std::vector<render::FleetReport> reports;
-  render::FleetInputs inputs;
+  std::vector<model::FleetReport> reports;
+  model::FleetInputs inputs;
   try {
     prometheus::Client client(prometheus::httpTransport(args.client));
     // A long read says how far it is, on a terminal: requests answered, bytes, points.
@@ -168,7 +177,7 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
           fmt::format("reading from Prometheus: {} requests answered, {:.1f} MB, {} points",
                       s.requests, static_cast<double>(s.bytes) / 1e6, s.points));
     });
-    reports = buildPrometheusFleetReport(client, selection);
+    reports = report::buildPrometheusFleetReport(client, selection);
     clearStatusLine();
     std::cerr << fmt::format(
         "read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
@@ -210,8 +219,8 @@ int runReport(const ReportArgs& args) {
   if (acrossNodes(args)) return runFleetReport(args, range);
   const std::string path =
       args.dbs.empty() ? storage::defaultReadingPath().string() : args.dbs.front();
-  std::vector<render::JobReport> reports;
-  model::JobSeries host;  // what the devices did, when no job has samples in the range
+  std::vector<model::JobReport> reports;
+  model::HostReport host;  // what the devices did, when no job has samples in the range
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
     if (args.job && recording.jobs(args.job).empty()) {
@@ -219,8 +228,8 @@ int runReport(const ReportArgs& args) {
                 << " (`stallwatch jobs` lists them)\n";
       return 1;
     }
-    reports = buildReports(recording, args.job, range);
-    if (reports.empty() && !args.job) host = recording.hostSeries(range);
+    reports = report::buildJobReports(recording, args.job, range);
+    if (reports.empty() && !args.job) host = report::buildHostReport(recording, range);
   } catch (const std::exception& e) {
     std::cerr << "stallwatch report: cannot read " << path << ": " << e.what() << "\n";
     return 1;

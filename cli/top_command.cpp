@@ -14,6 +14,7 @@
 #include "cli/duration.h"
 #include "cli/time_arg.h"
 #include "render/top_view.h"
+#include "report/top_data.h"
 #include "storage/recording.h"
 #include "storage/store.h"
 
@@ -41,7 +42,7 @@ std::vector<std::string> frame(const std::string& path, render::TopState& state,
                                std::optional<int64_t> at = {}) {
   try {
     auto recording = storage::Recording::open(path, storage::Recording::Needs::kJobTables);
-    const render::TopData data = render::readTop(recording, at.value_or(nowMs()));
+    const model::TopData data = report::readTop(recording, at.value_or(nowMs()));
     jobs = data.jobs.size();
     for (size_t i = 0; pick && i < data.jobs.size(); ++i) {
       if (data.jobs[i].job_id == *pick) {

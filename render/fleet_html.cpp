@@ -3,7 +3,6 @@
 // stalls shaded across all lanes; then the stalls with who held the job back and the evidence.
 #include <fmt/format.h>
 
-#include "correlator/stall_detector.h"
 #include "render/fleet.h"
 #include "render/html_timeline.h"
 #include "render/report.h"
@@ -29,7 +28,7 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
   for (size_t n = 0; n < s.ranks.size(); ++n) {
     bool held_back = false;
     for (const auto& fi : a.incidents) held_back = held_back || fi.straggler_node == n;
-    const FleetNode& node = r.nodes[n];
+    const model::FleetReportNode& node = r.nodes[n];
     std::string ranks;
     for (int32_t k : node.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(k);
     panels.push_back(
@@ -38,9 +37,9 @@ std::string fleetTimeline(const FleetReport& r, size_t index) {
                      "dashed{}",
                      node.name, node.ranks.size() == 1 ? "" : "s", ranks.empty() ? "?" : ranks,
                      held_back ? " \u2014 held the job back" : ""),
-         "%", PanelValues(a.columns[n].values[correlator::NodeColumns::kGpuUtil]),
+         "%", PanelValues(a.columns[n].values[model::NodeColumns::kGpuUtil]),
          held_back ? "#d62728" : "#7f7f7f",
-         PanelValues(a.columns[n].values[correlator::NodeColumns::kGpuWork]),
+         PanelValues(a.columns[n].values[model::NodeColumns::kGpuWork]),
          held_back ? "#ff9896" : "#bcbd22", false});
   }
   std::vector<Shade> shades;

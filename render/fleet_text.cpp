@@ -29,7 +29,7 @@ std::string seconds(int64_t ms) {
 
 // "node gpu-07, rank 13 (pid 4242, GPU-5c1c2662) held the job back: disk-slow loop0 (on vda),
 // r_await_ms loop0 0.4 -> 80; the other 15 nodes waited 42.0 s (630 GPU-s)".
-std::string whoHeldBack(const FleetReport& r, const correlator::FleetIncident& fi) {
+std::string whoHeldBack(const FleetReport& r, const model::FleetIncident& fi) {
   const model::Incident& inc = fi.incident;
   if (!fi.straggler_node) {
     std::string names;
@@ -118,7 +118,7 @@ std::string fleetLimiterText(const FleetReport& r) {
     return fmt::format(
         "  limiter     not judged node by node: {:.0f} node-days of recordings, past the {:.0f} a "
         "report judges (narrow it with --since/--until, or report a node's own recording)\n",
-        *l.over_budget_node_days, correlator::kNodeLimiterBudgetDays);
+        *l.over_budget_node_days, model::kNodeLimiterBudgetDays);
   }
   if (!l.run_limiter) return "  limiter     not judged on any node\n";
   std::string out = fmt::format("  limiter     {} over most of the run's GPU time",

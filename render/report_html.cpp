@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "correlator/limiter.h"
 #include "render/html_timeline.h"
 #include "render/report.h"
 
@@ -76,9 +75,7 @@ std::string timeline(const JobReport& r, size_t job_index) {
     fit_progress = true;
   } else if (r.analysis.progress_signal == model::ProgressSignal::kSlowestRankGpuUtil) {
     progress_title = "GPU utilisation of the least busy rank";
-    for (size_t i = 0; i < s.size(); ++i) {
-      progress[i] = correlator::progressAt(s, i, model::ProgressSignal::kSlowestRankGpuUtil, false);
-    }
+    progress = r.slowest_rank_gpu_util;
   }
   std::vector<Panel> panels = {
       {"series-progress", progress_title, progress_unit, progress, "#1f77b4", {}, "", fit_progress},
@@ -158,10 +155,11 @@ std::string timeline(const JobReport& r, size_t job_index) {
   std::vector<Band> bands;
   const auto& phases =
       r.limits.phases.empty() ? std::vector<model::LimiterVerdict>{r.limits.run} : r.limits.phases;
-  for (const auto& p : phases) {
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const model::LimiterVerdict& p = phases[i];
     if (p.seconds <= 0) continue;
     bands.push_back(
-        {p.start_ms, p.end_ms, model::toString(p.limiter), correlator::describeLimiter(p, "it")});
+        {p.start_ms, p.end_ms, model::toString(p.limiter), r.limiter_words.phases.at(i)});
   }
   return renderTimeline(s, panels, shades, job_index, bands);
 }
@@ -173,7 +171,8 @@ std::string msCell(const std::optional<double>& v) {
 
 // No job in the range: the host's devices on one time axis (the I/O pressure, then each
 // device's await, the busiest first), and their latency in a table.
-std::string hostSection(const model::JobSeries& s) {
+std::string hostSection(const HostReport& host) {
+  const model::JobSeries& s = host.series;
   constexpr size_t kMaxLanes = 8;
   std::string html =
       "<section class=\"host\"><h2>The host's devices</h2>\n<p class=\"no-job\">No job with "
@@ -189,11 +188,15 @@ std::string hostSection(const model::JobSeries& s) {
   // The busiest first: the deepest queue, then the longest await (each read once).
   struct Busy {
     const model::DeviceSeries* device;
+    const model::DeviceLatency* latency;
     double peak_queue, peak_await;
   };
   std::vector<Busy> order;
-  for (const auto& d : s.devices)
-    order.push_back({&d, peak(d.aqu_sz), std::max(peak(d.r_await_ms), peak(d.w_await_ms))});
+  for (size_t k = 0; k < s.devices.size(); ++k) {
+    const model::DeviceSeries& d = s.devices[k];
+    order.push_back({&d, &host.devices.at(k), peak(d.aqu_sz),
+                     std::max(peak(d.r_await_ms), peak(d.w_await_ms))});
+  }
   std::stable_sort(order.begin(), order.end(), [](const Busy& a, const Busy& b) {
     if (a.peak_queue != b.peak_queue) return a.peak_queue > b.peak_queue;
     return a.peak_await > b.peak_await;
@@ -221,7 +224,7 @@ std::string hostSection(const model::JobSeries& s) {
       "<th>read await p99</th><th>write await p50</th><th>write await p99</th>"
       "<th>peak queue</th></tr>\n";
   for (const auto& busy : order) {
-    const auto d = correlator::deviceLatency(*busy.device);
+    const model::DeviceLatency& d = *busy.latency;
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>\n",
         escape(d.name), msCell(d.r_await_p50), msCell(d.r_await_p99), msCell(d.w_await_p50),
@@ -233,10 +236,10 @@ std::string hostSection(const model::JobSeries& s) {
 }  // namespace
 
 std::string renderHtml(const std::vector<JobReport>& reports, const std::string& title,
-                       const model::JobSeries* host) {
+                       const HostReport* host) {
   std::string html = pageStart(title);
   if (reports.empty()) {
-    html += host && host->size() > 0 && !host->devices.empty()
+    html += host && host->series.size() > 0 && !host->series.devices.empty()
                 ? hostSection(*host)
                 : "<p>No job and no device with samples in the range.</p>\n";
   }
@@ -254,10 +257,9 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
         r.analysis.incidents.size(), r.analysis.blips);
     // What limits it when nothing has gone wrong, and what to do about it.
     const model::LimiterVerdict& v = r.limits.run;
-    html +=
-        fmt::format("<p class=\"limiter\" data-limiter=\"{}\">limiter <b>{}</b> &middot; {}</p>\n",
-                    model::toString(v.limiter), model::toString(v.limiter),
-                    escape(correlator::describeLimiter(v)));
+    html += fmt::format(
+        "<p class=\"limiter\" data-limiter=\"{}\">limiter <b>{}</b> &middot; {}</p>\n",
+        model::toString(v.limiter), model::toString(v.limiter), escape(r.limiter_words.run));
     if (!v.advice.empty()) {
       html += "<ul class=\"advice\">";
       for (const auto& a : v.advice) html += "<li>" + escape(a.text) + "</li>";
@@ -273,9 +275,10 @@ std::string renderHtml(const std::vector<JobReport>& reports, const std::string&
           "(UTC)</th><th>class</th><th>device</th><th>ranks</th><th>idle</th>"
           "<th>GPU-s lost</th><th>confidence</th><th>evidence (baseline &rarr; during)</th></tr>\n";
     }
-    for (const auto& inc : r.analysis.incidents) {
+    for (size_t k = 0; k < r.analysis.incidents.size(); ++k) {
+      const model::Incident& inc = r.analysis.incidents[k];
       const std::string evidence = evidenceCell(inc.evidence);
-      const std::string ranks = correlator::rankSummary(inc);
+      const std::string& ranks = r.incident_ranks.at(k);
       html += fmt::format(
           "<tr><td>{} .. {}</td><td>{}</td><td>{}</td><td class=\"ranks\">{}</td><td>{:.0f} %</td>"
           "<td>{:.1f}</td><td>{:.2f}</td><td class=\"evidence\">{}</td></tr>\n",

@@ -2,8 +2,8 @@
 // evidence behind each claim.
 #include <algorithm>
 
-#include "render/report.h"
 #include "model/incident_json.h"
+#include "render/report.h"
 
 namespace stallwatch::render {
 namespace {
@@ -13,7 +13,7 @@ nlohmann::json orNull(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-nlohmann::json rankJson(const correlator::RankFigures& f) {
+nlohmann::json rankJson(const model::RankFigures& f) {
   return {{"rank", f.rank},
           {"pid", f.pid},
           {"gpu", f.gpu},
@@ -24,7 +24,7 @@ nlohmann::json rankJson(const correlator::RankFigures& f) {
           {"read_bytes_per_second_p50", orNull(f.read_bytes_per_second_p50)}};
 }
 
-nlohmann::json outsideLoopJson(const std::vector<correlator::WorkSpan>& spans) {
+nlohmann::json outsideLoopJson(const std::vector<model::WorkSpan>& spans) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& w : spans) {
     out.push_back({{"start_ms", w.start_ms},
@@ -38,7 +38,7 @@ nlohmann::json outsideLoopJson(const std::vector<correlator::WorkSpan>& spans) {
   return out;
 }
 
-nlohmann::json standingJson(const std::vector<correlator::StandingSpan>& spans) {
+nlohmann::json standingJson(const std::vector<model::StandingSpan>& spans) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& w : spans) {
     out.push_back({{"start_ms", w.start_ms},
@@ -49,7 +49,7 @@ nlohmann::json standingJson(const std::vector<correlator::StandingSpan>& spans) 
   return out;
 }
 
-nlohmann::json idleJson(const std::optional<correlator::IdleSpan>& idle) {
+nlohmann::json idleJson(const std::optional<model::IdleSpan>& idle) {
   if (!idle) return nullptr;
   return {{"start_ms", idle->start_ms},
           {"end_ms", idle->end_ms},
@@ -93,10 +93,9 @@ nlohmann::json adviceJson(const std::vector<model::Advice>& advice) {
   return out;
 }
 
-nlohmann::json hostDevicesJson(const model::JobSeries& host) {
+nlohmann::json hostDevicesJson(const HostReport& host) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& device : host.devices) {
-    const auto d = correlator::deviceLatency(device);
+  for (const model::DeviceLatency& d : host.devices) {
     out.push_back({{"device", d.name},
                    {"r_await_p50_ms", orNull(d.r_await_p50)},
                    {"r_await_p99_ms", orNull(d.r_await_p99)},
@@ -106,7 +105,7 @@ nlohmann::json hostDevicesJson(const model::JobSeries& host) {
   return out;
 }
 
-nlohmann::json goodputJson(const correlator::Goodput& g) {
+nlohmann::json goodputJson(const model::Goodput& g) {
   if (!g.share) return nullptr;
   return {
       {"stalls_gpu_seconds", g.stall_gpu_seconds},

@@ -9,7 +9,6 @@
 #include "common/text.h"
 #include "common/time_zone.h"
 #include "common/units.h"
-#include "correlator/limiter.h"
 #include "render/report.h"
 
 namespace stallwatch::render {
@@ -17,7 +16,7 @@ namespace {
 
 std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
 
-std::string progressText(const correlator::Analysis& a, const model::JobSeries& s) {
+std::string progressText(const model::Analysis& a, const model::JobSeries& s) {
   switch (a.progress_signal) {
     case model::ProgressSignal::kNone:
       return "nothing (no GPU readings, no dataloader reports)";
@@ -74,7 +73,7 @@ std::string describeIncident(const model::Incident& inc) {
       inc.idle_share * 100, inc.gpu_seconds_lost, inc.confidence);
 }
 
-std::string goodputLost(const correlator::Goodput& g, const correlator::Analysis& a) {
+std::string goodputLost(const model::Goodput& g, const model::Analysis& a) {
   const char* unit = a.gpu_seconds_total > 0 ? "GPU-s" : "s";
   std::string lost;
   for (int c = 0; c < model::kStallClassCount; ++c) {
@@ -96,14 +95,14 @@ std::string goodputLost(const correlator::Goodput& g, const correlator::Analysis
   return out + ")";
 }
 
-std::string goodputText(const correlator::Goodput& g, const correlator::Analysis& a) {
+std::string goodputText(const model::Goodput& g, const model::Analysis& a) {
   if (!g.share) return fmt::format("unknown: {}", g.unknown_because);
   return fmt::format("{:.2f} % {}", *g.share * 100, goodputLost(g, a));
 }
 
-std::string limiterLines(const model::JobLimits& limits) {
+std::string limiterLines(const model::JobLimits& limits, const model::LimiterWords& words) {
   const model::LimiterVerdict& v = limits.run;
-  std::string out = "  limiter     " + correlator::describeLimiter(v) + "\n";
+  std::string out = "  limiter     " + words.run + "\n";
   if (v.limiter == model::Limiter::kUnknown) return out;
   out += fmt::format(
       "              over {:.0f} s {}, confidence {:.2f}, input wait from {}{}\n", v.seconds,
@@ -125,27 +124,28 @@ std::string limiterLines(const model::JobLimits& limits) {
   if (!figures.empty()) out += "              " + figures + "\n";
   for (const auto& a : v.advice) out += "    advice    " + a.text + "\n";
   if (limits.phases.size() > 1) {
-    for (const auto& p : limits.phases) {
+    for (size_t i = 0; i < limits.phases.size(); ++i) {
+      const model::LimiterVerdict& p = limits.phases[i];
       out += fmt::format("    phase     {} .. {}  {}\n", timeText(p.start_ms),
-                         timeText(p.end_ms).substr(11), correlator::describeLimiter(p, "it"));
+                         timeText(p.end_ms).substr(11), words.phases.at(i));
     }
   }
-  for (const auto& r : limits.ranks) {
-    out += fmt::format("    rank {:<4} {}\n", r.rank, correlator::describeLimiter(r.verdict));
+  for (size_t i = 0; i < limits.ranks.size(); ++i) {
+    out += fmt::format("    rank {:<4} {}\n", limits.ranks[i].rank, words.ranks.at(i));
   }
   return out;
 }
 
-std::string renderHostText(const model::JobSeries& host) {
+std::string renderHostText(const HostReport& host) {
+  const model::JobSeries& s = host.series;
   std::string out = "no job with samples in the range\n";
-  if (host.size() == 0 || host.devices.empty()) return out;
+  if (s.size() == 0 || s.devices.empty()) return out;
   out += fmt::format("the host's devices, {} .. {} ({} intervals): await p50 / p99\n",
-                     timeText(host.ts_ms.front()), timeText(host.ts_ms.back()), host.size());
+                     timeText(s.ts_ms.front()), timeText(s.ts_ms.back()), s.size());
   auto ms = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.2f}", *v) : std::string("-");
   };
-  for (const auto& device : host.devices) {
-    const auto d = correlator::deviceLatency(device);
+  for (const model::DeviceLatency& d : host.devices) {
     out += fmt::format("  {:<16} read {} / {} ms, write {} / {} ms\n", d.name, ms(d.r_await_p50),
                        ms(d.r_await_p99), ms(d.w_await_p50), ms(d.w_await_p99));
   }
@@ -208,9 +208,10 @@ std::string phaseLines(const JobReport& r) {
   return out;
 }
 
-// One incident: its line, what serves its device, and its evidence in words (who else used
+// The Kth incident of R: its line, what serves its device, and its evidence in words (who else used
 // the device, the per-I/O tail, a hang, a checkpoint), then figure by figure.
-std::string incidentLines(const JobReport& r, const model::Incident& inc) {
+std::string incidentLines(const JobReport& r, size_t k) {
+  const model::Incident& inc = r.analysis.incidents[k];
   std::string out;
   out += "    " + describeIncident(inc) + "\n";
   for (const auto* target : {&inc.device, &inc.physical_device}) {
@@ -277,7 +278,7 @@ std::string incidentLines(const JobReport& r, const model::Incident& inc) {
                                               e.name.note, e.during * 100)
                                 : "\n";
   }
-  if (const std::string ranks = correlator::rankSummary(inc); !ranks.empty())
+  if (const std::string& ranks = r.incident_ranks.at(k); !ranks.empty())
     out += "      " + ranks + "\n";
   for (const auto& e : inc.evidence) {
     if (e.baseline == 0 && e.during == 0 && !e.supports) continue;
@@ -354,11 +355,11 @@ std::string renderText(const std::vector<JobReport>& reports) {
     out += fmt::format("  judged by   {}\n", progressText(r.analysis, s));
     if (!r.job.cgroup_limits.empty()) out += "  limits      " + r.job.cgroup_limits + "\n";
     out += "  goodput     " + goodputText(r.goodput, r.analysis) + "\n";
-    out += limiterLines(r.limits);
+    out += limiterLines(r.limits, r.limiter_words);
     out += fmt::format("  incidents   {} ({} shorter blips not reported)\n",
                        r.analysis.incidents.size(), r.analysis.blips);
     out += phaseLines(r);
-    for (const auto& inc : r.analysis.incidents) out += incidentLines(r, inc);
+    for (size_t k = 0; k < r.analysis.incidents.size(); ++k) out += incidentLines(r, k);
     out += rankAndDeviceLines(r);
     out += "\n";
   }

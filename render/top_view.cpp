@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "common/text.h"
-#include "correlator/limiter.h"
 #include "render/report.h"
 
 namespace stallwatch::render {
@@ -15,7 +14,6 @@ using model::DeviceSeries;
 using model::JobSeries;
 using model::Series;
 
-constexpr int64_t kRecentMs = 60'000;   // ended jobs and open incidents shown this long
 constexpr size_t kFigureIntervals = 5;  // the figures: over the last 5 intervals
 
 std::optional<double> meanOf(const Series& x) {
@@ -120,7 +118,7 @@ void renderHost(const JobSeries& host, const Add& add) {
   if (rows.empty()) add("  no device samples in the last minute");
 }
 
-std::string incidentLine(const storage::StoredIncident& s, int64_t now_ms) {
+std::string incidentLine(const model::StoredIncident& s, int64_t now_ms) {
   const model::Incident& inc = s.incident;
   std::string where = inc.device;
   if (!inc.physical_device.empty()) where += " (on " + inc.physical_device + ")";
@@ -131,35 +129,6 @@ std::string incidentLine(const storage::StoredIncident& s, int64_t now_ms) {
 }
 
 }  // namespace
-
-TopData readTop(storage::Recording& recording, int64_t now_ms) {
-  TopData d;
-  d.now_ms = now_ms;
-  d.db_path = recording.path();
-  d.host = recording.hostName();
-  d.served_by = recording.mountTargetsServedBy();
-  auto jobs = recording.jobs();
-  // As of NOW_MS (a past time too): started by then, and not ended a minute before it.
-  std::erase_if(jobs, [&](const storage::JobRecord& j) {
-    return j.started_ms > now_ms || (j.ended_ms && *j.ended_ms < now_ms - kRecentMs);
-  });
-  for (auto& j : jobs) {
-    if (j.ended_ms && *j.ended_ms > now_ms) j.ended_ms.reset();  // still running then
-  }
-  std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) {
-    return !a.ended_ms && b.ended_ms;  // running first
-  });
-  const storage::TimeRange range{now_ms - kRecentMs, now_ms};
-  for (auto& job : jobs) {
-    d.series.push_back(recording.jobSeries(job, range));
-    d.jobs.push_back(std::move(job));
-  }
-  for (auto& inc : recording.openIncidents(now_ms)) {
-    if (inc.incident.end_ms >= now_ms - kRecentMs) d.open.push_back(std::move(inc));
-  }
-  if (d.jobs.empty()) d.host_series = recording.hostSeries(range);
-  return d;
-}
 
 std::vector<std::string> renderTop(const TopData& data, const TopState& state, int width,
                                    int height) {
@@ -193,7 +162,7 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                     num(f.read, "{:.1f}", 1e-6)));
   }
   add("");
-  const storage::JobRecord& job = data.jobs[selected];
+  const model::JobRecord& job = data.jobs[selected];
   const JobSeries& s = data.series[selected];
   const Figures f = figuresOf(s);
   add(fmt::format("JOB {} {}  ({})", job.job_id, common::printable(job.label),
@@ -205,8 +174,8 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
   add(fmt::format("  read {} MB/s   workers {} cores   threads in D state {}",
                   num(f.read, "{:.1f}", 1e-6), num(f.workers, "{:.2f}"), num(f.d_state, "{:.0f}")));
   // What limits it over the last minute (a standing condition: not paged).
-  if (s.size() > 0) {
-    const model::LimiterVerdict v = correlator::judgeSpan(s, 0, s.size() - 1);
+  if (selected < data.limiters.size() && data.limiters[selected]) {
+    const model::LimiterVerdict& v = *data.limiters[selected];
     if (v.limiter != model::Limiter::kUnknown) {
       add(fmt::format("  limiter {} (last minute): input wait {:.0f} %{}",
                       model::toString(v.limiter), v.input_wait_share * 100,
@@ -216,7 +185,7 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                           : fmt::format(", ~{:.2g}x on offer", v.speedup)));
     }
   }
-  const storage::StoredIncident* open = nullptr;
+  const model::StoredIncident* open = nullptr;
   for (const auto& inc : data.open) {
     if (inc.job_id == job.job_id) open = &inc;
   }

@@ -1,4 +1,4 @@
-#include "cli/fleet_report.h"
+#include "report/fleet_report.h"
 
 #include <fmt/format.h>
 #include <glob.h>
@@ -12,19 +12,25 @@
 #include <set>
 #include <thread>
 
-#include "cli/logging.h"
-#include "cli/report.h"
 #include "common/text.h"
-#include "render/report.h"
+#include "correlator/fleet.h"
+#include "correlator/fleet_limiters.h"
+#include "correlator/postmortem.h"
+#include "storage/runs_across_nodes.h"
 
-namespace stallwatch::cli {
+namespace stallwatch::report {
 
-using render::FleetInputs;
-using render::FleetReport;
+using model::FleetInputs;
+using model::FleetReport;
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// Tells PROGRESS (where given) how far the work is; "" when it is done.
+void say(const Progress& progress, const std::string& status) {
+  if (progress) progress(status);
+}
 
 bool isPattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -138,8 +144,8 @@ FleetInputs recordingPaths(const std::vector<std::string>& args) {
 }
 
 std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::string& run_id,
-                                           const storage::TimeRange& range,
-                                           size_t max_series_bytes) {
+                                           const storage::TimeRange& range, size_t max_series_bytes,
+                                           const Progress& progress) {
   // Open every recording and list its jobs; one that cannot be read is said, not fatal: the
   // report then names the ranks it lacks.
   std::vector<std::unique_ptr<storage::Recording>> open;  // kept open for the analysis' reads
@@ -148,9 +154,9 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
   for (const auto& path : inputs.paths) {
     // Many nodes' files take a while: which one, on a terminal.
     if (inputs.paths.size() > 1)
-      showStatusLine(fmt::format("opening {} of {} recordings: {}",
-                                 paths.size() + inputs.problems.size() + 1, inputs.paths.size(),
-                                 common::printable(path)));
+      say(progress,
+          fmt::format("opening {} of {} recordings: {}", paths.size() + inputs.problems.size() + 1,
+                      inputs.paths.size(), common::printable(path)));
     try {
       auto rec = std::make_unique<storage::Recording>(
           storage::Recording::open(path, storage::Recording::Needs::kJobTables));
@@ -164,7 +170,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       inputs.problems.push_back(e.what());
     }
   }
-  clearStatusLine();
+  say(progress, "");
   const auto names = nodeNames(hosts, paths);
   std::vector<FleetReport> reports;
   for (auto& run : storage::groupRuns(jobs)) {
@@ -196,8 +202,8 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
       const storage::NodeJobRecord& nj = *pending[n].job;
       open[nj.recording]->nodeSamples(nj.job, range, fields, sink);
       // A run of many nodes takes a while: how far, on a terminal (a node may be read twice).
-      showStatusLine(fmt::format("run {}: {} node reads done, {} nodes", common::printable(run.key),
-                                 ++reads, pending.size()));
+      say(progress, fmt::format("run {}: {} node reads done, {} nodes", common::printable(run.key),
+                                ++reads, pending.size()));
     };
     auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
       const storage::NodeJobRecord& nj = *pending[n].job;
@@ -210,7 +216,7 @@ std::vector<FleetReport> buildFleetReports(FleetInputs& inputs, const std::strin
     options.max_series_bytes = max_series_bytes;
     options.threads = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
     report.analysis = correlator::analyzeFleet(given, read, window, run.world_size, options);
-    clearStatusLine();
+    say(progress, "");
     if (report.analysis.nodes.empty()) continue;
     for (size_t j = 0; j < report.analysis.nodes.size(); ++j) {
       const Pending& p = pending[report.analysis.nodes[j]];
@@ -271,4 +277,4 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   return reports;
 }
 
-}  // namespace stallwatch::cli
+}  // namespace stallwatch::report
