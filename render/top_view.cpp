@@ -28,6 +28,20 @@ std::optional<double> meanOf(const Series& x) {
   return n ? std::optional<double>(sum / static_cast<double>(n)) : std::nullopt;
 }
 
+// The loop's share of its time spent waiting for data over the window: the wait over the wait
+// and the step, as `jobs` and /metrics' stallwatch_job_data_wait_ratio give it. Not over the
+// window's seconds: a wait is reported with the step that ends it, so a 3 s wait can land in
+// one interval (top said "data wait 126 %" of a job starved by its disk).
+std::optional<double> waitShare(const Series& wait, const Series& step) {
+  double waited = 0, stepped = 0;
+  for (size_t i = 0; i < wait.size() && i < step.size(); ++i) {
+    if (!wait[i] || !step[i]) continue;
+    waited += *wait[i];
+    stepped += *step[i];
+  }
+  return waited + stepped > 0 ? std::optional<double>(waited / (waited + stepped)) : std::nullopt;
+}
+
 // Per second over the window, where any interval has a value.
 std::optional<double> ratePerSecond(const Series& x, const std::vector<double>& interval_s) {
   double sum = 0, seconds = 0;
@@ -75,7 +89,7 @@ Figures figuresOf(const JobSeries& s) {
   Figures f;
   const auto interval = tail(s.interval_s);
   f.steps = ratePerSecond(tail(s.steps), interval);
-  f.wait = ratePerSecond(tail(s.data_wait_s), interval);
+  f.wait = waitShare(tail(s.data_wait_s), tail(s.step_s));
   // A job that reported within the minute and sends nothing now: its loop is not stepping.
   if (!f.steps && reports(s.steps) && !interval.empty()) f.steps = 0.0;
   f.gpu = meanOf(tail(s.gpu_util_percent));
@@ -212,7 +226,7 @@ std::vector<std::string> renderTop(const TopData& data, const TopState& state, i
                       num(meanOf(tail(r.gpu_util_percent)), "{:.0f} %"),
                       num(meanOf(tail(r.gpu_work_percent)), "{:.1f} %"),
                       num(ratePerSecond(tail(r.steps), tail(s.interval_s)), "{:.1f}"),
-                      num(ratePerSecond(tail(r.data_wait_s), tail(s.interval_s)), "{:.0f} %", 100),
+                      num(waitShare(tail(r.data_wait_s), tail(r.step_s)), "{:.0f} %", 100),
                       num(meanOf(tail(r.read_bytes_per_s)), "{:.1f}", 1e-6)));
     }
   }

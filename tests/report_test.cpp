@@ -134,5 +134,29 @@ TEST(Renderers, SayTheWordsTheyAreGiven) {
   EXPECT_NE(html.find("a line made by hand"), std::string::npos);
 }
 
+// `top` gives the loop's data wait as `jobs` and /metrics do, its wait over its wait and its
+// steps: a 6 s wait reported at the step that ended it lands in one interval, and over the
+// window's 5 s it read "data wait 120 %".
+TEST(Renderers, TopSaysTheDataWaitAsAShareOfTheLoop) {
+  model::TopData data;
+  data.now_ms = 5'000;
+  data.jobs.push_back({});
+  data.jobs.back().job_id = 1;
+  model::JobSeries s;
+  for (int64_t ts = 1'000; ts <= 5'000; ts += 1'000) {
+    const size_t i = model::appendInterval(s, ts, 1.0);
+    s.steps[i] = 1;
+    s.data_wait_s[i] = i == 0 ? 6.0 : 0.0;
+    s.step_s[i] = 0.1;
+  }
+  data.series.push_back(s);
+  data.limiters.emplace_back();
+  const auto lines = render::renderTop(data, {}, 120, 40);
+  const bool said = std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("data wait 92 %") != std::string::npos;  // 6 / (6 + 0.5)
+  });
+  EXPECT_TRUE(said) << lines[5] << "\n" << lines[6];
+}
+
 }  // namespace
 }  // namespace stallwatch::report
