@@ -44,10 +44,12 @@ void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSer
   if (dt == 0) return;
   seconds_ += dt;
   gpus_ = std::max(gpus_, r ? 1.0 : static_cast<double>(s.gpu_count));
+  // The rank's own pace where one is judged, else the job's: one shape, read alike.
+  const model::PaceSeries& p = r ? static_cast<const model::PaceSeries&>(*r) : s;
   // The hook's figures, the job's (summed over its ranks) or the rank's own.
-  const auto wait = at(r ? r->data_wait_s : s.data_wait_s, i);
-  const auto step = at(r ? r->step_s : s.step_s, i);
-  const auto steps = at(r ? r->steps : s.steps, i);
+  const auto wait = at(p.data_wait_s, i);
+  const auto step = at(p.step_s, i);
+  const auto steps = at(p.steps, i);
   double interval_wait = -1;  // this interval's share waiting for input, where known
   if (wait || steps) {
     hook_seconds_ += dt;
@@ -56,8 +58,8 @@ void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSer
     steps_ += steps.value_or(0) * sign;
     if (wait && step && *wait + *step > 0) interval_wait = *wait / (*wait + *step);
   }
-  const auto thread = at(r ? r->main_thread_cpu : s.main_thread_cpu, i);
-  const auto runqueue = at(r ? r->main_thread_runqueue : s.main_thread_runqueue, i);
+  const auto thread = at(p.main_thread_cpu, i);
+  const auto runqueue = at(p.main_thread_runqueue, i);
   if (s.ranks.size() >= 2) collective_seconds_ += dt;
   if (thread) {
     thread_seconds_ += dt;
@@ -66,19 +68,17 @@ void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSer
   }
   // Utilisation read 0 while GPM saw the GPU work: the driver's rate that interval is no reading
   // (seen on an H100: 0 for a whole run while GPM work read 10-20 %), not an idle GPU.
-  auto util = at(r ? r->gpu_util_percent : s.gpu_util_percent, i);
-  if (const auto work = at(r ? r->gpu_work_percent : s.gpu_work_percent, i);
-      util && *util <= 0 && work && *work >= 1.0)
+  auto util = at(p.gpu_util_percent, i);
+  if (const auto work = at(p.gpu_work_percent, i); util && *util <= 0 && work && *work >= 1.0)
     util.reset();
   if (util) {
     gpu_seconds_ += dt;
     gpu_idle_ += (1.0 - std::clamp(*util / 100.0, 0.0, 1.0)) * dt;
   }
-  const auto loader = at(r ? r->main_thread_loader_wait : s.main_thread_loader_wait, i);
+  const auto loader = at(p.main_thread_loader_wait, i);
   if (loader) {
-    const double futex =
-        at(r ? r->main_thread_futex_wait : s.main_thread_futex_wait, i).value_or(0);
-    const double pin = at(r ? r->pin_memory : s.pin_memory, i).value_or(0);
+    const double futex = at(p.main_thread_futex_wait, i).value_or(0);
+    const double pin = at(p.pin_memory, i).value_or(0);
     sampled_seconds_ += dt;
     loader_wait_ += *loader * dt;
     futex_wait_ += futex * dt;
@@ -99,14 +99,14 @@ void InputFigures::add(const model::JobSeries& s, size_t i, const model::RankSer
   if (interval_wait >= 0) {
     wait_bins_[std::min(kWaitBins - 1, static_cast<int>(interval_wait * kWaitBins))] += dt;
   }
-  if (const auto workers = at(r ? r->workers : s.workers, i)) {
+  if (const auto workers = at(p.workers, i)) {
     process_seconds_ += dt;
     workers_ += *workers * dt;
-    workers_cpu_ += at(r ? r->workers_cpu : s.workers_cpu, i).value_or(0) * dt;
-    d_state_ += at(r ? r->d_state_threads : s.d_state_threads, i).value_or(0) * dt;
-    main_cpu_ += at(r ? r->main_cpu : s.main_cpu, i).value_or(0) * dt;
+    workers_cpu_ += at(p.workers_cpu, i).value_or(0) * dt;
+    d_state_ += at(p.d_state_threads, i).value_or(0) * dt;
+    main_cpu_ += at(p.main_cpu, i).value_or(0) * dt;
   }
-  read_bytes_ += at(r ? r->read_bytes_per_s : s.read_bytes_per_s, i).value_or(0) * dt;
+  read_bytes_ += at(p.read_bytes_per_s, i).value_or(0) * dt;
   if (!r) rchar_ += at(s.rchar_per_s, i).value_or(0) * dt;
   const auto busy = at(s.host_busy_cores, i), online = at(s.host_online_cpus, i);
   if (busy && online) {

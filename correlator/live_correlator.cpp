@@ -17,10 +17,10 @@ std::optional<double> toOptional(const std::optional<uint64_t>& v) {
   return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
-// Interval I of a job's (or a rank's) series from its sample: the figures JobSample and
-// RankSample share, under the same names in JobSeries and RankSeries.
-template <typename Series, typename Sample>
-void setProcessFigures(Series& s, size_t i, const Sample& x) {
+// Interval I of a job's (or a rank's) pace from its sample: the figures JobSample and RankSample
+// share, under the same names, and model::PaceSeries that JobSeries and RankSeries share.
+template <typename Sample>
+void setProcessFigures(model::PaceSeries& s, size_t i, const Sample& x) {
   s.gpu_util_percent[i] = x.gpu_util_percent;
   s.gpu_work_percent[i] = x.gpu_work_percent;
   s.steps[i] = toOptional(x.steps);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace stallwatch::model {
@@ -51,27 +52,30 @@ struct DeviceSeries {
   }
 };
 
-// One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
-struct RankSeries {
-  int32_t rank = 0;
-  uint32_t pid = 0;
-  std::string gpu;   // UUID
-  std::string node;  // the host it ran on, in a job read across nodes; "" within one node
-  Series gpu_util_percent, gpu_work_percent;
+// What a job and each of its ranks share, per interval: how fast the loop went and what it
+// waited on. The job's figures are over all of it (its GPUs' mean, its ranks' steps and reads
+// summed, the least busy rank's main thread); a rank's are its own processes' and its GPU's.
+// The limiter and the detector read a job or one rank through this one shape.
+struct PaceSeries {
+  Series gpu_util_percent;  // the job's: mean over its GPUs
+  Series gpu_work_percent;  // GPM work (gpuWorkPercent); the job's: mean over its GPUs
   Series steps, data_wait_s, step_s;
   Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
-  // Its main process's main thread: CPU (cores) and share of the interval runnable but waiting
-  // for a CPU; its worker processes and those stopped (T).
+  // The main process's main thread (the job's: the least busy of several ranks'): its CPU
+  // (cores) and its share of the interval runnable but waiting for a CPU; its workers and the
+  // processes stopped (T).
   Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
-  Series main_cpu;  // its main process, all threads (cores)
-  // Where its main thread slept, sampled: the DataLoader's queue, a futex; pin_memory (0/1).
+  Series main_cpu;  // the main process(es), all threads (cores)
+  // Where the main thread slept, sampled several times a second: the DataLoader's result queue
+  // (its share of the samples), a futex (CUDA's sync, or pinned batches'), pin_memory on (0/1).
   Series main_thread_loader_wait, main_thread_futex_wait, pin_memory;
-  // Its own cgroup's (with those above it), where the ranks have their own: reads against the
-  // nearest io.max and that limit, the share its quota throttled it, its I/O pressure.
+  // Its own cgroup (v2) where it has one (with those above it): its reads on the device the
+  // nearest io.max limits and that limit, the share of the interval its CPU quota throttled it,
+  // its I/O pressure.
   Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s, cgroup_cpu_throttled,
       cgroup_io_some;
 
-  // Every per-interval series of the rank: the one list of them.
+  // Every per-interval series it shares: the one list of them.
   template <typename Fn>
   void forEachSeries(Fn fn) {
     each(*this, fn);
@@ -88,6 +92,7 @@ struct RankSeries {
                     &s.gpu_work_percent,
                     &s.steps,
                     &s.data_wait_s,
+                    &s.step_s,
                     &s.read_bytes_per_s,
                     &s.write_bytes_per_s,
                     &s.workers_cpu,
@@ -97,45 +102,40 @@ struct RankSeries {
                     &s.workers,
                     &s.stopped_processes,
                     &s.main_cpu,
-                    &s.step_s,
+                    &s.main_thread_loader_wait,
+                    &s.main_thread_futex_wait,
+                    &s.pin_memory,
                     &s.cgroup_limited_read_bytes_per_s,
                     &s.cgroup_read_limit_bytes_per_s,
                     &s.cgroup_cpu_throttled,
-                    &s.cgroup_io_some,
-                    &s.main_thread_loader_wait,
-                    &s.main_thread_futex_wait,
-                    &s.pin_memory}) {
+                    &s.cgroup_io_some}) {
       fn(*x);
     }
   }
 };
 
-struct JobSeries {
+// One rank of a synchronous multi-GPU job: its processes' figures and its GPU's.
+struct RankSeries : PaceSeries {
+  int32_t rank = 0;
+  uint32_t pid = 0;
+  std::string gpu;   // UUID
+  std::string node;  // the host it ran on, in a job read across nodes; "" within one node
+};
+
+// A job: its pace (the whole job's), the host's figures beside it, its devices and its ranks.
+struct JobSeries : PaceSeries {
   std::vector<int64_t> ts_ms;  // end of each interval
   std::vector<double> interval_s;
   uint32_t gpu_count = 0;
-  Series gpu_util_percent;  // mean over the job's GPUs
-  Series gpu_work_percent;  // mean GPM work (gpuWorkPercent) over the job's GPUs
-  Series steps, data_wait_s, step_s;
-  Series read_bytes_per_s, write_bytes_per_s, workers_cpu, d_state_threads;
   Series io_some, cpu_some;  // host pressure shares, 0..1
   Series memory_some;        // the host's memory pressure (reclaim), evidence only
   // The host's CPUs: cores' worth busy, and online; the CPUs the job may use (affinity within
   // its cgroups' quota).
   Series host_busy_cores, host_online_cpus, cpus_allowed;
-  // The job's main process's main thread (the least busy of several ranks'): its CPU and its
-  // share of the interval runnable but waiting for a CPU. Its workers and those stopped (T).
-  Series main_thread_cpu, main_thread_runqueue, workers, stopped_processes;
   Series rchar_per_s;  // bytes read through read calls, page-cache hits included
-  Series main_cpu;     // the main process(es), all threads (cores)
-  // Where the main thread slept, sampled several times a second: the DataLoader's result queue
-  // (its share of the samples), a futex (CUDA's sync, or pinned batches'), pin_memory on (0/1).
-  Series main_thread_loader_wait, main_thread_futex_wait, pin_memory;
-  // The job's own cgroup (v2) where it has one: its pressure shares, the share of the interval
-  // its CPU quota throttled it, its reads on the device io.max limits and that limit.
-  Series cgroup_io_some, cgroup_cpu_some, cgroup_cpu_throttled;
-  Series cgroup_memory_some;  // reclaim: page-cache hits turned into reads (evidence only)
-  Series cgroup_limited_read_bytes_per_s, cgroup_read_limit_bytes_per_s;
+  // The job's own cgroup's CPU pressure, and its memory pressure (reclaim: page-cache hits
+  // turned into reads; evidence only).
+  Series cgroup_cpu_some, cgroup_memory_some;
   // The limits in force at each interval, for people ("" when none was set); may be shorter
   // than the series (a run read across nodes has none).
   std::vector<std::string> cgroup_limits;
@@ -186,39 +186,15 @@ struct JobSeries {
   }
 
  private:
-  // The one list, for a series to change (JobSeries&) or to read (const JobSeries&).
+  // The one list, for a series to change (JobSeries&) or to read (const JobSeries&): the pace
+  // it shares with its ranks, then its own.
   template <typename Self, typename Fn>
   static void each(Self& s, Fn fn) {
-    for (auto* x : {&s.gpu_util_percent,
-                    &s.gpu_work_percent,
-                    &s.steps,
-                    &s.data_wait_s,
-                    &s.step_s,
-                    &s.read_bytes_per_s,
-                    &s.write_bytes_per_s,
-                    &s.workers_cpu,
-                    &s.d_state_threads,
-                    &s.io_some,
-                    &s.cpu_some,
-                    &s.cgroup_io_some,
-                    &s.cgroup_cpu_some,
-                    &s.cgroup_cpu_throttled,
-                    &s.cgroup_memory_some,
-                    &s.cgroup_limited_read_bytes_per_s,
-                    &s.cgroup_read_limit_bytes_per_s,
-                    &s.memory_some,
-                    &s.host_busy_cores,
-                    &s.host_online_cpus,
-                    &s.cpus_allowed,
-                    &s.main_thread_cpu,
-                    &s.main_thread_runqueue,
-                    &s.workers,
-                    &s.stopped_processes,
-                    &s.rchar_per_s,
-                    &s.main_cpu,
-                    &s.main_thread_loader_wait,
-                    &s.main_thread_futex_wait,
-                    &s.pin_memory}) {
+    static_cast<std::conditional_t<std::is_const_v<Self>, const PaceSeries, PaceSeries>&>(s)
+        .forEachSeries(fn);
+    for (auto* x :
+         {&s.io_some, &s.cpu_some, &s.memory_some, &s.host_busy_cores, &s.host_online_cpus,
+          &s.cpus_allowed, &s.rchar_per_s, &s.cgroup_cpu_some, &s.cgroup_memory_some}) {
       fn(*x);
     }
     for (auto& d : s.devices) d.forEachSeries(fn);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fails when a per-interval Series of model/series.h is missing from its struct's one list.
 
-JobSeries, RankSeries and DeviceSeries each keep every per-interval Series in one list
-(forEachSeries), which sizes, trims and cuts them all alike; a Series left out stays empty and
+PaceSeries (what a job and its ranks share), JobSeries and DeviceSeries each keep every
+per-interval Series they declare in one list (forEachSeries; RankSeries declares none of its
+own), which sizes, trims and cuts them all alike; a Series left out stays empty and
 is then indexed past its end. Checked here because C++ cannot enumerate a struct's members.
 
 Usage: check_series.py [REPO_ROOT]
@@ -17,8 +18,8 @@ ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__)
 def main():
     src = (ROOT / "model" / "series.h").read_text()
     problems = []
-    for struct in ("DeviceSeries", "RankSeries", "JobSeries"):
-        body = src[src.index("struct " + struct + " {"):]
+    for struct in ("DeviceSeries", "PaceSeries", "RankSeries", "JobSeries"):
+        body = src[re.search(r"struct " + struct + r"( : \w+)? \{", src).start():]
         body = body[:body.index("\n};")]
         declared = set()
         for m in re.finditer(r"^\s*Series ([^;]+);", body, re.M):
