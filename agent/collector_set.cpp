@@ -33,11 +33,13 @@ const char* outcomeName(collectors::Outcome o) {
 CollectorSet::CollectorSet(const std::set<std::string>& enabled,
                            const collectors::CollectorConfig& config, EventSink events)
     : events_(std::move(events)) {
-  for (const auto& entry : collectors::collectorTable()) {
-    if (!enabled.count(entry.name)) continue;
+  // In the registry's run order: a collector that reads others' samples of the tick after them.
+  for (const collectors::CollectorEntry* entry :
+       collectors::runOrder(collectors::collectorTable())) {
+    if (!enabled.count(entry->name)) continue;
     Active a;
-    a.collector = entry.make(config);
-    a.stats.name = entry.name;
+    a.collector = entry->make(config);
+    a.stats.name = entry->name;
     active_.push_back(std::move(a));
   }
 }

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "collectors/block_devices.h"
-#include "collectors/device_identity.h"
-#include "collectors/mountinfo.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/devices/device_identity.h"
+#include "collectors/devices/mountinfo.h"
 #include "collectors/samples.h"
 #include "collectors/system_root.h"
 

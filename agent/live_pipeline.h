@@ -18,7 +18,7 @@
 #include "agent/metrics_server.h"
 #include "agent/notifier.h"
 #include "agent/webhook_sender.h"
-#include "collectors/block_devices.h"
+#include "collectors/devices/block_devices.h"
 #include "correlator/live_correlator.h"
 #include "storage/writer.h"
 

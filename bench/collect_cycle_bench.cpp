@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/block_devices.h"
 #include "collectors/counter_rates.h"
-#include "collectors/diskstats.h"
-#include "collectors/mountstats.h"
-#include "collectors/pressure.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/devices/diskstats.h"
+#include "collectors/devices/mountstats.h"
+#include "collectors/host/pressure.h"
+#include "collectors/jobs/process_watch.h"
 #include "collectors/proc_file.h"
-#include "collectors/process_watch.h"
 #include "collectors/self_process.h"
 
 namespace {
@@ -149,8 +149,8 @@ BENCHMARK(BM_ScanBlockDevices)->Unit(benchmark::kMicrosecond);
 
 // The jobs collector's per-process thread scan (D-state threads and their wchans), on this
 // process with ARG threads besides its main one: a PyTorch rank runs about a hundred. After the
-// first tick only the threads that ran are read in full (collectors/process_watch.h); here they
-// wake every 5 ms, so all of them did, as in a busy rank.
+// first tick only the threads that ran are read in full (collectors/jobs/process_watch.h); here
+// they wake every 5 ms, so all of them did, as in a busy rank.
 void BM_ThreadStates(benchmark::State& state) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;

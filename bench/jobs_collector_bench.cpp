@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/block_devices.h"
-#include "collectors/device_identity.h"
-#include "collectors/jobs.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/devices/device_identity.h"
+#include "collectors/jobs/jobs.h"
 #include "collectors/system_root.h"
 
 namespace {

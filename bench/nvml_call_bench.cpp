@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/gpu_driver.h"
+#include "collectors/gpu/gpu_driver.h"
 
 using namespace stallwatch::collectors;
 

@@ -1,6 +1,6 @@
 """How many of a running job's threads run in each second, and how many descriptors its
-processes hold: the figures behind the jobs collector's choices (collectors/process_watch.h,
-open_files_per_discovery in collectors/jobs.h).
+processes hold: the figures behind the jobs collector's choices (collectors/jobs/process_watch.h,
+open_files_per_discovery in collectors/jobs/jobs.h).
 For every process whose command line holds PATTERN (and its children), reads each thread's
 /proc/PID/task/TID/schedstat once a second for SECONDS and prints, per process, its threads and
 the median number that ran in a second, and for the whole job the threads that never ran.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wait sampler's cost (collectors/wait_sampler.h): the whole agent's CPU beside one job
+# The wait sampler's cost (collectors/jobs/wait_sampler.h): the whole agent's CPU beside one job
 # whose main thread waits on a pipe half its time (as a loop waits for batches), with the
 # sampler at 10 Hz and off, ROUNDS pairs interleaved, SECONDS each; and the sampler thread's
 # own CPU (its task, named sw-waits). Prints CPU milliseconds per second of each run.

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/root_options.h"
-#include "collectors/block_devices.h"
-#include "collectors/gpu.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/gpu/gpu.h"
 #include "common/text.h"
 
 namespace stallwatch::cli {

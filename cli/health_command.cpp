@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/json_output.h"
-#include "collectors/block_devices.h"
+#include "collectors/devices/block_devices.h"
 #include "health/drive_source.h"
 #include "health/reading_json.h"
 #include "health/smartctl_json.h"

@@ -14,7 +14,7 @@
 #include "cli/live_options.h"
 #include "cli/logging.h"
 #include "cli/root_options.h"
-#include "collectors/job_cgroup.h"
+#include "collectors/jobs/job_cgroup.h"
 #include "common/service_manager.h"
 #include "health/smartctl_reader.h"
 #include "storage/store.h"
@@ -131,8 +131,8 @@ bool toHealthOptions(const RecordArgs& args, agent::RecorderOptions& options) {
 }
 
 // The jobs collector keeps its processes' and their threads' /proc files open from tick to tick
-// (collectors/process_watch.h: a job of 8 ranks x 8 workers holds about 2 000), within half the
-// soft limit: the soft limit goes up to the hard one, at most 65 536.
+// (collectors/jobs/process_watch.h: a job of 8 ranks x 8 workers holds about 2 000), within half
+// the soft limit: the soft limit goes up to the hard one, at most 65 536.
 void raiseOpenFileLimit() {
   constexpr rlim_t kEnough = 65536;
   rlimit limit{};

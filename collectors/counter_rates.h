@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "collectors/diskstats.h"
-#include "collectors/mountstats.h"
+#include "collectors/devices/diskstats.h"
+#include "collectors/devices/mountstats.h"
 #include "collectors/samples.h"
 
 namespace stallwatch::collectors {

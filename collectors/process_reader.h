@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "collectors/mountinfo.h"
+#include "collectors/devices/mountinfo.h"
 #include "collectors/proc_pid.h"
 
 namespace stallwatch::collectors {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "collectors/collector.h"
-#include "collectors/gpu.h"
-#include "collectors/jobs.h"
+#include "collectors/gpu/gpu.h"
+#include "collectors/jobs/jobs.h"
 #include "collectors/system_root.h"
 
 namespace stallwatch::collectors {
@@ -27,8 +27,15 @@ struct CollectorEntry {
   std::string help;
   bool enabled_by_default = true;
   std::function<std::unique_ptr<Collector>(const CollectorConfig&)> make;
+  // The collectors whose samples of the same tick this one reads from the batch: it runs after
+  // them in every tick (runOrder).
+  std::vector<std::string> runs_after = {};
 };
 
 const std::vector<CollectorEntry>& collectorTable();
+
+// TABLE in the order a tick runs it: each collector after those it runs_after, otherwise in the
+// table's order. Throws std::invalid_argument for a name it does not hold or a circle.
+std::vector<const CollectorEntry*> runOrder(const std::vector<CollectorEntry>& table);
 
 }  // namespace stallwatch::collectors

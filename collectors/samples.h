@@ -127,7 +127,7 @@ struct JobDescription {
   std::string cgroup_limits;
 };
 
-// The Kubernetes pod a job runs in (collectors/kubernetes_pod.h): on /metrics as the labels
+// The Kubernetes pod a job runs in (collectors/jobs/kubernetes_pod.h): on /metrics as the labels
 // namespace, pod and container, which dcgm-exporter and kube-state-metrics use.
 struct PodName {
   std::string ns, name;
@@ -159,7 +159,7 @@ struct JobSample {
   // sleeps here; one that is CPU-bound itself (or spins on the GPU) runs.
   std::optional<double> main_thread_cpu_ratio;
   std::optional<double> main_thread_runqueue_ratio;
-  // Where that thread slept, sampled several times a second (collectors/wait_sampler.h): the
+  // Where that thread slept, sampled several times a second (collectors/jobs/wait_sampler.h): the
   // share of samples in the DataLoader's result queue (poll on the workers' pipes, receiving a
   // batch), and in a futex (CUDA's synchronisation, or a pinned batch's queue with pin_memory,
   // whose thread PIN_MEMORY says runs). Several ranks: the rank that waited most for input.
@@ -258,8 +258,8 @@ struct JobProcessFact {
 
 // One tick: interval figures (rates and shares over the interval just ended) and facts
 // (descriptions of what was found, true whenever they were seen).
-// Per-I/O latency over one interval (collectors/io_latency.h, eBPF): one device, one operation,
-// and whose I/O it was: a followed job's (its key) or everyone else's ("").
+// Per-I/O latency over one interval (collectors/io_latency/io_latency.h, eBPF): one device, one
+// operation, and whose I/O it was: a followed job's (its key) or everyone else's ("").
 struct IoLatencySample {
   std::string device;  // as the device tree names it; "major:minor" when it does not
   uint32_t major = 0, minor = 0;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "collectors/job_cgroup.h"
+#include "collectors/jobs/job_cgroup.h"
 #include "correlator/evidence.h"
 #include "correlator/read_tail.h"
 #include "correlator/straggler.h"

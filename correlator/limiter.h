@@ -5,7 +5,7 @@
 //
 // The share of time the loop waited for input comes from the dataloader hook where the job
 // reports (its time waiting for the next batch, against its time in steps); without it, from
-// where the main thread slept, sampled ten times a second (collectors/wait_sampler.h): the
+// where the main thread slept, sampled ten times a second (collectors/jobs/wait_sampler.h): the
 // share of samples in the DataLoader's result queue. It misses the CPU the loop spends
 // receiving a batch (running, not waiting), so it reads a few points under the job's own
 // account. With pin_memory the loop waits on the pinning thread's queue, a futex like CUDA's

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectors/diskstats.h"
+#include "collectors/devices/diskstats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stallwatch::collectors::parseDiskstats(

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectors/mountinfo.h"
+#include "collectors/devices/mountinfo.h"
 #include "common/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

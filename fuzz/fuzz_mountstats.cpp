@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "collectors/counter_rates.h"
-#include "collectors/mountstats.h"
+#include "collectors/devices/mountstats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto parsed = stallwatch::collectors::parseMountstats(

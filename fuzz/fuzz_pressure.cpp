@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectors/pressure.h"
+#include "collectors/host/pressure.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stallwatch::collectors::parsePressure(

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "collectors/jobs.h"
+#include "collectors/jobs/jobs.h"
 #include "collectors/proc_pid.h"
 #include "common/text.h"
 

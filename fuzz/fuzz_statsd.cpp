@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectors/statsd.h"
+#include "collectors/jobs/statsd.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stallwatch::collectors::parseStatsd(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "collectors/device_identity.h"
+#include "collectors/devices/device_identity.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stallwatch::collectors::parseUdevDatabase(

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "collectors/block_devices.h"
+#include "collectors/devices/block_devices.h"
 #include "health/drive_reading.h"
 
 namespace stallwatch::health {

@@ -1,8 +1,9 @@
 #pragma once
-// The per-I/O latency histograms of the eBPF collector (collectors/bpf/io_latency.bpf.c), on
-// this side: what each slot holds, percentiles from slots, and the compact text the DB keeps.
-// Slots 0..7 hold 0..7 us as they are; from 8 us on, each power of two is cut in 8 linear steps
-// (a step is at most 1/8 of its values: a percentile read within about 6 %).
+// The per-I/O latency histograms of the eBPF collector
+// (collectors/io_latency/bpf/io_latency.bpf.c), on this side: what each slot holds, percentiles
+// from slots, and the compact text the DB keeps. Slots 0..7 hold 0..7 us as they are; from 8 us on,
+// each power of two is cut in 8 linear steps (a step is at most 1/8 of its values: a percentile
+// read within about 6 %).
 
 #include <array>
 #include <cstdint>

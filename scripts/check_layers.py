@@ -3,7 +3,7 @@
 
 The source of truth is the layer table in docs/DESIGN.md ("As built"): each row names a
 folder and, in its last column, the folders it may depend on ("—" for none). Checked:
-  - every `#include "folder/..."` in that folder's .h and .cpp files;
+  - every `#include "folder/..."` in that folder's .h, .cpp and .c files, its sub-folders' too;
   - every stallwatch_<folder> library named in that folder's CMakeLists.txt.
   - no SQL outside storage/: no SQLiteCpp, no `PRAGMA user_version`, in any other layer.
 tests/, bench/ and fuzz/ may use any layer and are not checked.
@@ -57,7 +57,7 @@ def main():
         if not path.is_dir():
             problems.append(f"docs/DESIGN.md names {folder}/, which does not exist")
             continue
-        for source in sorted(path.glob("*.h")) + sorted(path.glob("*.cpp")):
+        for source in sorted(path.rglob("*.h")) + sorted(path.rglob("*.cpp")) + sorted(path.rglob("*.c")):
             for m in INCLUDE.finditer(source.read_text()):
                 target = m.group(1)
                 if target in layers and target not in ok:

@@ -40,7 +40,7 @@ def layer_sources() -> list[Path]:
     folders = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_layers.py"), "--list",
                               str(ROOT)], capture_output=True, text=True, check=True).stdout.split()
     for folder in folders:
-        files += sorted(p for p in (ROOT / folder).glob("*.cpp") if p.name not in SKIPPED)
+        files += sorted(p for p in (ROOT / folder).rglob("*.cpp") if p.name not in SKIPPED)
     return files
 
 

@@ -49,7 +49,7 @@ def functions(path):
 def main():
     found, files = [], []
     for layer in LAYERS:
-        for path in sorted((ROOT / layer).glob("*.[ch]*")):
+        for path in sorted((ROOT / layer).rglob("*.[ch]*")):
             if path.suffix not in (".cpp", ".h"):
                 continue
             rel = path.relative_to(ROOT)

@@ -15,8 +15,8 @@
 #include <tuple>
 #include <vector>
 
-#include "collectors/block_devices.h"
-#include "collectors/gpu_driver.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/gpu/gpu_driver.h"
 #include "collectors/samples.h"
 #include "health/drive_reading.h"
 #include "health/verdict.h"

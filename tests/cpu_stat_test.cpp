@@ -1,5 +1,5 @@
-// /proc/stat's CPU lines and the busy cores of an interval (collectors/cpu_stat.h).
-#include "collectors/cpu_stat.h"
+// /proc/stat's CPU lines and the busy cores of an interval (collectors/host/cpu_stat.h).
+#include "collectors/host/cpu_stat.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "collectors/diskstats.h"
+#include "collectors/devices/diskstats.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "collectors/gpu_driver.h"
+#include "collectors/gpu/gpu_driver.h"
 
 namespace stallwatch::testing {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "collectors/nvml_api.h"  // the driver's own declarations: called through exactly these
+#include "collectors/gpu/nvml_api.h"  // the driver's own declarations: called through exactly these
 
 namespace {
 

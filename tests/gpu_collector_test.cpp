@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "collectors/gpu.h"
+#include "collectors/gpu/gpu.h"
 #include "fake_gpu_driver.h"
 
 namespace stallwatch::collectors {

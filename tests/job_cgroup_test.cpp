@@ -1,6 +1,6 @@
 // The job's own cgroup (v2): its files' parsers, the figures of an interval, and the verdict
 // that names the limit a job ran into.
-#include "collectors/job_cgroup.h"
+#include "collectors/jobs/job_cgroup.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "collectors/jobs.h"
+#include "collectors/jobs/jobs.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collectors/kubernetes_pod.h"
+#include "collectors/jobs/kubernetes_pod.h"
 #include "collectors/proc_file.h"
 #include "fake_gpu_driver.h"
 #include "test_support.h"

@@ -1,4 +1,4 @@
-#include "collectors/library_pages.h"
+#include "collectors/gpu/library_pages.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "collectors/gpu_driver.h"
+#include "collectors/gpu/gpu_driver.h"
 #include "collectors/proc_file.h"
 #include "test_support.h"
 

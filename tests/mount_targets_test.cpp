@@ -2,15 +2,15 @@
 // captures and on each malformed shape, nfsiostat's arithmetic, the targets in the device
 // tree (NFS, FUSE and its daemon, an overlay and the devices under its layers), and the
 // collector on a root tree whose counters move.
-#include "collectors/mount_targets.h"
+#include "collectors/devices/mount_targets.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "collectors/block_devices.h"
 #include "collectors/counter_rates.h"
-#include "collectors/mountstats.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/devices/mountstats.h"
 #include "collectors/proc_file.h"
 #include "test_support.h"
 

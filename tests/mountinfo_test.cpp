@@ -1,4 +1,4 @@
-#include "collectors/mountinfo.h"
+#include "collectors/devices/mountinfo.h"
 
 #include <gtest/gtest.h>
 

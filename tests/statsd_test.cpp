@@ -1,8 +1,8 @@
-#include "collectors/statsd.h"
+#include "collectors/jobs/statsd.h"
 
 #include <gtest/gtest.h>
 
-#include "collectors/dataloader_socket.h"
+#include "collectors/jobs/dataloader_socket.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {

@@ -1,6 +1,6 @@
-// Where a main thread waits (collectors/wait_sampler.h): the wait channels of the DataLoader's
+// Where a main thread waits (collectors/jobs/wait_sampler.h): the wait channels of the DataLoader's
 // queue told from CUDA's and from running, and the sampler on real processes.
-#include "collectors/wait_sampler.h"
+#include "collectors/jobs/wait_sampler.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

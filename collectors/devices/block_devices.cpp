@@ -1,4 +1,4 @@
-#include "collectors/block_devices.h"
+#include "collectors/devices/block_devices.h"
 
 #include <unistd.h>
 

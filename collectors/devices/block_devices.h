@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "collectors/device_identity.h"
-#include "collectors/mountinfo.h"
+#include "collectors/devices/device_identity.h"
+#include "collectors/devices/mountinfo.h"
 #include "collectors/system_root.h"
 
 namespace stallwatch::collectors {

@@ -1,4 +1,4 @@
-#include "collectors/device_identity.h"
+#include "collectors/devices/device_identity.h"
 
 #include <libudev.h>
 #include <sys/sysmacros.h>

@@ -1,4 +1,4 @@
-#include "collectors/diskstats.h"
+#include "collectors/devices/diskstats.h"
 
 #include "collectors/counter_rates.h"
 #include "collectors/proc_file.h"

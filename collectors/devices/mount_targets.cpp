@@ -1,10 +1,10 @@
-#include "collectors/mount_targets.h"
+#include "collectors/devices/mount_targets.h"
 
 #include <map>
 
-#include "collectors/block_devices.h"
 #include "collectors/counter_rates.h"
-#include "collectors/mountstats.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/devices/mountstats.h"
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
 

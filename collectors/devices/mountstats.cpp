@@ -1,6 +1,6 @@
-#include "collectors/mountstats.h"
+#include "collectors/devices/mountstats.h"
 
-#include "collectors/mountinfo.h"
+#include "collectors/devices/mountinfo.h"
 #include "collectors/text_scan.h"
 #include "common/text.h"
 

@@ -1,4 +1,4 @@
-#include "collectors/gpu.h"
+#include "collectors/gpu/gpu.h"
 
 #include <algorithm>
 #include <map>

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "collectors/collector.h"
-#include "collectors/gpu_driver.h"
+#include "collectors/gpu/gpu_driver.h"
 
 namespace stallwatch::collectors {
 

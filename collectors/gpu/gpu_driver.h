@@ -101,7 +101,7 @@ class GpuDriver {
 
 struct NvmlOptions {
   // Give back the pages of NVML's tables that its init left holding only zeros (13.5 MB of
-  // anonymous RSS, most of the agent's: collectors/library_pages.h).
+  // anonymous RSS, most of the agent's: collectors/gpu/library_pages.h).
   bool release_zero_pages = true;
 };
 

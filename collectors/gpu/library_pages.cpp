@@ -1,4 +1,4 @@
-#include "collectors/library_pages.h"
+#include "collectors/gpu/library_pages.h"
 
 #include <link.h>
 #include <sys/mman.h>

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "collectors/nvml_api.h"
+#include "collectors/gpu/nvml_api.h"
 
 namespace stallwatch::nvml {
 namespace {

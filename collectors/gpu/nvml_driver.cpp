@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/gpu_driver.h"
-#include "collectors/library_pages.h"
-#include "collectors/nvml_api.h"
+#include "collectors/gpu/gpu_driver.h"
+#include "collectors/gpu/library_pages.h"
+#include "collectors/gpu/nvml_api.h"
 
 namespace stallwatch::collectors {
 namespace {

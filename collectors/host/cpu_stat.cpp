@@ -1,4 +1,4 @@
-#include "collectors/cpu_stat.h"
+#include "collectors/host/cpu_stat.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "collectors/pressure.h"
+#include "collectors/host/pressure.h"
 
 #include <array>
 #include <cerrno>

@@ -1,5 +1,5 @@
-/* What the per-I/O latency program (collectors/bpf/io_latency.bpf.c) and the agent share: its
-   maps' keys and values. C, for both compilers. */
+/* What the per-I/O latency program (collectors/io_latency/bpf/io_latency.bpf.c) and the agent
+   share: its maps' keys and values. C, for both compilers. */
 #ifndef STALLWATCH_IO_LATENCY_ABI_H
 #define STALLWATCH_IO_LATENCY_ABI_H
 

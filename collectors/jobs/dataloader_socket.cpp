@@ -1,4 +1,4 @@
-#include "collectors/dataloader_socket.h"
+#include "collectors/jobs/dataloader_socket.h"
 
 #include <fcntl.h>
 #include <poll.h>

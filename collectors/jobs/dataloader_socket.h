@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/statsd.h"
+#include "collectors/jobs/statsd.h"
 
 namespace stallwatch::collectors {
 

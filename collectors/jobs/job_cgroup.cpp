@@ -1,11 +1,11 @@
-#include "collectors/job_cgroup.h"
+#include "collectors/jobs/job_cgroup.h"
 
 #include <sys/statfs.h>
 
 #include <algorithm>
 
 #include "collectors/counter_rates.h"
-#include "collectors/mountinfo.h"
+#include "collectors/devices/mountinfo.h"
 #include "collectors/proc_file.h"
 #include "collectors/text_scan.h"
 #include "common/units.h"

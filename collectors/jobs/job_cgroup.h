@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collectors/pressure.h"
+#include "collectors/host/pressure.h"
 #include "collectors/samples.h"
 #include "collectors/system_root.h"
 

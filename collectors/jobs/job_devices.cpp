@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "collectors/jobs.h"
+#include "collectors/jobs/jobs.h"
 #include "collectors/proc_file.h"
 
 namespace stallwatch::collectors {

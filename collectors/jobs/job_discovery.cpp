@@ -1,4 +1,4 @@
-// The jobs collector's discovery: which processes make up each job (collectors/jobs.h says how
+// The jobs collector's discovery: which processes make up each job (collectors/jobs/jobs.h says how
 // jobs are found and grouped), what names a job, and following each job's children.
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "collectors/jobs.h"
-#include "collectors/kubernetes_pod.h"
+#include "collectors/jobs/jobs.h"
+#include "collectors/jobs/kubernetes_pod.h"
 #include "common/text.h"
 
 namespace stallwatch::collectors {

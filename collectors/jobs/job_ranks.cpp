@@ -1,6 +1,6 @@
 // The jobs collector's ranks: which of a synchronous job's processes belong to which rank, and
-// each rank's main process and GPU (collectors/jobs.h says how a rank is found).
-#include "collectors/jobs.h"
+// each rank's main process and GPU (collectors/jobs/jobs.h says how a rank is found).
+#include "collectors/jobs/jobs.h"
 
 namespace stallwatch::collectors {
 

@@ -1,4 +1,4 @@
-#include "collectors/jobs.h"
+#include "collectors/jobs/jobs.h"
 
 #include <unistd.h>
 

@@ -18,16 +18,16 @@
 #include <string>
 #include <vector>
 
-#include "collectors/block_devices.h"
 #include "collectors/collector.h"
-#include "collectors/dataloader_socket.h"
-#include "collectors/gpu_driver.h"
-#include "collectors/job_cgroup.h"
-#include "collectors/kubernetes_pod.h"
-#include "collectors/process_neighbours.h"
+#include "collectors/devices/block_devices.h"
+#include "collectors/gpu/gpu_driver.h"
+#include "collectors/jobs/dataloader_socket.h"
+#include "collectors/jobs/job_cgroup.h"
+#include "collectors/jobs/kubernetes_pod.h"
+#include "collectors/jobs/process_neighbours.h"
+#include "collectors/jobs/process_watch.h"
+#include "collectors/jobs/wait_sampler.h"
 #include "collectors/process_reader.h"
-#include "collectors/process_watch.h"
-#include "collectors/wait_sampler.h"
 
 namespace stallwatch::collectors {
 
@@ -41,10 +41,10 @@ struct JobTrackerOptions {
   // children of known members and reading their counters happen every tick.
   uint32_t discovery_every_ticks = 5;
   // Threads that have not run for ten ticks are looked at every this many ticks; the others
-  // every tick (collectors/process_watch.h).
+  // every tick (collectors/jobs/process_watch.h).
   uint32_t idle_thread_check_every = 5;
   // Where each main process's main thread waits is sampled this many times a second, on a thread
-  // of its own (collectors/wait_sampler.h): a job without the hook's input-wait share. 0: off.
+  // of its own (collectors/jobs/wait_sampler.h): a job without the hook's input-wait share. 0: off.
   // Each wake costs ~50 us on a Firecracker GPU host whatever it samples (0.5 ms of CPU a
   // second at 10 Hz, measured beside a real job): the rate holds while a followed job is
   // younger than wait_sample_young_s, and drops to wait_sample_steady_hz after (600 samples

@@ -1,4 +1,4 @@
-#include "collectors/kubernetes_pod.h"
+#include "collectors/jobs/kubernetes_pod.h"
 
 #include <algorithm>
 #include <cctype>

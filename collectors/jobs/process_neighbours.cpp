@@ -1,4 +1,4 @@
-#include "collectors/process_neighbours.h"
+#include "collectors/jobs/process_neighbours.h"
 
 #include <algorithm>
 

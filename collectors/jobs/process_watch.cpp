@@ -1,4 +1,4 @@
-#include "collectors/process_watch.h"
+#include "collectors/jobs/process_watch.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "collectors/statsd.h"
+#include "collectors/jobs/statsd.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "collectors/wait_sampler.h"
+#include "collectors/jobs/wait_sampler.h"
 
 #include <fcntl.h>
 #include <pthread.h>

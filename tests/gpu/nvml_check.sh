@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU-host check of the recording agent (run on a machine with an NVIDIA GPU, PyTorch and the
 # CUDA Toolkit):
-#   1. compiles collectors/nvml_abi_check.cpp against the toolkit's nvml.h;
+#   1. compiles collectors/gpu/nvml_abi_check.cpp against the toolkit's nvml.h;
 #   2. `stallwatch devices` must list the GPU;
 #   3. measures the GPU collector's cost per sample, with and without the PCIe reads;
 #   4. records while a PyTorch matmul loop runs for LOAD_S seconds, then idles, and prints
@@ -20,7 +20,7 @@ echo "== 1. nvml.h ABI check"
 nvml_h=$(find /usr/local/cuda/include /usr/local/cuda/targets/*/include /usr/include -name nvml.h 2>/dev/null | head -1)
 if [ -n "$nvml_h" ]; then
   echo "nvml.h: $nvml_h"
-  if c++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$(dirname "$nvml_h")" -I"$here" "$here/collectors/nvml_abi_check.cpp"; then
+  if c++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$(dirname "$nvml_h")" -I"$here" "$here/collectors/gpu/nvml_abi_check.cpp"; then
     echo "ABI check: declarations match nvml.h"
   else
     echo "ABI check: FAILED"

@@ -5,13 +5,12 @@
 // whose I/O it is. Read and reset by the agent every interval; no per-I/O event leaves the
 // kernel. Compiled once with clang (CO-RE: field offsets relocated at load against the running
 // kernel's BTF) and embedded in the agent as a skeleton.
-#include "vmlinux.h"
-
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "collectors/io_latency_abi.h"
+#include "collectors/io_latency/io_latency_abi.h"
+#include "vmlinux.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -50,12 +49,29 @@ static __always_inline __u32 slot_of(__u64 us) {
   if (us < 8) return (__u32)us;
   __u32 msb = 0;
   __u64 v = us;
-  if (v >> 32) { v >>= 32; msb += 32; }
-  if (v >> 16) { v >>= 16; msb += 16; }
-  if (v >> 8) { v >>= 8; msb += 8; }
-  if (v >> 4) { v >>= 4; msb += 4; }
-  if (v >> 2) { v >>= 2; msb += 2; }
-  if (v >> 1) { msb += 1; }
+  if (v >> 32) {
+    v >>= 32;
+    msb += 32;
+  }
+  if (v >> 16) {
+    v >>= 16;
+    msb += 16;
+  }
+  if (v >> 8) {
+    v >>= 8;
+    msb += 8;
+  }
+  if (v >> 4) {
+    v >>= 4;
+    msb += 4;
+  }
+  if (v >> 2) {
+    v >>= 2;
+    msb += 2;
+  }
+  if (v >> 1) {
+    msb += 1;
+  }
   __u32 slot = (msb - 2) * 8 + (__u32)((us >> (msb - 3)) & 7);
   return slot < SW_IO_SLOTS ? slot : SW_IO_SLOTS - 1;
 }
@@ -89,7 +105,8 @@ SEC("tp_btf/block_io_start")
 int BPF_PROG(on_io_start, struct request* rq) {
   struct task_struct* task = (struct task_struct*)bpf_get_current_task();
   const int worker = (BPF_CORE_READ(task, flags) & SW_PF_KTHREAD) != 0;
-  struct sw_io_issued i = {.start_ns = bpf_ktime_get_ns(), .issue_ns = 0,
+  struct sw_io_issued i = {.start_ns = bpf_ktime_get_ns(),
+                           .issue_ns = 0,
                            .cgroup = worker ? cgroup_of(rq) : bpf_get_current_cgroup_id()};
   __u64 key = (__u64)rq;
   if (bpf_map_update_elem(&in_flight, &key, &i, BPF_ANY) != 0) count_dropped(0);
@@ -108,8 +125,8 @@ int BPF_PROG(on_issue, struct request* rq) {
   // No start seen (an older kernel, a request started before the program): its allocation
   // time where the kernel kept one, its cgroup from the bio's blkcg.
   const __u64 start = BPF_CORE_READ(rq, start_time_ns);
-  struct sw_io_issued i = {.start_ns = start && start < now ? start : now, .issue_ns = now,
-                           .cgroup = cgroup_of(rq)};
+  struct sw_io_issued i = {
+      .start_ns = start && start < now ? start : now, .issue_ns = now, .cgroup = cgroup_of(rq)};
   if (bpf_map_update_elem(&in_flight, &key, &i, BPF_ANY) != 0) count_dropped(0);
   return 0;
 }
@@ -139,7 +156,8 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
     k.dev = BPF_CORE_READ(part, bd_dev);
   } else {
     struct gendisk* disk = BPF_CORE_READ(rq, q, disk);
-    if (disk) k.dev = ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+    if (disk)
+      k.dev = ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
   }
   const __u32 op = BPF_CORE_READ(rq, cmd_flags) & 0xff;
   k.op = op <= 3 ? op : SW_IO_OP_OTHER;
