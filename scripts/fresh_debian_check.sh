@@ -7,17 +7,23 @@
 #   scripts/fresh_debian_check.sh ROOTFS    (made first with: debootstrap --variant=minbase
 #                                            bookworm ROOTFS http://deb.debian.org/debian)
 #   scripts/fresh_debian_check.sh ROOTFS --test   and then README's test command there too
+#   scripts/fresh_debian_check.sh ROOTFS --ci     and then CI's whole run (.ci/run: the test
+#                                                 command, then the sanitizers), every line
+#                                                 stamped with the seconds since it began: CI's
+#                                                 time on a machine with no compiler cache
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-rootfs=$(realpath "${1:?usage: fresh_debian_check.sh ROOTFS [--test]}")
+rootfs=$(realpath "${1:?usage: fresh_debian_check.sh ROOTFS [--test|--ci]}")
 [ -x "$rootfs/usr/bin/apt-get" ] || { echo "$rootfs is not a Debian root (debootstrap it first)" >&2; exit 2; }
 rm -rf "$rootfs/src"
 git clone -q --no-hardlinks "$root" "$rootfs/src"
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
-for m in proc sys dev dev/pts; do
-  mountpoint -q "$rootfs/$m" || mount --bind "/$m" "$rootfs/$m"
+# Recursive binds: the tests need what is mounted below /sys and /dev too (the cgroup v2 tree,
+# /dev/pts, /dev/shm).
+for m in proc sys dev; do
+  mountpoint -q "$rootfs/$m" || mount --rbind "/$m" "$rootfs/$m"
 done
-trap 'for m in dev/pts dev sys proc; do umount -l "$rootfs/$m" 2>/dev/null || true; done' EXIT
+trap 'for m in dev sys proc; do umount -R -l "$rootfs/$m" 2>/dev/null || true; done' EXIT
 log=$rootfs/src/fresh-install.log
 chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
   set -euo pipefail
@@ -36,7 +42,13 @@ chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root T
   echo "fresh: $(dpkg-query -W -f="\${Status}\n" | grep -c "install ok installed") packages installed in all"
   echo "fresh: intervals in the DB: $(build/stallwatch jobs --db /tmp/fresh.db --json >/dev/null && echo readable)"
 ' 2>&1 | tee "$log"
-if [ "${2:-}" = "--test" ]; then
+if [ "${2:-}" = "--ci" ]; then
+  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+    cd /src && t0=$(date +%s)
+    .ci/run 2>&1 | while IFS= read -r line; do printf "%5d %s\n" $(( $(date +%s) - t0 )) "$line"; done
+    rc=${PIPESTATUS[0]}
+    echo "fresh: CI (.ci/run) ended with $rc in $(( $(date +%s) - t0 )) s"' 2>&1 | tee -a "$log"
+elif [ "${2:-}" = "--test" ]; then
   chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
     cd /src && t0=$(date +%s) && scripts/test.sh && echo "fresh: the test command passed in $(( $(date +%s) - t0 )) s"' 2>&1 | tee -a "$log"
 fi
