@@ -5,12 +5,15 @@
 // whose I/O it is. Read and reset by the agent every interval; no per-I/O event leaves the
 // kernel. Compiled once with clang (CO-RE: field offsets relocated at load against the running
 // kernel's BTF) and embedded in the agent as a skeleton.
+// The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
+// would sort this after them).
+#include "vmlinux.h"
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "collectors/io_latency/io_latency_abi.h"
-#include "vmlinux.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
