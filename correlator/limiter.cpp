@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 
 #include "common/units.h"
 #include "correlator/attribution.h"
@@ -16,6 +17,7 @@ namespace stallwatch::correlator {
 namespace {
 
 using model::AdviceKind;
+using model::FigureKind;
 using model::Limiter;
 using model::LimiterVerdict;
 using model::WaitSource;
@@ -90,8 +92,15 @@ struct InputSide {
   std::optional<BusiestDevice> busiest;
 };
 
-void addFigure(LimiterVerdict& v, std::string name, double value, bool decides = false) {
-  v.figures.push_back({std::move(name), value, decides});
+void addFigure(LimiterVerdict& v, FigureKind kind, double value, bool decides = false,
+               std::string subject = {}, std::string note = {}) {
+  v.figures.push_back({kind, value, decides, std::move(subject), std::move(note)});
+}
+
+// Marks V's figures of KIND as deciding its class.
+void decides(LimiterVerdict& v, std::initializer_list<FigureKind> kinds) {
+  for (auto& x : v.figures)
+    x.decides = x.decides || std::find(kinds.begin(), kinds.end(), x.kind) != kinds.end();
 }
 
 // What the GPU side's rules judge by: the main thread, the GPU's idle time, memory pressure.
@@ -115,8 +124,8 @@ void judgeGpuSide(LimiterVerdict& v, const GpuSide& g, double threshold, const L
   const std::optional<double>& gpu_idle = g.gpu_idle;
   const std::optional<double>& thread_cpu = g.thread_cpu;
   const std::optional<double>& memory = g.memory;
-  auto figure = [&](std::string name, double value, bool decides = false) {
-    addFigure(v, std::move(name), value, decides);
+  auto figure = [&](FigureKind kind, double value, bool deciding = false) {
+    addFigure(v, kind, value, deciding);
   };
   const bool host_bound =
       gpu_idle && thread_cpu && *gpu_idle >= cfg.host_gpu_idle &&
@@ -125,9 +134,8 @@ void judgeGpuSide(LimiterVerdict& v, const GpuSide& g, double threshold, const L
   if (host_bound) {
     v.limiter = Limiter::kHost;
     v.confidence = confidence(clarity, (*gpu_idle - cfg.host_gpu_idle) / cfg.host_gpu_idle);
-    if (sampled_sync) figure("main_thread_gpu_sync_share", *sync_wait, true);
-    for (auto& x : v.figures)
-      x.decides = x.decides || x.name == "main_thread_cpu" || x.name == "gpu_idle_share";
+    if (sampled_sync) figure(FigureKind::kMainThreadGpuSyncShare, *sync_wait, true);
+    decides(v, {FigureKind::kMainThreadCpu, FigureKind::kGpuIdleShare});
     v.advice.push_back(
         {AdviceKind::kMoveMainThreadWork,
          fmt::format(
@@ -141,7 +149,7 @@ void judgeGpuSide(LimiterVerdict& v, const GpuSide& g, double threshold, const L
   if (memory && gpu_idle && *memory >= cfg.memory_pressure && *gpu_idle >= cfg.host_gpu_idle) {
     v.limiter = Limiter::kHost;
     v.confidence = confidence(clarity, (*memory - cfg.memory_pressure) / cfg.memory_pressure);
-    for (auto& x : v.figures) x.decides = x.decides || x.name == "memory_some";
+    decides(v, {FigureKind::kMemorySome});
     v.advice.push_back(
         {AdviceKind::kMoreMemory,
          fmt::format(
@@ -167,32 +175,31 @@ void judgeInputSide(LimiterVerdict& v, const InputSide& in, double clarity_input
   const double queue_per_worker =
       busiest && busiest->mount && in.workers > 0 ? busiest->aqu / in.workers : 0.0;
   if (busiest && queue_per_worker >= 0.05)
-    addFigure(v, "device_queue_per_worker", queue_per_worker);
+    addFigure(v, FigureKind::kDeviceQueuePerWorker, queue_per_worker);
   const double io_wait_per_worker = std::max(in.d_per_worker, queue_per_worker);
   const bool io_bound =
       in.have_workers && (io_wait_per_worker >= cfg.worker_io_bound ||
                           (in.d_per_worker >= 0.1 && device_busy >= cfg.device_busy_percent));
   if (io_bound) {
     v.limiter = Limiter::kInputStorage;
-    for (auto& x : v.figures) {
-      x.decides =
-          x.decides ||
-          (x.name == "d_state_threads_per_worker" && in.d_per_worker >= cfg.worker_io_bound) ||
-          (x.name == "device_queue_per_worker" && queue_per_worker >= cfg.worker_io_bound);
-    }
+    if (in.d_per_worker >= cfg.worker_io_bound) decides(v, {FigureKind::kDStateThreadsPerWorker});
+    if (queue_per_worker >= cfg.worker_io_bound) decides(v, {FigureKind::kDeviceQueuePerWorker});
     if (busiest) {
       v.device = busiest->direct ? busiest->name : busiest->via;
       if (!busiest->direct) v.physical_device = busiest->name;
       v.device_at_limit = !busiest->mount && device_busy >= cfg.device_busy_percent;
       if (!busiest->mount)
-        addFigure(v, "device_busy_percent " + busiest->name, device_busy, v.device_at_limit);
-      if (busiest->await_ms) addFigure(v, "r_await_ms " + busiest->name, *busiest->await_ms);
-      addFigure(v, "aqu_sz " + busiest->name, busiest->aqu);
-      addFigure(v, "read_bytes_per_s " + busiest->name, busiest->read_bytes_per_s);
+        addFigure(v, FigureKind::kDeviceBusyPercent, device_busy, v.device_at_limit, busiest->name);
+      if (busiest->await_ms)
+        addFigure(v, FigureKind::kReadAwaitMs, *busiest->await_ms, false, busiest->name);
+      addFigure(v, FigureKind::kQueueSize, busiest->aqu, false, busiest->name);
+      addFigure(v, FigureKind::kDeviceReadBytesPerS, busiest->read_bytes_per_s, false,
+                busiest->name);
     }
     if (const std::string wait = in.d_state_wchan; !wait.empty()) {
       const std::string subsystem = waitSubsystem(wait);
-      addFigure(v, "d_state_wait " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")"), 1);
+      addFigure(v, FigureKind::kDStateWait, 1, false, wait,
+                subsystem.empty() ? "" : "(" + subsystem + ")");
     }
     v.confidence = confidence(clarity_input, io_wait_per_worker / cfg.worker_io_bound - 1.0 +
                                                  (v.device_at_limit ? 0.5 : 0.0));
@@ -232,8 +239,7 @@ void judgeInputSide(LimiterVerdict& v, const InputSide& in, double clarity_input
   const bool cores_free = !in.free_cores || *in.free_cores >= cfg.free_cores;
   if (in.have_workers && in.cpu_per_worker >= cfg.worker_cpu_bound) {
     v.limiter = Limiter::kInputCpu;
-    for (auto& x : v.figures)
-      x.decides = x.decides || x.name == "workers_cpu_per_worker" || x.name == "cpus_free";
+    decides(v, {FigureKind::kWorkersCpuPerWorker, FigureKind::kCpusFree});
     v.confidence = confidence(
         clarity_input, (in.cpu_per_worker - cfg.worker_cpu_bound) / (1 - cfg.worker_cpu_bound));
     if (cores_free && in.free_cores) {
@@ -287,7 +293,7 @@ void judgeInputSide(LimiterVerdict& v, const InputSide& in, double clarity_input
   }
   // No core left to give: the workers get no more CPU than they have.
   v.limiter = Limiter::kInputCpu;
-  for (auto& x : v.figures) x.decides = x.decides || x.name == "cpus_free";
+  decides(v, {FigureKind::kCpusFree});
   v.confidence = confidence(clarity_input, 0.5);
   v.advice.push_back(
       {AdviceKind::kFreeHostCpus, fmt::format("the host's CPUs are all in use ({:.1f} of {:.0f} "
@@ -312,23 +318,22 @@ std::optional<double> judgePinnedWait(double loader, double futex, std::optional
                                       LimiterVerdict& v) {
   const WaitBounds bounds = pinnedWait(loader, futex, gpu_idle, thread_cpu);
   const double w = bounds.middle();
-  v.figures.push_back({gpu_idle ? "pin_memory (the wait: the middle of the bounds the main "
-                                  "thread's sleep and the GPU's idle time set)"
-                                : "pin_memory (no GPU reading: the middle of the queue's share "
-                                  "and that plus the futex's)",
-                       1, false});
-  v.figures.push_back({"main_thread_futex_wait_share", futex, false});
-  v.figures.push_back({"input_wait_share_low", bounds.low, false});
-  v.figures.push_back({"input_wait_share_high", bounds.high, false});
+  addFigure(v, FigureKind::kPinMemory, 1, false, "",
+            gpu_idle ? "(the wait: the middle of the bounds the main thread's sleep and the GPU's "
+                       "idle time set)"
+                     : "(no GPU reading: the middle of the queue's share and that plus the "
+                       "futex's)");
+  addFigure(v, FigureKind::kMainThreadFutexWaitShare, futex);
+  addFigure(v, FigureKind::kInputWaitShareLow, bounds.low);
+  addFigure(v, FigureKind::kInputWaitShareHigh, bounds.high);
   if (bounds.low >= cfg.input_wait_share || w < cfg.input_wait_share) return w;
   v.input_wait_share = w;
-  v.figures.insert(
-      v.figures.begin(),
-      {fmt::format("input_wait_between {:.0f} and {:.0f} % (pin_memory: the main thread's sleep "
-                   "and the GPU's idle time cannot tell its wait for input from its wait on the "
-                   "GPU; `stallwatch run` gives the loop's own account)",
-                   bounds.low * 100, bounds.high * 100),
-       w, true});
+  v.figures.insert(v.figures.begin(),
+                   {FigureKind::kInputWaitBetween, w, true,
+                    fmt::format("{:.0f} and {:.0f} %", bounds.low * 100, bounds.high * 100),
+                    "(pin_memory: the main thread's sleep and the GPU's idle time cannot tell its "
+                    "wait for input from its wait on the GPU; `stallwatch run` gives the loop's "
+                    "own account)"});
   return std::nullopt;
 }
 
@@ -363,23 +368,23 @@ std::optional<double> InputFigures::inputWait(const LimiterConfig& cfg,
     // A rank of a synchronous job, with neither the hook nor its waits sampled: its main thread
     // asleep while its GPU idles is as much the other ranks' collective as its input. Saying
     // which would be a guess, and a wrong "faster storage" costs more than none (issue 41).
-    v.figures.push_back(
-        {"no_wait_figures (a rank asleep while its GPU idles waits for input or for the other "
-         "ranks' collective alike: `stallwatch run` or the dataloader hook tells them apart)",
-         0, true});
+    addFigure(v, FigureKind::kNoWaitFigures, 0, true, "",
+              "(a rank asleep while its GPU idles waits for input or for the other ranks' "
+              "collective alike: `stallwatch run` or the dataloader hook tells them apart)");
     return std::nullopt;
   } else if (thread_sleep) {
     v.wait_source = WaitSource::kMainThread;
     w = gpu_idle ? std::min(*thread_sleep, *gpu_idle) : *thread_sleep;
   } else {
-    v.figures.push_back({"no_wait_figures (no dataloader hook, no main thread readings)", 0, true});
+    addFigure(v, FigureKind::kNoWaitFigures, 0, true, "",
+              "(no dataloader hook, no main thread readings)");
     return std::nullopt;
   }
   return w;
 }
 
 InputFigures::Cores InputFigures::cores(LimiterVerdict& v) const {
-  auto figure = [&](std::string name, double value) { addFigure(v, std::move(name), value); };
+  auto figure = [&](FigureKind kind, double value) { addFigure(v, kind, value); };
   Cores c;
   c.workers = process_seconds_ > 0 ? workers_ / process_seconds_ : 0;
   // Per worker (where there are workers): cores busy, threads waiting on I/O.
@@ -393,18 +398,19 @@ InputFigures::Cores InputFigures::cores(LimiterVerdict& v) const {
   const auto allowed = per(cpus_allowed_, cpus_allowed_seconds_);
   if (c.online && c.host_busy) c.free_cores = *c.online - *c.host_busy;
   if (allowed && job_cpu) c.free_cores = std::min(c.free_cores.value_or(1e9), *allowed - *job_cpu);
-  if (process_seconds_ > 0) figure("workers", c.workers);
-  if (c.workers_cpu) figure("workers_cpu_cores", *c.workers_cpu);
-  if (c.have_workers) figure("workers_cpu_per_worker", c.cpu_per_worker);
-  if (c.have_workers) figure("d_state_threads_per_worker", c.d_per_worker);
-  if (c.online) figure("host_cpus_online", *c.online);
-  if (c.host_busy) figure("host_cpus_busy", *c.host_busy);
-  if (allowed && *allowed < c.online.value_or(1e9)) figure("job_cpus_allowed", *allowed);
-  if (c.free_cores) figure("cpus_free", std::max(0.0, *c.free_cores));
+  if (process_seconds_ > 0) figure(FigureKind::kWorkers, c.workers);
+  if (c.workers_cpu) figure(FigureKind::kWorkersCpuCores, *c.workers_cpu);
+  if (c.have_workers) figure(FigureKind::kWorkersCpuPerWorker, c.cpu_per_worker);
+  if (c.have_workers) figure(FigureKind::kDStateThreadsPerWorker, c.d_per_worker);
+  if (c.online) figure(FigureKind::kHostCpusOnline, *c.online);
+  if (c.host_busy) figure(FigureKind::kHostCpusBusy, *c.host_busy);
+  if (allowed && *allowed < c.online.value_or(1e9)) figure(FigureKind::kJobCpusAllowed, *allowed);
+  if (c.free_cores) figure(FigureKind::kCpusFree, std::max(0.0, *c.free_cores));
   c.memory = per(memory_some_, memory_seconds_);
-  if (c.memory && *c.memory >= 0.01) figure("memory_some", *c.memory);
+  if (c.memory && *c.memory >= 0.01) figure(FigureKind::kMemorySome, *c.memory);
   c.throttled = per(cpu_throttled_, throttle_seconds_);
-  if (c.throttled && *c.throttled >= 0.01) figure("cgroup_cpu_throttled_share", *c.throttled);
+  if (c.throttled && *c.throttled >= 0.01)
+    figure(FigureKind::kCgroupCpuThrottledShare, *c.throttled);
   return c;
 }
 
@@ -434,9 +440,9 @@ void InputFigures::judgeIoThrottled(LimiterVerdict& v, double at_limit, double c
   if (open != std::string::npos && close != std::string::npos)
     v.device = v.limit.substr(open + 1, close - open - 1);
   v.device_at_limit = true;
-  addFigure(v, "job_cgroup_read_bytes_per_s", limited_read_ / limit_seconds_, true);
-  addFigure(v, "io_max_read_bytes_per_s", read_limit_ / limit_seconds_);
-  addFigure(v, "share_of_time_at_io_max", at_limit, true);
+  addFigure(v, FigureKind::kJobCgroupReadBytesPerS, limited_read_ / limit_seconds_, true);
+  addFigure(v, FigureKind::kIoMaxReadBytesPerS, read_limit_ / limit_seconds_);
+  addFigure(v, FigureKind::kShareOfTimeAtIoMax, at_limit, true);
   v.confidence = confidence;
   v.advice.push_back(
       {AdviceKind::kRaiseReadLimit,
@@ -452,8 +458,8 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   v.seconds = f.seconds_;
   v.gpus = f.gpus_;
   if (f.seconds_ <= 0) return v;
-  auto figure = [&](std::string name, double value, bool decides = false) {
-    addFigure(v, std::move(name), value, decides);
+  auto figure = [&](FigureKind kind, double value, bool deciding = false, std::string note = {}) {
+    addFigure(v, kind, value, deciding, "", std::move(note));
   };
   const auto thread_cpu = per(f.thread_busy_, f.thread_seconds_);
   const auto thread_runqueue = per(f.thread_runqueue_, f.thread_seconds_);
@@ -470,14 +476,15 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   const double w = *wait;
   v.input_wait_share = std::clamp(w, 0.0, 1.0);
   v.input_wait_gpu_seconds = v.input_wait_share * f.seconds_ * f.gpus_;
-  const char* label = hook ? "input_wait_share (dataloader hook)"
-                      : v.wait_source == WaitSource::kSampled
-                          ? "input_wait_share (main thread asleep in the DataLoader's queue)"
-                          : "input_wait_share (main thread asleep, GPU idle)";
-  figure(label, v.input_wait_share, true);
-  if (thread_cpu) figure("main_thread_cpu", *thread_cpu);
-  if (thread_runqueue && *thread_runqueue >= 0.05) figure("main_thread_runqueue", *thread_runqueue);
-  if (gpu_idle) figure("gpu_idle_share", *gpu_idle);
+  const char* how = hook ? "(dataloader hook)"
+                    : v.wait_source == WaitSource::kSampled
+                        ? "(main thread asleep in the DataLoader's queue)"
+                        : "(main thread asleep, GPU idle)";
+  figure(FigureKind::kInputWaitShare, v.input_wait_share, true, how);
+  if (thread_cpu) figure(FigureKind::kMainThreadCpu, *thread_cpu);
+  if (thread_runqueue && *thread_runqueue >= 0.05)
+    figure(FigureKind::kMainThreadRunqueue, *thread_runqueue);
+  if (gpu_idle) figure(FigureKind::kGpuIdleShare, *gpu_idle);
   // The speed-up if input kept up: the loop's time less its wait; the range from how the wait
   // varied across intervals (the middle half of them).
   v.speedup = speedupOf(v.input_wait_share);
@@ -522,7 +529,7 @@ LimiterVerdict judgeLimiter(const InputFigures& f, const LimiterConfig& cfg) {
   }
   if (c.memory && *c.memory >= cfg.memory_pressure) {
     v.limiter = Limiter::kHost;
-    for (auto& x : v.figures) x.decides = x.decides || x.name == "memory_some";
+    decides(v, {FigureKind::kMemorySome});
     v.confidence =
         confidence(clarity_input, (*c.memory - cfg.memory_pressure) / cfg.memory_pressure);
     v.advice.push_back(

@@ -115,7 +115,8 @@ model::JobLimits analyzeLimits(const model::JobSeries& s, const Analysis& a,
   }
   if (!first) {
     out.run.limiter = Limiter::kUnknown;
-    out.run.figures.push_back({"no_progress (the job never made progress in the range)", 0, true});
+    out.run.figures.push_back({model::FigureKind::kNoProgress, 0, true, "",
+                               "(the job never made progress in the range)"});
     return out;
   }
   // Several ranks: each judged on its own figures; the job is held by the rank that waited
@@ -187,7 +188,7 @@ std::string describeLimiter(const LimiterVerdict& v, const std::string& span) {
   const std::string name = model::toString(v.limiter);
   if (v.limiter == Limiter::kUnknown) {
     return name + ": the evidence does not decide" +
-           (v.figures.empty() ? std::string() : " (" + v.figures.front().name + ")");
+           (v.figures.empty() ? std::string() : " (" + v.figures.front().name() + ")");
   }
   const double gpu_hours = v.input_wait_gpu_seconds / 3600.0;
   const std::string cost = gpu_hours >= 0.1 ? fmt::format("{:.2f} GPU-h", gpu_hours)
@@ -202,15 +203,16 @@ std::string describeLimiter(const LimiterVerdict& v, const std::string& span) {
   std::string out = fmt::format("{}: the loop waited for input {:.0f} % of {} ({})", name,
                                 v.input_wait_share * 100, window, cost);
   if (v.limiter == Limiter::kGpu) return out + "; nothing to gain from the input side";
-  auto figure = [&](const char* n) -> std::optional<double> {
+  auto figure = [&](model::FigureKind kind) -> std::optional<double> {
     for (const auto& f : v.figures)
-      if (f.name == n) return f.value;
+      if (f.kind == kind) return f.value;
     return std::nullopt;
   };
   if (v.limiter == Limiter::kInputCpu || v.limiter == Limiter::kInputWorkers) {
-    const auto workers = figure("workers"), cores = figure("workers_cpu_cores");
-    const auto online =
-        figure("job_cpus_allowed") ? figure("job_cpus_allowed") : figure("host_cpus_online");
+    const auto workers = figure(model::FigureKind::kWorkers),
+               cores = figure(model::FigureKind::kWorkersCpuCores);
+    const auto allowed = figure(model::FigureKind::kJobCpusAllowed);
+    const auto online = allowed ? allowed : figure(model::FigureKind::kHostCpusOnline);
     if (workers && cores) {
       out += fmt::format("; the {:.0f} workers used {:.1f} cores{}", *workers, *cores,
                          online ? fmt::format(" of {:.0f}", *online) : "");

@@ -35,12 +35,56 @@ enum class WaitSource {
 };
 const char* toString(WaitSource source);  // "hook", "main_thread_sampled", "main_thread", ""
 
+// What a figure of a verdict measures (issue 45: typed, as evidence is; the rules and the
+// words test the kind, never the name). Its name and unit are one row of model.cpp's table.
+enum class FigureKind {
+  kInputWaitShare,     // share of the loop's time waiting for input (how: its note)
+  kInputWaitBetween,   // pin_memory: the bounds of that share (its subject: "20 and 40 %")
+  kInputWaitShareLow,  // the bounds' low and high ends
+  kInputWaitShareHigh,
+  kNoWaitFigures,             // nothing measured the wait (why: its note)
+  kNoProgress,                // the job never progressed in the range
+  kPinMemory,                 // the loop pins its batches (1; how its wait was read: its note)
+  kMainThreadFutexWaitShare,  // the main thread asleep on a futex (CUDA's sync, pinned batches)
+  kMainThreadCpu,             // the main thread's CPU, cores
+  kMainThreadRunqueue,        // its share of the time runnable but waiting for a CPU
+  kMainThreadGpuSyncShare,    // its share asleep in CUDA's sync (sampled)
+  kGpuIdleShare,              // the GPU's share of the time idle
+  kMemorySome,                // memory pressure (some): reclaim evicting the data
+  kWorkers,                   // DataLoader workers
+  kWorkersCpuCores,           // their CPU, cores
+  kWorkersCpuPerWorker,       // cores a worker
+  kDStateThreadsPerWorker,    // threads in D (waiting on I/O) a worker
+  kDeviceQueuePerWorker,      // a mount's queue a worker
+  kHostCpusOnline,
+  kHostCpusBusy,
+  kJobCpusAllowed,  // the CPUs the job may use (affinity, its cgroups' quota)
+  kCpusFree,
+  kCgroupCpuThrottledShare,  // the share of the time its CPU quota throttled it
+  kDeviceBusyPercent,        // the busiest device (its subject) busy, iostat's %util
+  kReadAwaitMs,              // its read await
+  kQueueSize,                // its queue (aqu-sz)
+  kDeviceReadBytesPerS,      // its reads
+  kDStateWait,               // where the threads in D waited (subject: the kernel function)
+  kJobCgroupReadBytesPerS,   // the job's reads on the device its io.max limits
+  kIoMaxReadBytesPerS,       // that limit
+  kShareOfTimeAtIoMax,       // the share of the time its reads sat at the limit
+  kAgentReadingsNamingIt,    // from Prometheus: the share of the agent's readings naming it
+};
+inline constexpr int kFigureKindCount = 32;
+const char* toString(FigureKind kind);  // "input_wait_share", "r_await_ms", ...
+const char* unitOf(FigureKind kind);    // "share", "cores", "ms", "bytes/s", "count", ...
+
 // One figure the verdict rests on, as measured over the span: "workers_cpu_per_worker 0.94",
 // and whether it decided the class.
 struct LimiterFigure {
-  std::string name;
+  FigureKind kind = FigureKind::kInputWaitShare;
   double value = 0;
   bool decides = false;
+  std::string subject;  // what it is of: a device ("vda"), a kernel function; "" for the job
+  std::string note;     // for people, how it was read or what it means: "(dataloader hook)"
+  // As every output says it: its kind's name, subject and note ("r_await_ms vda").
+  std::string name() const;
 };
 
 // What a piece of advice asks for, for a program to act on (issue 42); its sentence says it to

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <tuple>
 
 #include "model/fleet.h"
@@ -195,6 +196,71 @@ const char* toString(WaitSource source) {
       break;
   }
   return "";
+}
+
+namespace {
+
+// Every figure kind: its name in every output and its unit, in FigureKind's order.
+struct FigureRow {
+  FigureKind kind;
+  const char* name;
+  const char* unit;
+};
+constexpr FigureRow kFigureRows[] = {
+    {FigureKind::kInputWaitShare, "input_wait_share", "share"},
+    {FigureKind::kInputWaitBetween, "input_wait_between", "share"},
+    {FigureKind::kInputWaitShareLow, "input_wait_share_low", "share"},
+    {FigureKind::kInputWaitShareHigh, "input_wait_share_high", "share"},
+    {FigureKind::kNoWaitFigures, "no_wait_figures", ""},
+    {FigureKind::kNoProgress, "no_progress", ""},
+    {FigureKind::kPinMemory, "pin_memory", "flag"},
+    {FigureKind::kMainThreadFutexWaitShare, "main_thread_futex_wait_share", "share"},
+    {FigureKind::kMainThreadCpu, "main_thread_cpu", "cores"},
+    {FigureKind::kMainThreadRunqueue, "main_thread_runqueue", "share"},
+    {FigureKind::kMainThreadGpuSyncShare, "main_thread_gpu_sync_share", "share"},
+    {FigureKind::kGpuIdleShare, "gpu_idle_share", "share"},
+    {FigureKind::kMemorySome, "memory_some", "share"},
+    {FigureKind::kWorkers, "workers", "count"},
+    {FigureKind::kWorkersCpuCores, "workers_cpu_cores", "cores"},
+    {FigureKind::kWorkersCpuPerWorker, "workers_cpu_per_worker", "cores"},
+    {FigureKind::kDStateThreadsPerWorker, "d_state_threads_per_worker", "count"},
+    {FigureKind::kDeviceQueuePerWorker, "device_queue_per_worker", "count"},
+    {FigureKind::kHostCpusOnline, "host_cpus_online", "count"},
+    {FigureKind::kHostCpusBusy, "host_cpus_busy", "cores"},
+    {FigureKind::kJobCpusAllowed, "job_cpus_allowed", "count"},
+    {FigureKind::kCpusFree, "cpus_free", "cores"},
+    {FigureKind::kCgroupCpuThrottledShare, "cgroup_cpu_throttled_share", "share"},
+    {FigureKind::kDeviceBusyPercent, "device_busy_percent", "percent"},
+    {FigureKind::kReadAwaitMs, "r_await_ms", "ms"},
+    {FigureKind::kQueueSize, "aqu_sz", "count"},
+    {FigureKind::kDeviceReadBytesPerS, "read_bytes_per_s", "bytes/s"},
+    {FigureKind::kDStateWait, "d_state_wait", "flag"},
+    {FigureKind::kJobCgroupReadBytesPerS, "job_cgroup_read_bytes_per_s", "bytes/s"},
+    {FigureKind::kIoMaxReadBytesPerS, "io_max_read_bytes_per_s", "bytes/s"},
+    {FigureKind::kShareOfTimeAtIoMax, "share_of_time_at_io_max", "share"},
+    {FigureKind::kAgentReadingsNamingIt, "agent_readings_naming_it", "share"},
+};
+static_assert(std::size(kFigureRows) == kFigureKindCount, "a figure kind without its row");
+
+constexpr bool rowsInOrder() {
+  for (size_t k = 0; k < std::size(kFigureRows); ++k)
+    if (static_cast<size_t>(kFigureRows[k].kind) != k) return false;
+  return true;
+}
+static_assert(rowsInOrder(), "kFigureRows out of FigureKind's order");
+
+const FigureRow& rowOf(FigureKind kind) { return kFigureRows[static_cast<size_t>(kind)]; }
+
+}  // namespace
+
+const char* toString(FigureKind kind) { return rowOf(kind).name; }
+const char* unitOf(FigureKind kind) { return rowOf(kind).unit; }
+
+std::string LimiterFigure::name() const {
+  std::string out = toString(kind);
+  if (!subject.empty()) out += " " + subject;
+  if (!note.empty()) out += " " + note;
+  return out;
 }
 
 const char* toString(AdviceKind kind) {

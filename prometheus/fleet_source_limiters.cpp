@@ -57,10 +57,9 @@ std::vector<std::optional<model::LimiterVerdict>> FleetSource::limiters() {
     double all = 0;
     for (double x : m) all += x;
     v.confidence = *most / all;  // the share of its agent's readings that named it
-    v.figures.push_back(
-        {"agent_readings_naming_it (the most common of the agent's readings over "
-         "its last minute, read from Prometheus)",
-         *most / all, true});
+    v.figures.push_back({model::FigureKind::kAgentReadingsNamingIt, *most / all, true, "",
+                         "(the most common of the agent's readings over its last minute, read "
+                         "from Prometheus)"});
     out[k] = std::move(v);
   }
   for (const auto& s : over("avg_over_time", "stallwatch_job_input_wait_ratio")) {

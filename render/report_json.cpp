@@ -117,7 +117,7 @@ nlohmann::json goodputJson(const model::Goodput& g) {
 nlohmann::json limiterJson(const model::LimiterVerdict& v) {
   nlohmann::json figures = nlohmann::json::array();
   for (const auto& f : v.figures)
-    figures.push_back({{"name", f.name}, {"value", f.value}, {"decides", f.decides}});
+    figures.push_back({{"name", f.name()}, {"value", f.value}, {"decides", f.decides}});
   return {{"start_ms", v.start_ms},
           {"end_ms", v.end_ms},
           {"seconds", v.seconds},

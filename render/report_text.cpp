@@ -119,7 +119,7 @@ std::string limiterLines(const model::JobLimits& limits, const model::LimiterWor
   std::string figures;
   for (const auto& f : v.figures) {
     figures += fmt::format("{}{}{} {:.3g}", figures.empty() ? "" : ", ", f.decides ? "*" : "",
-                           f.name, f.value);
+                           f.name(), f.value);
   }
   if (!figures.empty()) out += "              " + figures + "\n";
   for (const auto& a : v.advice) out += "    advice    " + a.text + "\n";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "correlator/stall_detector.h"
 
@@ -375,3 +376,25 @@ TEST(EarlyStall, AShortSlowStartIsNotAStallAndLeavesTheBaselineAlone) {
 
 }  // namespace
 }  // namespace stallwatch::correlator
+
+namespace stallwatch::model {
+namespace {
+
+// The figures' one table: a name each, none twice, and the name every output gives a figure
+// built from its kind, subject and note.
+TEST(LimiterFigures, EachKindHasItsOwnNameAndTheNameIsComposed) {
+  std::set<std::string> names;
+  for (int k = 0; k < kFigureKindCount; ++k) {
+    const std::string name = toString(static_cast<FigureKind>(k));
+    EXPECT_FALSE(name.empty());
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+  }
+  EXPECT_EQ((LimiterFigure{FigureKind::kReadAwaitMs, 2.5, false, "vda", ""}).name(),
+            "r_await_ms vda");
+  EXPECT_EQ((LimiterFigure{FigureKind::kInputWaitShare, 0.4, true, "", "(dataloader hook)"}).name(),
+            "input_wait_share (dataloader hook)");
+  EXPECT_STREQ(unitOf(FigureKind::kDeviceReadBytesPerS), "bytes/s");
+}
+
+}  // namespace
+}  // namespace stallwatch::model
