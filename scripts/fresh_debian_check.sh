@@ -18,14 +18,20 @@ rootfs=$(realpath "${1:?usage: fresh_debian_check.sh ROOTFS [--test|--ci]}")
 rm -rf "$rootfs/src"
 git clone -q --no-hardlinks "$root" "$rootfs/src"
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+# This machine's CA bundle, for a TLS-inspecting proxy between it and the npm registry (npm in
+# the root trusts only Debian's CAs: lint.k8s failed with SELF_SIGNED_CERT_IN_CHAIN).
+cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/host-ca-certificates.crt"
 # Recursive binds: the tests need what is mounted below /sys and /dev too (the cgroup v2 tree,
 # /dev/pts, /dev/shm).
+# The root a mount of its own, as / is on a machine: a process in it then finds its files under a
+# mount point in /proc/self/mountinfo (the jobs collector maps files to devices so).
+mountpoint -q "$rootfs" || mount --bind "$rootfs" "$rootfs"
 for m in proc sys dev; do
   mountpoint -q "$rootfs/$m" || mount --rbind "/$m" "$rootfs/$m"
 done
-trap 'for m in dev sys proc; do umount -R -l "$rootfs/$m" 2>/dev/null || true; done' EXIT
+trap 'for m in dev sys proc; do umount -R -l "$rootfs/$m" 2>/dev/null || true; done; umount -l "$rootfs" 2>/dev/null || true' EXIT
 log=$rootfs/src/fresh-install.log
-chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb NODE_EXTRA_CA_CERTS=/etc/host-ca-certificates.crt bash -c '
   set -euo pipefail
   cd /src
   t0=$(date +%s)
@@ -43,12 +49,12 @@ chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root T
   echo "fresh: intervals in the DB: $(build/stallwatch jobs --db /tmp/fresh.db --json >/dev/null && echo readable)"
 ' 2>&1 | tee "$log"
 if [ "${2:-}" = "--ci" ]; then
-  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb NODE_EXTRA_CA_CERTS=/etc/host-ca-certificates.crt bash -c '
     cd /src && t0=$(date +%s)
     .ci/run 2>&1 | while IFS= read -r line; do printf "%5d %s\n" $(( $(date +%s) - t0 )) "$line"; done
     rc=${PIPESTATUS[0]}
     echo "fresh: CI (.ci/run) ended with $rc in $(( $(date +%s) - t0 )) s"' 2>&1 | tee -a "$log"
 elif [ "${2:-}" = "--test" ]; then
-  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb bash -c '
+  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb NODE_EXTRA_CA_CERTS=/etc/host-ca-certificates.crt bash -c '
     cd /src && t0=$(date +%s) && scripts/test.sh && echo "fresh: the test command passed in $(( $(date +%s) - t0 )) s"' 2>&1 | tee -a "$log"
 fi

@@ -22,10 +22,11 @@ build_deps=(
 # the loop image under the overlay test, tmux to drive `stallwatch top` in a terminal, PyYAML to
 # read the Kubernetes manifest, jsonschema to check every --json output against its schema, zsh
 # to drive the completion it is given, setuptools, wheel and venv to build the Python wheel and
-# install it where a job would.
+# install it where a job would, capsh (libcap2-bin) to run the agent within the systemd unit's
+# capabilities (a fresh Debian 12 has none of it: the test failed there).
 dev_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev clang-format clang-tidy
           sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
-          e2fsprogs tmux python3-yaml python3-jsonschema zsh
+          e2fsprogs tmux python3-yaml python3-jsonschema zsh libcap2-bin
           python3-setuptools python3-wheel python3-venv)
 
 want=("${build_deps[@]}")
