@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <ctime>
+
 #include "agent/incident_payload.h"
 #include "collectors/self_process.h"
 
@@ -14,11 +16,23 @@ LivePipeline::LivePipeline(const LiveOptions& options)
       webhook_(options.webhook ? std::make_unique<WebhookSender>(*options.webhook) : nullptr),
       notifier_(options.host, options.repeat_window, hooks_.get(), webhook_.get()) {
   if (options.listen) server_ = std::make_unique<MetricsServer>(*options.listen, board_);
+  if (options.otlp) {
+    const auto self = collectors::readSelfProcess();
+    const double started = self && self->start_time_seconds ? *self->start_time_seconds
+                                                            : static_cast<double>(::time(nullptr));
+    otlp_ = std::make_unique<OtlpExporter>(
+        *options.otlp, board_,
+        OtlpResource{options.host, STALLWATCH_VERSION, static_cast<int64_t>(started * 1e9)});
+  }
 }
 
 LivePipeline::~LivePipeline() = default;
 
 void LivePipeline::reconfigure(const LiveOptions& options) {
+  if (options.otlp.has_value() != options_.otlp.has_value() ||
+      (options.otlp && options.otlp->endpoint != options_.otlp->endpoint)) {
+    spdlog::warn("reload: --otlp-endpoint takes a restart; kept as it was");
+  }
   if (options.listen.has_value() != options_.listen.has_value() ||
       (options.listen && (options.listen->host != options_.listen->host ||
                           options.listen->port != options_.listen->port)) ||
@@ -81,7 +95,7 @@ void LivePipeline::onBatch(const collectors::SampleBatch& batch, storage::Sample
   }
   noteRunShares(run_shares_, batch);
   noteJobDevices(job_devices_, batch);
-  if (!server_ && !options_.keep_metrics) return;
+  if (!server_ && !otlp_ && !options_.keep_metrics) return;
   addIoLatency(batch.io_latency, io_latency_);
   for (const auto& u : batch.job_updates) {
     if (u.ended_ms) forgetIoLatencyOf(u.key, io_latency_);

@@ -17,6 +17,7 @@
 #include "agent/metrics.h"
 #include "agent/metrics_server.h"
 #include "agent/notifier.h"
+#include "agent/otlp_exporter.h"
 #include "agent/webhook_sender.h"
 #include "collectors/devices/block_devices.h"
 #include "correlator/live_correlator.h"
@@ -31,6 +32,7 @@ struct LiveOptions {
   std::optional<WebhookConfig> webhook;  // --webhook
   std::chrono::milliseconds repeat_window = std::chrono::minutes(10);
   std::optional<ListenAddress> listen;  // --listen
+  std::optional<OtlpConfig> otlp;       // --otlp-endpoint
   bool keep_metrics = false;  // build the metrics page without an endpoint (replay --metrics-file)
   std::string host;           // the node's name on metrics and in hook payloads (--node)
 };
@@ -88,6 +90,7 @@ class LivePipeline {
   Notifier notifier_;
   MetricsBoard board_;
   std::unique_ptr<MetricsServer> server_;
+  std::unique_ptr<OtlpExporter> otlp_;  // after the board it reads, stopped before it
   std::array<uint64_t, model::kStallClassCount> opened_{};
   std::array<double, model::kStallClassCount> lost_{};  // GPU-seconds of closed incidents
   std::array<uint64_t, 3> events_{};

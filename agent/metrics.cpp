@@ -15,11 +15,9 @@
 namespace stallwatch::agent {
 namespace {
 
-using metrics_text::Writer;
-
 // The agent itself: build, intervals, each collector's health, the writer.
 void renderAgent(const MetricsSnapshot& s, const std::optional<collectors::SelfProcess>& process,
-                 Writer& w) {
+                 MetricSink& w) {
   w.family("stallwatch_build_info", "gauge",
            "The agent's version and the source revision it was built from; always 1.");
   w.sample({{"version", s.version}, {"revision", kBuildRevision}}, 1);
@@ -102,7 +100,7 @@ void renderAgent(const MetricsSnapshot& s, const std::optional<collectors::SelfP
 
 // Mounts no block device serves, over the last interval: NFS (nfsiostat's figures) and FUSE
 // (requests waiting for the daemon). One series per mount point: bounded by the mount table.
-void renderMounts(const MetricsSnapshot& s, Writer& w) {
+void renderMounts(const MetricsSnapshot& s, MetricSink& w) {
   auto seconds = [](const std::optional<double>& ms) {
     return ms ? std::optional<double>(*ms / 1000.0) : std::nullopt;
   };
@@ -146,7 +144,7 @@ void renderMounts(const MetricsSnapshot& s, Writer& w) {
 }
 
 // Block devices (iostat -x's figures in base units) and pressure, over the last interval.
-void renderDevices(const MetricsSnapshot& s, Writer& w) {
+void renderDevices(const MetricsSnapshot& s, MetricSink& w) {
   // Devices, over the last interval (iostat -x's figures in base units).
   struct DiskGauge {
     const char* name;
@@ -259,7 +257,7 @@ void renderDevices(const MetricsSnapshot& s, Writer& w) {
 }
 
 // GPUs, over the last interval.
-void renderGpus(const MetricsSnapshot& s, Writer& w) {
+void renderGpus(const MetricsSnapshot& s, MetricSink& w) {
   w.family("stallwatch_gpu_utilization_ratio", "gauge",
            "GPU busy share over the interval (NVML utilisation / 100).");
   for (const auto& g : s.gpus) {
@@ -302,13 +300,13 @@ void renderGpus(const MetricsSnapshot& s, Writer& w) {
 }
 
 // Stalls open now, incidents and their notifications.
-void renderStalls(const MetricsSnapshot& s, Writer& w) {
+void renderStalls(const MetricsSnapshot& s, MetricSink& w) {
   w.family("stallwatch_stall_active", "gauge",
            "1 while the job is stalled; class and device say why, rank which rank held it back "
            "(\"all\": every rank starved alike; empty: a one-rank job).");
   // The rank label only where the job has ranks: one-rank jobs keep the series they had.
   auto stallLabels = [](const correlator::ActiveStall& st) {
-    Writer::Labels labels{
+    MetricSink::Labels labels{
         {"training_job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
     if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
     return labels;
@@ -363,7 +361,7 @@ void renderStalls(const MetricsSnapshot& s, Writer& w) {
 }
 
 // Drives' health verdicts.
-void renderHealth(const MetricsSnapshot& s, Writer& w) {
+void renderHealth(const MetricsSnapshot& s, MetricSink& w) {
   w.family("stallwatch_drive_health", "gauge",
            "1 for the drive's current health verdict (ok, warning, failing, worn-out, unknown, "
            "unsupported).");
@@ -372,13 +370,12 @@ void renderHealth(const MetricsSnapshot& s, Writer& w) {
 
 }  // namespace
 
-std::string renderMetrics(const MetricsSnapshot& s,
-                          const std::optional<collectors::SelfProcess>& process) {
-  Writer w;
-  std::map<std::string, Writer::Labels> pods;
+void writeMetrics(const MetricsSnapshot& s, const std::optional<collectors::SelfProcess>& process,
+                  MetricSink& w) {
+  std::map<std::string, MetricSink::Labels> pods;
   for (const auto& j : s.jobs) {
     if (!j.pod) continue;
-    Writer::Labels& l = pods[j.key];
+    MetricSink::Labels& l = pods[j.key];
     l = {{"namespace", j.pod->ns}, {"pod", j.pod->name}};
     if (!j.pod->container.empty()) l.emplace_back("container", j.pod->container);
   }
@@ -391,6 +388,12 @@ std::string renderMetrics(const MetricsSnapshot& s,
   renderRanks(s, w);
   renderStalls(s, w);
   renderHealth(s, w);
+}
+
+std::string renderMetrics(const MetricsSnapshot& s,
+                          const std::optional<collectors::SelfProcess>& process) {
+  metrics_text::Writer w;
+  writeMetrics(s, process, w);
   return w.take();
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent/hook_runner.h"
+#include "agent/metric_sink.h"
 #include "agent/notifier.h"
 #include "agent/webhook_sender.h"
 #include "collectors/samples.h"
@@ -123,6 +124,10 @@ struct MetricsSnapshot {
 // not every tick's.
 std::string renderMetrics(const MetricsSnapshot& snapshot,
                           const std::optional<collectors::SelfProcess>& process = std::nullopt);
+// Every family of SNAPSHOT into SINK (the text page above, an OTLP export), a job's pod labels
+// following its training_job.
+void writeMetrics(const MetricsSnapshot& snapshot,
+                  const std::optional<collectors::SelfProcess>& process, MetricSink& sink);
 
 void noteRunShares(RunShares& shares, const collectors::SampleBatch& batch);
 // The devices each followed job reads (device, via), kept from the facts of every batch; a job

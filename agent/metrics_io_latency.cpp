@@ -34,7 +34,7 @@ void addRow(const collectors::IoLatencySample& r, const Buckets& buckets, IoLate
   for (size_t i = 0; i < buckets.size(); ++i) m.at_or_below[i] += buckets[i];
 }
 
-void renderFamily(const std::vector<IoLatencyMetric>& totals, bool jobs, metrics_text::Writer& w) {
+void renderFamily(const std::vector<IoLatencyMetric>& totals, bool jobs, MetricSink& w) {
   bool any = false;
   for (const auto& m : totals) any = any || m.training_job.empty() != jobs;
   if (!any) return;
@@ -50,20 +50,10 @@ void renderFamily(const std::vector<IoLatencyMetric>& totals, bool jobs, metrics
   }
   for (const auto& m : totals) {
     if (m.training_job.empty() == jobs) continue;
-    metrics_text::Writer::Labels labels = {{"device", m.device}, {"op", m.op}};
+    MetricSink::Labels labels = {{"device", m.device}, {"op", m.op}};
     if (jobs) labels.insert(labels.begin(), {"training_job", m.training_job});
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < kIoLatencyBounds.size(); ++i) {
-      cumulative += m.at_or_below[i];
-      auto bucket = labels;
-      bucket.emplace_back("le", metrics_text::number(kIoLatencyBounds[i]));
-      w.sample("_bucket", bucket, static_cast<double>(cumulative));
-    }
-    auto all = labels;
-    all.emplace_back("le", "+Inf");
-    w.sample("_bucket", all, static_cast<double>(m.count));
-    w.sample("_sum", labels, m.sum_seconds);
-    w.sample("_count", labels, static_cast<double>(m.count));
+    w.histogram(labels, kIoLatencyBounds.data(), m.at_or_below.data(), kIoLatencyBounds.size(),
+                m.count, m.sum_seconds);
   }
 }
 
@@ -93,7 +83,7 @@ void forgetIoLatencyOf(const std::string& job_key, IoLatencyTotals& totals) {
   std::erase_if(totals, [&](const auto& entry) { return std::get<2>(entry.first) == job_key; });
 }
 
-void renderIoLatency(const std::vector<IoLatencyMetric>& totals, metrics_text::Writer& w) {
+void renderIoLatency(const std::vector<IoLatencyMetric>& totals, MetricSink& w) {
   renderFamily(totals, false, w);
   renderFamily(totals, true, w);
 }

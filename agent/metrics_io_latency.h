@@ -5,11 +5,11 @@
 
 #include <vector>
 
+#include "agent/metric_sink.h"
 #include "agent/metrics.h"
-#include "agent/metrics_writer.h"
 
 namespace stallwatch::agent {
 
-void renderIoLatency(const std::vector<IoLatencyMetric>& totals, metrics_text::Writer& w);
+void renderIoLatency(const std::vector<IoLatencyMetric>& totals, MetricSink& w);
 
 }  // namespace stallwatch::agent

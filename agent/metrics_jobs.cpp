@@ -7,10 +7,8 @@
 
 namespace stallwatch::agent {
 
-using metrics_text::Writer;
-
 // Jobs, over the last interval.
-void renderJobs(const MetricsSnapshot& s, Writer& w) {
+void renderJobs(const MetricsSnapshot& s, MetricSink& w) {
   w.family("stallwatch_job_gpu_utilization_ratio", "gauge",
            "Mean utilisation of the job's GPUs over the interval.");
   for (const auto& j : s.jobs) {
@@ -125,9 +123,9 @@ void renderJobs(const MetricsSnapshot& s, Writer& w) {
 // The ranks of runs across nodes: run, rank and node labels, so that rules can compare a
 // run's nodes (deploy/prometheus/stallwatch-fleet.rules.yml). Bounded: a node has as many
 // ranks as GPUs, and a run's series end with it.
-void renderRanks(const MetricsSnapshot& s, Writer& w) {
+void renderRanks(const MetricsSnapshot& s, MetricSink& w) {
   auto labels = [&](const RankMetric& r) {
-    return Writer::Labels{{"run", r.run}, {"rank", std::to_string(r.rank)}, {"node", s.node}};
+    return MetricSink::Labels{{"run", r.run}, {"rank", std::to_string(r.rank)}, {"node", s.node}};
   };
   struct Family {
     const char* name;
@@ -162,7 +160,7 @@ void renderRanks(const MetricsSnapshot& s, Writer& w) {
   for (const auto& j : s.jobs) {
     const auto it = s.job_runs.find(j.key);
     if (it == s.job_runs.end()) continue;
-    Writer::Labels info{{"run", it->second.run}, {"node", s.node}, {"training_job", j.key}};
+    MetricSink::Labels info{{"run", it->second.run}, {"node", s.node}, {"training_job", j.key}};
     if (it->second.world_size)
       info.emplace_back("world_size", std::to_string(*it->second.world_size));
     w.sample(info, 1);

@@ -4,12 +4,12 @@
 // reads from Prometheus (docs/PROMETHEUS.md lists it). Internal to agent/'s metrics files.
 #pragma once
 
+#include "agent/metric_sink.h"
 #include "agent/metrics.h"
-#include "agent/metrics_writer.h"
 
 namespace stallwatch::agent {
 
-void renderJobs(const MetricsSnapshot& s, metrics_text::Writer& w);
-void renderRanks(const MetricsSnapshot& s, metrics_text::Writer& w);
+void renderJobs(const MetricsSnapshot& s, MetricSink& w);
+void renderRanks(const MetricsSnapshot& s, MetricSink& w);
 
 }  // namespace stallwatch::agent

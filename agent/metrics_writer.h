@@ -5,12 +5,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <map>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
+#include "agent/metric_sink.h"
 #include "common/text.h"
 
 namespace stallwatch::agent::metrics_text {
@@ -47,23 +45,38 @@ inline std::string number(double v) {
 
 // The page, appended to one buffer: plain appends and fmt's own buffer, where fmt through a
 // std::string's back_inserter cost most of a page's 360 us (bench/metrics_scrape_cost.py).
-class Writer {
+class Writer final : public MetricSink {
  public:
   Writer() { out_.reserve(64 * 1024); }  // a node's page is about 20 KB: no regrowth
   // Starts a family: HELP and TYPE once, then its samples.
-  void family(const char* name, const char* type, const char* help) {
+  void family(const char* name, const char* type, const char* help) override {
     name_ = name;
     for (std::string_view part : {"# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n"})
       put(part);
   }
-  using Labels = std::vector<std::pair<const char*, std::string>>;
-  // Labels that follow a training_job label of the job it names, on every series that has
-  // one: a Kubernetes job's namespace, pod and container. Derived from the job, so they add
-  // no series; set once per page.
-  void jobLabels(std::map<std::string, Labels> by_job) { job_labels_ = std::move(by_job); }
-  void sample(const Labels& labels, double value) {
+  using MetricSink::sample;
+  void sample(const Labels& labels, double value) override { line("", labels, nullptr, value); }
+  // The family's _bucket series (cumulative, "+Inf" last), then _sum and _count.
+  void histogram(const Labels& labels, const double* bounds, const uint64_t* per_bound,
+                 size_t n_bounds, uint64_t count, double sum) override {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < n_bounds; ++i) {
+      cumulative += per_bound[i];
+      const std::string le = number(bounds[i]);
+      line("_bucket", labels, le.c_str(), static_cast<double>(cumulative));
+    }
+    line("_bucket", labels, "+Inf", static_cast<double>(count));
+    line("_sum", labels, nullptr, sum);
+    line("_count", labels, nullptr, static_cast<double>(count));
+  }
+  std::string take() { return fmt::to_string(out_); }
+
+ private:
+  // NAME_SUFFIX{LABELS[,le="LE"]} VALUE
+  void line(const char* suffix, const Labels& labels, const char* le, double value) {
     put(name_);
-    if (!labels.empty()) {
+    put(suffix);
+    if (!labels.empty() || le) {
       put("{");
       bool first = true;
       const auto label = [&](const char* name, const std::string& v) {
@@ -74,13 +87,8 @@ class Writer {
         put("\"");
         first = false;
       };
-      for (const auto& [name, v] : labels) {
-        label(name, v);
-        if (job_labels_.empty() || std::string_view(name) != "training_job") continue;
-        if (auto it = job_labels_.find(v); it != job_labels_.end()) {
-          for (const auto& [extra, extra_value] : it->second) label(extra, extra_value);
-        }
-      }
+      forEachLabel(labels, label);
+      if (le) label("le", le);
       put("}");
     }
     put(" ");
@@ -91,21 +99,9 @@ class Writer {
     }
     put("\n");
   }
-  void sample(double value) { sample({}, value); }
-  // A sample of the family's series SUFFIX (a histogram's _bucket, _sum, _count).
-  void sample(const char* suffix, const Labels& labels, double value) {
-    const std::string family = name_;
-    name_ = family + suffix;
-    sample(labels, value);
-    name_ = family;
-  }
-  std::string take() { return fmt::to_string(out_); }
-
- private:
   void put(std::string_view s) { out_.append(s.data(), s.data() + s.size()); }
   fmt::memory_buffer out_;
   std::string name_;
-  std::map<std::string, Labels> job_labels_;
 };
 
 }  // namespace stallwatch::agent::metrics_text

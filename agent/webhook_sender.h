@@ -12,13 +12,10 @@
 #include <string>
 #include <thread>
 
+#include "agent/http_post.h"  // redactUrl
 #include "common/drop_oldest_queue.h"
 
 namespace stallwatch::agent {
-
-// The URL as logs may show it: scheme and host only. Chat webhooks carry their secret in the
-// path (https://hooks.slack.com/services/T0/B0/SECRET) or as user:password; neither is said.
-std::string redactUrl(const std::string& url);
 
 struct WebhookConfig {
   std::string url;

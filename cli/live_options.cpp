@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/input_file.h"
+#include "common/text.h"
 
 namespace stallwatch::cli {
 
@@ -52,6 +53,17 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
                  "Serve Prometheus metrics at ADDR/metrics: :PORT on every interface (as "
                  "node_exporter's :9100), HOST:PORT or [V6]:PORT on one, 127.0.0.1:PORT on "
                  "loopback only; stallwatch's port is 9877 (off by default)")
+      ->group("Live");
+  cmd.add_option("--otlp-endpoint", args.otlp_endpoint,
+                 "Also push the metrics to this OTLP/HTTP receiver (JSON), as an OpenTelemetry "
+                 "Collector or Prometheus 3 takes them: a base URL (http://collector:4318, "
+                 "'/v1/metrics' added) or the metrics URL itself (off by default)")
+      ->group("Live");
+  cmd.add_option("--otlp-interval", args.otlp_interval, "How often to push them")
+      ->capture_default_str()
+      ->group("Live");
+  cmd.add_option("--otlp-header", args.otlp_headers,
+                 "A header on every push, 'Name: value' (an API key, a tenant); repeatable")
       ->group("Live");
   cmd.add_option("--node", args.node,
                  "This node's name: the node label on metrics, the host in hook payloads and "
@@ -159,6 +171,30 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
                 << "' is not PORT, :PORT, HOST:PORT or [V6]:PORT (examples: 9877, 0.0.0.0:9877)\n";
       return std::nullopt;
     }
+  }
+  if (!args.otlp_endpoint.empty()) {
+    const auto interval = duration(args.otlp_interval, "--otlp-interval");
+    if (!interval) return std::nullopt;
+    if (args.otlp_endpoint.rfind("http://", 0) != 0 &&
+        args.otlp_endpoint.rfind("https://", 0) != 0) {
+      std::cerr << "stallwatch " << command << ": --otlp-endpoint '"
+                << agent::redactUrl(args.otlp_endpoint) << "' is not an http:// or https:// URL\n";
+      return std::nullopt;
+    }
+    for (const auto& h : args.otlp_headers) {
+      const size_t colon = h.find(':');
+      if (colon == 0 || colon == std::string::npos ||
+          h.find_first_of("\r\n") != std::string::npos) {
+        std::cerr << "stallwatch " << command << ": --otlp-header '" << common::printable(h)
+                  << "' is not 'Name: value'\n";
+        return std::nullopt;
+      }
+    }
+    agent::OtlpConfig otlp;
+    otlp.endpoint = args.otlp_endpoint;
+    otlp.interval = std::chrono::duration_cast<std::chrono::milliseconds>(*interval);
+    otlp.headers = args.otlp_headers;
+    o.otlp = otlp;
   }
   if ((o.hook || o.webhook) && !o.correlate) {
     std::cerr << "stallwatch " << command

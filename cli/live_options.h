@@ -1,5 +1,5 @@
 // The live options `record` and `replay` share: the correlator's timing, the incident hook,
-// the webhook and the Prometheus endpoint.
+// the webhook, the Prometheus endpoint and the OTLP export.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +22,9 @@ struct LiveArgs {
   std::string webhook_timeout = "5s";
   int webhook_attempts = 5;
   std::string listen;
+  std::string otlp_endpoint;
+  std::string otlp_interval = "15s";
+  std::vector<std::string> otlp_headers;
   std::string open_after = "3s";
   std::string strong_open_after = "2s";
   std::string close_after = "10s";

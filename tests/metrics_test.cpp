@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "agent/metrics_otlp.h"
 #include "agent/metrics_server.h"
 
 namespace stallwatch::agent {
@@ -128,6 +131,70 @@ TEST(Metrics, AJobInAPodCarriesItsNamespacePodAndContainer) {
   EXPECT_NE(renderMetrics(s).find(
                 "{training_job=\"k8s:ml/trainer-0\",namespace=\"ml\",pod=\"trainer-0\"} 0.5"),
             std::string::npos);
+}
+
+// The OTLP export of the same families: a histogram as OTLP's explicit buckets (each bound's own
+// count, one more bucket than bounds for those above the last, summing to the count), a
+// counter as a cumulative monotonic sum without "_total", a pod's labels as attributes.
+TEST(Metrics, OtlpExportOfHistogramsCountersAndPodLabels) {
+  auto row = [](const char* job, uint64_t count, const char* slots) {
+    collectors::IoLatencySample r;
+    r.device = "loop0";
+    r.op = "read";
+    r.job_key = job;
+    r.count = count;
+    r.mean_ms = 0.1;
+    r.slots = slots;
+    return r;
+  };
+  IoLatencyTotals totals;
+  addIoLatency({row("k8s:ml/trainer-0", 3, "71:3"), row("", 5, "27:5")}, totals);
+  MetricsSnapshot s;
+  for (const auto& [key, m] : totals) s.io_latency.push_back(m);
+  s.intervals = 42;
+  s.jobs.emplace_back();
+  s.jobs.back().key = "k8s:ml/trainer-0";
+  s.jobs.back().gpu_util_percent = 50;
+  s.jobs.back().pod = collectors::PodName{"ml", "trainer-0", "main"};
+  const auto request = nlohmann::json::parse(
+      renderOtlp(s, std::nullopt, {"node-a", "0.2.0", 1'000'000'000}, 2'000'000'000));
+  const auto& metrics = request["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
+  auto metric = [&](const std::string& name) {
+    for (const auto& m : metrics)
+      if (m["name"] == name) return m;
+    return nlohmann::json();
+  };
+  const auto intervals = metric("stallwatch_intervals");
+  ASSERT_FALSE(intervals.is_null()) << request.dump(1);
+  EXPECT_TRUE(metric("stallwatch_intervals_total").is_null());
+  EXPECT_EQ(intervals["sum"]["aggregationTemporality"], 2);
+  EXPECT_EQ(intervals["sum"]["isMonotonic"], true);
+  EXPECT_EQ(intervals["sum"]["dataPoints"][0]["asDouble"], 42);
+  EXPECT_EQ(intervals["sum"]["dataPoints"][0]["startTimeUnixNano"], "1000000000");
+  EXPECT_EQ(intervals["sum"]["dataPoints"][0]["timeUnixNano"], "2000000000");
+  const auto job = metric("stallwatch_job_io_latency_seconds")["histogram"]["dataPoints"][0];
+  EXPECT_EQ(job["count"], "3");
+  ASSERT_EQ(job["bucketCounts"].size(), job["explicitBounds"].size() + 1);
+  uint64_t summed = 0;
+  for (const auto& c : job["bucketCounts"]) summed += std::stoull(c.get<std::string>());
+  EXPECT_EQ(summed, 3u);
+  // Slot 71 (1.92-2.05 ms) counts at the bound 0.0025, as the text page's le="0.0025".
+  for (size_t i = 0; i < job["explicitBounds"].size(); ++i) {
+    if (job["explicitBounds"][i] == 0.0025) {
+      EXPECT_EQ(job["bucketCounts"][i], "3");
+    }
+  }
+  nlohmann::json attributes = nlohmann::json::object();
+  for (const auto& a : job["attributes"]) attributes[a["key"]] = a["value"]["stringValue"];
+  EXPECT_EQ(attributes, (nlohmann::json{{"training_job", "k8s:ml/trainer-0"},
+                                        {"namespace", "ml"},
+                                        {"pod", "trainer-0"},
+                                        {"container", "main"},
+                                        {"device", "loop0"},
+                                        {"op", "read"}}));
+  EXPECT_EQ(metric("stallwatch_job_gpu_utilization_ratio")["unit"], "1");
+  EXPECT_EQ(metric("stallwatch_job_gpu_utilization_ratio")["gauge"]["dataPoints"][0]["asDouble"],
+            0.5);
 }
 
 // Per-I/O latency: everyone's histogram per device and operation, a followed job's own in a

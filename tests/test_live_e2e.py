@@ -4,6 +4,7 @@ by promtool; and a real Prometheus server (Debian's) scraping a recording agent.
 
 import http.server
 import json
+import otlp_receiver
 import swjson
 import os
 import re
@@ -169,6 +170,65 @@ scrape_configs:
         self.assertEqual(alert["endsAt"], "0001-01-01T00:00:00Z")
         self.assertIn("disk-slow on loop0 (on vda)", received[0]["text"])
         self.assertNotEqual(received[1]["alerts"][0]["endsAt"], "0001-01-01T00:00:00Z")
+
+    def test_otlp_export_passes_the_schema_and_carries_the_stall(self):
+        receiver = otlp_receiver.Receiver()
+        try:
+            r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--speed", "20", "--node", "node-a",
+                                "--otlp-endpoint", f"http://127.0.0.1:{receiver.port}",
+                                "--otlp-interval", "500ms", "--otlp-header", "X-Scope-OrgID: team-a"],
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            receiver.close()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(receiver.refused, [], receiver.refused[:1])
+        self.assertGreaterEqual(len(receiver.accepted), 2, r.stderr)  # each interval and at the stop
+        self.assertEqual(set(receiver.paths), {"/v1/metrics"})  # added to the base URL
+        self.assertTrue(all(h.get("X-Scope-OrgID") == "team-a" for h in receiver.headers))
+        self.assertRegex(r.stderr, rf"otlp http://127.0.0.1:{receiver.port}/\.\.\.: {len(receiver.accepted)} exports, 0 failed")
+        last = receiver.accepted[-1][0]
+        resource = otlp_receiver.attributes(last["resourceMetrics"][0]["resource"]["attributes"])
+        self.assertEqual(resource["service.name"], "stallwatch")
+        self.assertEqual(resource["host.name"], "node-a")
+        metrics = otlp_receiver.metrics_of(last)
+        # A counter is a cumulative monotonic sum, named without Prometheus' _total.
+        incidents = metrics["stallwatch_incidents"]
+        self.assertNotIn("stallwatch_incidents_total", metrics)
+        self.assertEqual(incidents["sum"]["aggregationTemporality"], 2)
+        self.assertTrue(incidents["sum"]["isMonotonic"])
+        opened = {otlp_receiver.attributes(p["attributes"]).get("class"): p["asDouble"]
+                  for p in incidents["sum"]["dataPoints"]}
+        self.assertEqual(opened.get("disk-slow"), 1, opened)
+        # A gauge with its labels as attributes, the job's key among them (while the job ran: the
+        # last push, at the stop, comes after its end).
+        during = [otlp_receiver.metrics_of(a[0]) for a in receiver.accepted]
+        util = next(m["stallwatch_job_gpu_utilization_ratio"] for m in during
+                    if "stallwatch_job_gpu_utilization_ratio" in m)
+        self.assertEqual(util["unit"], "1")
+        self.assertTrue(all("training_job" in otlp_receiver.attributes(p["attributes"])
+                            for p in util["gauge"]["dataPoints"]))
+        self.assertIn("process_cpu_seconds", metrics)
+
+    def test_unreachable_otlp_receiver_is_counted_not_fatal(self):
+        port = free_port()
+        r = subprocess.run([BIN, "replay", "--db", DISK_RUN, "--otlp-endpoint",
+                            f"http://user:secret@127.0.0.1:{port}/v1/metrics"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"otlp http://***@127.0.0.1:{port}/...: export failed (1 in a row)", r.stderr)
+        self.assertIn(f"otlp http://***@127.0.0.1:{port}/...: 0 exports, 1 failed", r.stderr)
+        self.assertNotIn("secret", r.stderr)
+
+    def test_otlp_options_are_checked(self):
+        for args, said in ((["--otlp-endpoint", "collector:4318"], "is not an http:// or https:// URL"),
+                           (["--otlp-endpoint", "http://c:4318", "--otlp-header", "no colon"],
+                            "is not 'Name: value'"),
+                           (["--otlp-endpoint", "http://c:4318", "--otlp-interval", "soon"],
+                            "is not a duration")):
+            r = subprocess.run([BIN, "replay", "--db", DISK_RUN] + args, capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(said, r.stderr)
 
     def test_unreachable_webhook_is_counted_not_fatal(self):
         port = free_port()  # nothing listens there

@@ -1,0 +1,52 @@
+// Where the agent's metrics go as they are written, family by family: the Prometheus text page
+// (metrics_writer.h) or an OTLP export (metrics_otlp.h). The families are written once
+// (metrics.cpp, metrics_jobs.cpp, metrics_io_latency.cpp); each sink encodes them its own way,
+// from typed values (a histogram's bounds are numbers, not label text).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stallwatch::agent {
+
+class MetricSink {
+ public:
+  using Labels = std::vector<std::pair<const char*, std::string>>;
+
+  virtual ~MetricSink() = default;
+  // Starts a family: TYPE is "gauge", "counter" or "histogram"; its samples follow.
+  virtual void family(const char* name, const char* type, const char* help) = 0;
+  virtual void sample(const Labels& labels, double value) = 0;
+  void sample(double value) { sample({}, value); }
+  // One series of a histogram family: each bound's own count (not cumulated), the count of all
+  // (those above the last bound too) and their sum.
+  virtual void histogram(const Labels& labels, const double* bounds, const uint64_t* per_bound,
+                         size_t n_bounds, uint64_t count, double sum) = 0;
+
+  // Labels that follow a training_job label of the job it names, on every series that has one:
+  // a Kubernetes job's namespace, pod and container. Derived from the job, so they add no
+  // series; set once per page.
+  void jobLabels(std::map<std::string, Labels> by_job) { job_labels_ = std::move(by_job); }
+
+ protected:
+  // FN(name, value) for each of LABELS, and after a training_job the labels that follow it.
+  template <typename Fn>
+  void forEachLabel(const Labels& labels, Fn fn) const {
+    for (const auto& [name, value] : labels) {
+      fn(name, value);
+      if (job_labels_.empty() || std::string_view(name) != "training_job") continue;
+      if (auto it = job_labels_.find(value); it != job_labels_.end()) {
+        for (const auto& [extra, extra_value] : it->second) fn(extra, extra_value);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, Labels> job_labels_;
+};
+
+}  // namespace stallwatch::agent
