@@ -97,6 +97,15 @@ void addLiveOptions(CLI::App& cmd, LiveArgs& args) {
       ->group("Live");
 }
 
+namespace {
+
+// What the senders post to: http:// or https://, nothing else libcurl would take.
+bool isHttpUrl(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
+}  // namespace
+
 std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std::string& command) {
   agent::LiveOptions o;
   o.correlate = args.correlate;
@@ -153,7 +162,7 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
       webhook.pop_back();
   }
   if (!webhook.empty()) {
-    if (webhook.rfind("http://", 0) != 0 && webhook.rfind("https://", 0) != 0) {
+    if (!isHttpUrl(webhook)) {
       std::cerr << "stallwatch " << command << ": the webhook '" << agent::redactUrl(webhook)
                 << "' is not an http:// or https:// URL\n";
       return std::nullopt;
@@ -175,8 +184,7 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
   if (!args.otlp_endpoint.empty()) {
     const auto interval = duration(args.otlp_interval, "--otlp-interval");
     if (!interval) return std::nullopt;
-    if (args.otlp_endpoint.rfind("http://", 0) != 0 &&
-        args.otlp_endpoint.rfind("https://", 0) != 0) {
+    if (!isHttpUrl(args.otlp_endpoint)) {
       std::cerr << "stallwatch " << command << ": --otlp-endpoint '"
                 << agent::redactUrl(args.otlp_endpoint) << "' is not an http:// or https:// URL\n";
       return std::nullopt;

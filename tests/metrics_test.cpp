@@ -133,20 +133,22 @@ TEST(Metrics, AJobInAPodCarriesItsNamespacePodAndContainer) {
             std::string::npos);
 }
 
+// A per-I/O latency row of loop0's reads: JOB's (or everyone else's), COUNT of them in SLOTS.
+collectors::IoLatencySample row(const char* job, uint64_t count, const char* slots) {
+  collectors::IoLatencySample r;
+  r.device = "loop0";
+  r.op = "read";
+  r.job_key = job;
+  r.count = count;
+  r.mean_ms = 0.1;
+  r.slots = slots;
+  return r;
+}
+
 // The OTLP export of the same families: a histogram as OTLP's explicit buckets (each bound's own
 // count, one more bucket than bounds for those above the last, summing to the count), a
 // counter as a cumulative monotonic sum without "_total", a pod's labels as attributes.
 TEST(Metrics, OtlpExportOfHistogramsCountersAndPodLabels) {
-  auto row = [](const char* job, uint64_t count, const char* slots) {
-    collectors::IoLatencySample r;
-    r.device = "loop0";
-    r.op = "read";
-    r.job_key = job;
-    r.count = count;
-    r.mean_ms = 0.1;
-    r.slots = slots;
-    return r;
-  };
   IoLatencyTotals totals;
   addIoLatency({row("k8s:ml/trainer-0", 3, "71:3"), row("", 5, "27:5")}, totals);
   MetricsSnapshot s;
@@ -200,16 +202,6 @@ TEST(Metrics, OtlpExportOfHistogramsCountersAndPodLabels) {
 // Per-I/O latency: everyone's histogram per device and operation, a followed job's own in a
 // family of its own (a sum over either counts each I/O once), gone when the job ends.
 TEST(Metrics, PerIoLatencyPerDeviceAndPerFollowedJob) {
-  auto row = [](const char* job, uint64_t count, const char* slots) {
-    collectors::IoLatencySample r;
-    r.device = "loop0";
-    r.op = "read";
-    r.job_key = job;
-    r.count = count;
-    r.mean_ms = 0.1;
-    r.slots = slots;
-    return r;
-  };
   IoLatencyTotals totals;
   // Slot 71 holds 1.92-2.05 ms (counted at le=0.0025), slot 27 44-48 us (at le=0.00005).
   addIoLatency({row("job-7", 3, "71:3"), row("", 5, "27:5")}, totals);
