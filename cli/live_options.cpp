@@ -185,8 +185,8 @@ std::optional<agent::LiveOptions> toLiveOptions(const LiveArgs& args, const std:
     const auto interval = duration(args.otlp_interval, "--otlp-interval");
     if (!interval) return std::nullopt;
     if (!isHttpUrl(args.otlp_endpoint)) {
-      std::cerr << "stallwatch " << command << ": --otlp-endpoint '"
-                << agent::redactUrl(args.otlp_endpoint) << "' is not an http:// or https:// URL\n";
+      std::cerr << "stallwatch " << command
+                << ": --otlp-endpoint needs an http:// or https:// URL (http://collector:4318)\n";
       return std::nullopt;
     }
     for (const auto& h : args.otlp_headers) {

@@ -220,7 +220,7 @@ scrape_configs:
         self.assertNotIn("secret", r.stderr)
 
     def test_otlp_options_are_checked(self):
-        for args, said in ((["--otlp-endpoint", "collector:4318"], "is not an http:// or https:// URL"),
+        for args, said in ((["--otlp-endpoint", "collector:4318"], "needs an http:// or https:// URL"),
                            (["--otlp-endpoint", "http://c:4318", "--otlp-header", "no colon"],
                             "is not 'Name: value'"),
                            (["--otlp-endpoint", "http://c:4318", "--otlp-interval", "soon"],
