@@ -21,6 +21,8 @@ using evidence::at;
 using evidence::Check;
 using evidence::compare;
 using evidence::latencyAt;
+using Metric = model::EvidenceMetric;
+using Scope = model::EvidenceScope;
 
 constexpr double kQueueFloor = 0.1;
 // An io-throttled stall without a limit seen names the job's device whose latency or queue rose
@@ -56,11 +58,11 @@ DeviceChecks judgeDevices(const JobSeries& s, const DetectorConfig& cfg,
   DeviceChecks out;
   for (const DeviceSeries& d : s.devices) {
     const Check latency = compare(
-        {"await_ms", "device", d.name, ""}, base, inc.first, inc.last,
+        {Metric::kAwaitMs, Scope::kDevice, d.name, ""}, base, inc.first, inc.last,
         [&](size_t i) { return latencyAt(d, i); }, true, cfg.latency_ratio, cfg.latency_floor_ms,
         cfg.latency_floor_ms);
     const Check queue = compare(
-        {"aqu_sz", "device", d.name, ""}, base, inc.first, inc.last,
+        {Metric::kAquSz, Scope::kDevice, d.name, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(d.aqu_sz, i); }, true, cfg.queue_ratio, kQueueFloor, 1.0);
     Check l = latency, q = queue;
     if (writtenByJob(d)) {
@@ -114,7 +116,7 @@ void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
                        const DetectorConfig& cfg, Incident& inc) {
   const std::vector<size_t> base = baselineBefore(inc.first, stalled, cfg);
   if (base.size() < kMinBaselineForAttribution) {
-    inc.evidence.push_back(model::evidenceItem({"baseline_intervals", "job", "", ""}, 0,
+    inc.evidence.push_back(model::evidenceItem({Metric::kBaselineIntervals, Scope::kJob, "", ""}, 0,
                                                static_cast<double>(base.size()), false));
     inc.confidence = 0.2;
     return;
@@ -238,8 +240,8 @@ void addNeighbour(const JobSeries& s, const std::vector<size_t>& base,
   const double now = heaviest->second;
   // Who read (a cgroup or a process) from which device: the device the subject, the reader said.
   inc.evidence.push_back(model::evidenceItem(
-      {"neighbour_bytes_per_s", "device", heaviest->first.first, heaviest->first.second}, baseline,
-      now, now >= kNeighbourFloor && now >= 2 * baseline));
+      {Metric::kNeighbourBytesPerS, Scope::kDevice, heaviest->first.first, heaviest->first.second},
+      baseline, now, now >= kNeighbourFloor && now >= 2 * baseline));
 }
 
 // Names DEVICE (the limited or the slowest) in INC as the disk-slow verdict names one: where the
@@ -269,7 +271,7 @@ void nameDevice(const JobSeries& s, const std::string& device, Incident& inc) {
 // workers slept. A hang says who was stopped and who waited on what.
 void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incident& inc) {
   const Check stopped = compare(
-      {"job_processes_stopped", "job", "", ""}, base, inc.first, inc.last,
+      {Metric::kJobProcessesStopped, Scope::kJob, "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.stopped_processes, i); }, false, 1.0, 0, 1.0);
   if (stopped.item.during >= 1 || stopped.item.baseline >= 1) inc.evidence.push_back(stopped.item);
   // Who waited on the stopped ones: where the main process slept meanwhile.
@@ -282,7 +284,7 @@ void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incide
       for (const auto& w : main_waits) asleep += w == wait ? 1 : 0;
       const std::string subsystem = waitSubsystem(wait);
       inc.evidence.push_back(model::evidenceItem(
-          {"main_process_asleep", "process", "",
+          {Metric::kMainProcessAsleep, Scope::kProcess, "",
            "in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")")},
           0, static_cast<double>(asleep) / static_cast<double>(main_waits.size()), true));
     }
@@ -295,7 +297,7 @@ void addHangEvidence(const JobSeries& s, const std::vector<size_t>& base, Incide
     for (const auto& w : waits) asleep += w == wait ? 1 : 0;
     const std::string subsystem = waitSubsystem(wait);
     inc.evidence.push_back(model::evidenceItem(
-        {"workers_asleep", "job", "",
+        {Metric::kWorkersAsleep, Scope::kJob, "",
          "in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")")},
         0, static_cast<double>(asleep) / static_cast<double>(waits.size()), false));
   }
@@ -325,7 +327,7 @@ void addIdleWait(const JobSeries& s, const std::vector<size_t>& base, Incident& 
     const std::string subsystem = waitSubsystem(wait);
     where = "asleep in " + wait + (subsystem.empty() ? "" : " (" + subsystem + ")");
   }
-  inc.evidence.push_back(model::evidenceItem({"job_processes_idle", "job", "", where},
+  inc.evidence.push_back(model::evidenceItem({Metric::kJobProcessesIdle, Scope::kJob, "", where},
                                              shareAsleep(base), shareAsleep(during), true));
 }
 
@@ -356,15 +358,15 @@ void nameCheckpoint(const JobSeries& s, const DetectorConfig& cfg, const std::ve
     inc.device = target->name;
     if (below) inc.physical_device = below->name;
     Check device_writes = compare(
-        {"write_bytes_per_s", "device", target->name, ""}, base, inc.first, inc.last,
+        {Metric::kWriteBytesPerS, Scope::kDevice, target->name, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
         cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
     // Its device slowed it: the device's latency against its own before, said either way.
     if (target_latency) {
       const EvidenceItem& latency = target_latency->item;
-      EvidenceItem slowed =
-          model::evidenceItem({"checkpoint_slowed_by_await_ms", "device", target->name, ""},
-                              latency.baseline, latency.during, latency.supports);
+      EvidenceItem slowed = model::evidenceItem(
+          {Metric::kCheckpointSlowedByAwaitMs, Scope::kDevice, target->name, ""}, latency.baseline,
+          latency.during, latency.supports);
       slowed.signal = "checkpoint_slowed_by await_ms " + target->name;  // as reports have said it
       inc.evidence.push_back(std::move(slowed));
     }
@@ -379,8 +381,9 @@ void nameCheckpoint(const JobSeries& s, const DetectorConfig& cfg, const std::ve
       const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
       if (limit_bytes > 0) {
         EvidenceItem held = model::evidenceItem(
-            {"checkpoint_held_by_write_limit", "device", target->name, io_limits}, limit_bytes,
-            device_writes.item.during, device_writes.item.during >= kAtLimitShare * limit_bytes);
+            {Metric::kCheckpointHeldByWriteLimit, Scope::kDevice, target->name, io_limits},
+            limit_bytes, device_writes.item.during,
+            device_writes.item.during >= kAtLimitShare * limit_bytes);
         held.signal = "checkpoint_held_by " + io_limits;  // as reports have said it
         inc.evidence.push_back(std::move(held));
       }
@@ -404,7 +407,7 @@ WriteBurst judgeWrites(const JobSeries& s, const DetectorConfig& cfg,
   WriteBurst w;
   Check& writes = w.writes;
   writes = compare(
-      {"job_write_bytes_per_s", "job", "", ""}, base, inc.first, inc.last,
+      {Metric::kJobWriteBytesPerS, Scope::kJob, "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
       cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
   add(writes);
@@ -415,7 +418,7 @@ WriteBurst judgeWrites(const JobSeries& s, const DetectorConfig& cfg,
     if (i >= inc.first) w.during.push_back(i);
   }
   Check burst = writes;
-  burst.item = model::evidenceItem({"job_write_bytes_per_s", "job", "", "peak"},
+  burst.item = model::evidenceItem({Metric::kJobWriteBytesPerS, Scope::kJob, "", "peak"},
                                    burst.item.baseline, burst.item.during, burst.item.supports);
   burst.item.during = 0;
   double written = 0;
@@ -480,7 +483,7 @@ LimitEvidence judgeLimits(const JobSeries& s, const DetectorConfig& cfg,
   const std::string& binding = out.binding;
   if (known(s.cgroup_read_limit_bytes_per_s)) {
     Check c = compare(
-        {std::string(kAtIoLimitMetric), "cgroup", "", "at " + binding}, base, inc.first, inc.last,
+        {kAtIoLimitMetric, Scope::kCgroup, "", "at " + binding}, base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_limited_read_bytes_per_s, i); }, false, 0, 0, 0);
     const auto limit = evidence::medianOver(
         during, [&](size_t i) { return at(s.cgroup_read_limit_bytes_per_s, i); });
@@ -490,7 +493,8 @@ LimitEvidence judgeLimits(const JobSeries& s, const DetectorConfig& cfg,
   }
   if (known(s.cgroup_cpu_throttled)) {
     Check c = compare(
-        {"job_cgroup_cpu_throttled_share", "cgroup", "", "under " + limitText(limits, "cpu.max")},
+        {Metric::kJobCgroupCpuThrottledShare, Scope::kCgroup, "",
+         "under " + limitText(limits, "cpu.max")},
         base, inc.first, inc.last, [&](size_t i) { return at(s.cgroup_cpu_throttled, i); }, false,
         cfg.pressure_rise, 0, 0);
     add(c);
@@ -527,17 +531,17 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   const Series& io_series = own_io ? s.cgroup_io_some : s.io_some;
   const Series& cpu_series = own_cpu ? s.cgroup_cpu_some : s.cpu_some;
   const Check io = compare(
-      own_io ? model::EvidenceName{"io_some", "cgroup", "", "(the job's cgroup)"}
-             : model::EvidenceName{"io_some", "host", "", ""},
+      own_io ? model::EvidenceName{Metric::kIoSome, Scope::kCgroup, "", "(the job's cgroup)"}
+             : model::EvidenceName{Metric::kIoSome, Scope::kHost, "", ""},
       base, inc.first, inc.last, [&](size_t i) { return at(io_series, i); }, false,
       cfg.pressure_rise, 0, 0);
   Check dstate = compare(
-      {"job_d_state_threads", "job", "", ""}, base, inc.first, inc.last,
+      {Metric::kJobDStateThreads, Scope::kJob, "", ""}, base, inc.first, inc.last,
       [&](size_t i) { return at(s.d_state_threads, i); }, false, 1.0, 0, 1.0);
   nameDStateWait(s, inc, dstate.item);
   const Check cpu = compare(
-      own_cpu ? model::EvidenceName{"cpu_some", "cgroup", "", "(the job's cgroup)"}
-              : model::EvidenceName{"cpu_some", "host", "", ""},
+      own_cpu ? model::EvidenceName{Metric::kCpuSome, Scope::kCgroup, "", "(the job's cgroup)"}
+              : model::EvidenceName{Metric::kCpuSome, Scope::kHost, "", ""},
       base, inc.first, inc.last, [&](size_t i) { return at(cpu_series, i); }, false,
       cfg.pressure_rise, 0, 0);
   add(io);
@@ -547,7 +551,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   // go to the disk. Evidence of its own; it decides no class.
   if (known(s.cgroup_memory_some)) {
     add(compare(
-        {"memory_some", "cgroup", "", "(the job's cgroup)"}, base, inc.first, inc.last,
+        {Metric::kMemorySome, Scope::kCgroup, "", "(the job's cgroup)"}, base, inc.first, inc.last,
         [&](size_t i) { return at(s.cgroup_memory_some, i); }, false, cfg.pressure_rise, 0, 0));
   }
   const LimitEvidence held = judgeLimits(s, cfg, base, written.during, inc);
@@ -633,7 +637,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
 }  // namespace
 
 bool strongStorageEvidence(const Incident& inc) {
-  auto supported = [&](std::string_view metric, double min_during = 0) {
+  auto supported = [&](Metric metric, double min_during = 0) {
     return std::any_of(inc.evidence.begin(), inc.evidence.end(), [&](const EvidenceItem& e) {
       return e.supports && e.name.metric == metric && e.during >= min_during;
     });
@@ -642,10 +646,10 @@ bool strongStorageEvidence(const Incident& inc) {
     case StallClass::kIoThrottled:
       // Without the limit read, only where the device the reads wait on is named: a page that
       // names none is corrected a second later, two alerts for one stall (issue 42).
-      return supported(kAtIoLimitMetric) ||
-             (supported("job_d_state_threads", 2) && supported("io_some") && !inc.device.empty());
+      return supported(kAtIoLimitMetric) || (supported(Metric::kJobDStateThreads, 2) &&
+                                             supported(Metric::kIoSome) && !inc.device.empty());
     case StallClass::kDiskSlow:
-      return supported("job_d_state_threads");
+      return supported(Metric::kJobDStateThreads);
     default:
       return false;
   }

@@ -9,7 +9,8 @@
 namespace stallwatch::correlator {
 
 // The evidence that the job read at its cgroup's io.max limit: io-throttled, with the limit named.
-inline constexpr std::string_view kAtIoLimitMetric = "job_cgroup_read_bytes_per_s";
+inline constexpr model::EvidenceMetric kAtIoLimitMetric =
+    model::EvidenceMetric::kJobCgroupReadBytesPerS;
 
 // A job reading at this share of its cgroup's io.max limit or more is held by the limit (the
 // incident rule, the standing verdict and the standing spans alike).

@@ -193,7 +193,7 @@ FleetIncident explainOnNodes(const FleetAnalysis& f, const Incident& job_inc,
   // The job's own attribution had no devices to look at: only its per-node comparisons stay.
   std::vector<EvidenceItem> per_node;
   for (auto& e : inc.evidence) {
-    if (e.name.scope == "node") per_node.push_back(e);
+    if (e.name.scope == model::EvidenceScope::kNode) per_node.push_back(e);
   }
   inc.evidence = std::move(per_node);
   inc.cls = StallClass::kNotStorage;

@@ -5,6 +5,8 @@ namespace {
 
 using evidence::at;
 using evidence::compare;
+using Metric = model::EvidenceMetric;
+using Scope = model::EvidenceScope;
 
 // Others' share of a device's reads supports a neighbour's part in the stall when it reaches
 // this share and rose by this much over its baseline.
@@ -29,13 +31,13 @@ ReadTail readTail(const DeviceSeries& d, const DetectorConfig& cfg, const std::v
     return t;
   // A batch waits for its slowest read: the job's own tail, against its own before.
   t.job = compare(
-      {"read_p99_ms", "device", d.name, "(the job's I/Os)"}, base, first, last,
+      {Metric::kJobReadP99Ms, Scope::kDevice, d.name, ""}, base, first, last,
       [&](size_t i) { return at(d.job_read_p99_ms, i); }, true, cfg.latency_ratio,
       cfg.tail_floor_ms, cfg.tail_floor_ms);
   t.items.push_back(t.job->item);
   // Everyone else's on the same device: slow alike (the device), or fast (the job's alone).
   t.items.push_back(compare(
-                        {"read_p99_ms", "device", d.name, "(others' I/Os)"}, base, first, last,
+                        {Metric::kOthersReadP99Ms, Scope::kDevice, d.name, ""}, base, first, last,
                         [&](size_t i) { return at(d.others_read_p99_ms, i); }, true,
                         cfg.latency_ratio, cfg.tail_floor_ms, cfg.tail_floor_ms)
                         .item);
@@ -45,8 +47,9 @@ ReadTail readTail(const DeviceSeries& d, const DetectorConfig& cfg, const std::v
     if (!own || !others || *own + *others <= 0) return std::nullopt;
     return *others / (*own + *others);
   };
-  evidence::Check neighbours = compare({"others_share_of_reads", "device", d.name, ""}, base, first,
-                                       last, share, false, kNeighbourShareRise, 0, kNeighbourShare);
+  evidence::Check neighbours =
+      compare({Metric::kOthersShareOfReads, Scope::kDevice, d.name, ""}, base, first, last, share,
+              false, kNeighbourShareRise, 0, kNeighbourShare);
   if (neighbours.item.during > 0 || neighbours.item.baseline > 0)
     t.items.push_back(neighbours.item);
   return t;

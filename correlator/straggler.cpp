@@ -12,11 +12,13 @@ using evidence::at;
 using evidence::Check;
 using evidence::compare;
 using evidence::waitShareAt;
+using Metric = model::EvidenceMetric;
+using Scope = model::EvidenceScope;
 
 // The signals findStraggler adds for each rank ("NAME rank N"): not what decided the class.
-constexpr const char* kPerRankSignals[] = {"gpu_util_percent", "data_wait_share",
-                                           "cgroup_read_share_of_io_max", "d_state_threads",
-                                           "cgroup_cpu_throttled_share"};
+constexpr Metric kPerRankSignals[] = {Metric::kGpuUtilPercent, Metric::kDataWaitShare,
+                                      Metric::kCgroupReadShareOfIoMax, Metric::kDStateThreads,
+                                      Metric::kCgroupCpuThrottledShare};
 
 // A rank's cgroup reading at this share of its io.max limit or more is held by it.
 constexpr double kRankAtLimitShare = 0.8;
@@ -36,10 +38,10 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
     // Across nodes each "rank" stands for a node (its slowest rank): named by its host.
-    const std::string scope = rank.node.empty() ? "rank" : "node";
+    const Scope scope = rank.node.empty() ? Scope::kRank : Scope::kNode;
     const std::string who = rank.node.empty() ? std::to_string(rank.rank) : rank.node;
     Check util = compare(
-        {"gpu_util_percent", scope, who, ""}, base, inc.first, inc.last,
+        {Metric::kGpuUtilPercent, scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.gpu_util_percent, i); }, true, 1.0, 0, 0);
     if (util.item.baseline > 0) {
       judged[r].idle = util.item.during < cfg.rank_idle_ratio * util.item.baseline &&
@@ -49,7 +51,7 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
     util.item.supports = judged[r].idle;
     add(util);
     const Check wait = compare(
-        {"data_wait_share", scope, who, ""}, base, inc.first, inc.last,
+        {Metric::kDataWaitShare, scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return waitShareAt(rank.data_wait_s, s.interval_s, i); }, false,
         cfg.rank_wait_rise, 0, 0);
     if (wait.share_of_intervals > 0 || wait.item.during > 0) {
@@ -63,7 +65,7 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
   std::vector<size_t> with_evidence;
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSeries& rank = s.ranks[r];
-    const std::string scope = rank.node.empty() ? "rank" : "node";
+    const Scope scope = rank.node.empty() ? Scope::kRank : Scope::kNode;
     const std::string who = rank.node.empty() ? std::to_string(rank.rank) : rank.node;
     bool own = false;
     auto limitShare = [&](size_t i) -> std::optional<double> {
@@ -72,21 +74,21 @@ std::optional<size_t> findStraggler(const JobSeries& s, const DetectorConfig& cf
       if (!got || !limit || *limit <= 0) return std::nullopt;
       return *got / *limit;
     };
-    Check limit = compare({"cgroup_read_share_of_io_max", scope, who, ""}, base, inc.first,
+    Check limit = compare({Metric::kCgroupReadShareOfIoMax, scope, who, ""}, base, inc.first,
                           inc.last, limitShare, false, 0.3, 0, kRankAtLimitShare);
     if (limit.share_of_intervals > 0 || limit.item.during > 0) {
       add(limit);
       own = own || limit.item.supports;
     }
     const Check dstate = compare(
-        {"d_state_threads", scope, who, ""}, base, inc.first, inc.last,
+        {Metric::kDStateThreads, scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.d_state_threads, i); }, false, 1.0, 0, 1.0);
     if (dstate.item.during > 0 || dstate.item.baseline > 0) {
       add(dstate);
       own = own || dstate.item.supports;
     }
     const Check throttled = compare(
-        {"cgroup_cpu_throttled_share", scope, who, ""}, base, inc.first, inc.last,
+        {Metric::kCgroupCpuThrottledShare, scope, who, ""}, base, inc.first, inc.last,
         [&](size_t i) { return at(rank.cgroup_cpu_throttled, i); }, false, cfg.pressure_rise, 0, 0);
     if (throttled.item.during > 0) {
       add(throttled);
@@ -190,7 +192,7 @@ std::string rankSummary(const Incident& inc) {
   for (const auto& e : inc.evidence) {
     const bool per_rank = std::any_of(
         std::begin(kPerRankSignals), std::end(kPerRankSignals),
-        [&](const char* metric) { return e.name.scope == "rank" && e.name.metric == metric; });
+        [&](Metric metric) { return e.name.scope == Scope::kRank && e.name.metric == metric; });
     if (!e.supports || per_rank) {
       continue;
     }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "model/evidence.h"
+
 namespace stallwatch::model {
 
 enum class StallClass { kDiskSlow, kIoThrottled, kInputCpu, kCheckpoint, kNotStorage };
@@ -16,27 +18,13 @@ const char* toString(StallClass c);  // "disk-slow", ...
 // The class named TEXT; not-storage for a name this version does not know (a hand-edited row).
 StallClass stallClassFromString(const std::string& text);
 
-// What a piece of evidence measured, as typed fields (issue 42: a program had to pick the device
-// or the rank out of "gpu_util_percent rank 1"): the measure, what it is of, and a remark.
-struct EvidenceName {
-  std::string metric;   // "await_ms", "gpu_util_percent", "io_some", ...
-  std::string scope;    // "device", "mount", "rank", "job", "cgroup", "host", "process", "node"
-  std::string subject;  // within the scope: "loop0", "1", "/stallwatch/neighbour"; "" for job, host
-  std::string note;  // "(the job does not read it)", "waiting in folio_wait_bit_common (block I/O)"
-};
-// "await_ms loop0 (the job does not read it)", "gpu_util_percent rank 1": how people read it.
-std::string displayName(const EvidenceName& name);
-// The unit of METRIC, from its name: "ms", "percent", "share", "bytes_per_s", "count", ... ("" for
-// one this version does not know).
-std::string unitOf(const std::string& metric);
-
 struct EvidenceItem {
   std::string
       signal;  // displayName(name): "await_ms loop1", "io_some", ... (older recordings: this alone)
   double baseline = 0;    // median over the baseline window
   double during = 0;      // median over the incident
   bool supports = false;  // crossed its threshold
-  EvidenceName name;      // typed; empty in incidents recorded before it
+  EvidenceName name;      // typed (older recordings: read from the signal where loaded)
 };
 // An item named NAME (its signal the display name).
 EvidenceItem evidenceItem(EvidenceName name, double baseline, double during, bool supports);

@@ -4,12 +4,17 @@ namespace stallwatch::model {
 
 nlohmann::json evidenceItemJson(const EvidenceItem& e) {
   auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  const bool typed = !e.name.metric.empty();
-  const std::string unit = typed ? unitOf(e.name.metric) : "";
-  return {{"signal", e.signal},          {"metric", text(e.name.metric)},
-          {"scope", text(e.name.scope)}, {"subject", text(e.name.subject)},
-          {"note", text(e.name.note)},   {"unit", text(unit)},
-          {"baseline", e.baseline},      {"during", e.during},
+  // A name this version does not know keeps its signal alone.
+  const bool typed = e.name.metric != EvidenceMetric::kUnknown;
+  auto typedText = [&](const std::string& s) { return typed ? text(s) : nlohmann::json(); };
+  return {{"signal", e.signal},
+          {"metric", typedText(toString(e.name.metric))},
+          {"scope", typedText(toString(e.name.scope))},
+          {"subject", typedText(e.name.subject)},
+          {"note", typedText(e.name.remark())},
+          {"unit", typedText(unitOf(e.name.metric))},
+          {"baseline", e.baseline},
+          {"during", e.during},
           {"supports", e.supports}};
 }
 

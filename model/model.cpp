@@ -289,29 +289,6 @@ const char* toString(AdviceKind kind) {
   return "";
 }
 
-std::string displayName(const EvidenceName& n) {
-  std::string out = n.metric;
-  if (!n.subject.empty())
-    out += (n.scope == "rank" || n.scope == "node" ? " " + n.scope + " " : " ") + n.subject;
-  if (!n.note.empty()) out += " " + n.note;
-  return out;
-}
-
-std::string unitOf(const std::string& metric) {
-  auto ends = [&](const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    return metric.size() >= n && metric.compare(metric.size() - n, n, suffix) == 0;
-  };
-  if (ends("_ms")) return "ms";
-  if (ends("_percent")) return "percent";
-  if (ends("_bytes_per_s") || ends("_bytes_per_second")) return "bytes_per_s";
-  if (ends("_share") || ends("_ratio") || ends("_some") || ends("_full") || ends("_idle"))
-    return "share";
-  if (ends("_threads") || ends("_processes") || ends("_intervals") || ends("_sz")) return "count";
-  if (ends("_seconds")) return "seconds";
-  return "";
-}
-
 EvidenceItem evidenceItem(EvidenceName name, double baseline, double during, bool supports) {
   EvidenceItem e;
   e.signal = displayName(name);

@@ -54,7 +54,7 @@ std::string whoHeldBack(const FleetReport& r, const model::FleetIncident& fi) {
   if (fi.causes.empty()) out += " (its recording has no samples over the stall to explain it by)";
   for (const auto& e : fi.causes.empty() ? std::vector<model::EvidenceItem>{}
                                          : fi.causes.front().incident.evidence) {
-    if (!e.supports || e.name.scope == "rank") continue;
+    if (!e.supports || e.name.scope == model::EvidenceScope::kRank) continue;
     out += fmt::format(", {} {:.3g} -> {:.3g}", e.signal, e.baseline, e.during);
     break;
   }

@@ -271,34 +271,14 @@ double roundedTop(double top) {
 }
 
 std::string readableSignal(const model::EvidenceItem& e) {
-  // The metric says what it is; the subject and note name the device, rank or node.
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"await_ms", "await (ms)"},
-      {"aqu_sz", "queue length (aqu-sz)"},
-      {"io_some", "I/O pressure: share of time some task waited"},
-      {"cpu_some", "CPU pressure: share of time some task waited"},
-      {"memory_some", "memory pressure: share of time some task waited (reclaim)"},
-      {"job_write_bytes_per_s", "the job's writes (bytes/s)"},
-      {"job_read_bytes_per_s", "the job's reads (bytes/s)"},
-      {"neighbour_bytes_per_s", "another cgroup's or process's reads and writes on it (bytes/s)"},
-      {"read_p99_ms", "99th percentile of each read's latency (ms)"},
-      {"others_share_of_reads", "share of its reads that were others'"},
-      {"job_d_state_threads", "the job's threads in uninterruptible I/O wait"},
-      {"job_processes_idle",
-       "the job's processes idle (no CPU, reads or I/O wait): share of intervals its main "
-       "thread slept there"},
-      {"workers_cpu", "dataloader workers' CPU (cores)"},
-      {"gpu_util_percent", "GPU utilisation (%)"},
-      {"data_wait_share", "share of the loop waiting for data"},
-      {"baseline_intervals", "healthy intervals before it to compare with"},
-  };
+  // The metric says what it is; the subject and remark name the device, rank or node.
   const model::EvidenceName& n = e.name;
-  std::string of = n.scope == "rank" || n.scope == "node" ? n.scope + " " + n.subject : n.subject;
-  if (!n.note.empty()) of += (of.empty() ? "" : " ") + n.note;
-  for (const auto& [name, readable] : kNames) {
-    if (n.metric == name) return of.empty() ? readable : of + ": " + readable;
-  }
-  return e.signal;
+  const std::string readable = model::readableOf(n.metric);
+  if (readable.empty()) return e.signal;
+  std::string of = n.subjectText();
+  if (const std::string remark = n.remark(); !remark.empty())
+    of += (of.empty() ? "" : " ") + remark;
+  return of.empty() ? readable : of + ": " + readable;
 }
 
 std::string evidenceCell(const std::vector<model::EvidenceItem>& evidence) {

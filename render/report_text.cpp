@@ -13,6 +13,7 @@
 
 namespace stallwatch::render {
 namespace {
+using Metric = model::EvidenceMetric;
 
 std::string ms(const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
 
@@ -220,22 +221,22 @@ std::string incidentLines(const JobReport& r, size_t k) {
   }
   // Who else used the device, in words: "loop0 was also serving /neighbour at 180.0 MB/s".
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "neighbour_bytes_per_s") continue;
+    if (e.name.metric != Metric::kNeighbourBytesPerS) continue;
     out += fmt::format("      {} was also serving {} at {:.1f} MB/s (before: {:.1f} MB/s)\n",
                        e.name.subject, e.name.note, e.during / 1e6, e.baseline / 1e6);
   }
   // Per I/O (the eBPF collector's): the tail of the job's own reads beside everyone
   // else's on the device, and how much of its reading was others'.
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "read_p99_ms" || e.name.note != "(the job's I/Os)") continue;
+    if (e.name.metric != Metric::kJobReadP99Ms) continue;
     const std::string& device = e.name.subject;
     std::string line = fmt::format("      {}: the job's reads p99 {:.3g} ms (before: {:.3g})",
                                    device, e.during, e.baseline);
     for (const auto& o : inc.evidence) {
       if (o.name.subject != device) continue;
-      if (o.name.metric == "read_p99_ms" && o.name.note == "(others' I/Os)" && o.during > 0)
+      if (o.name.metric == Metric::kOthersReadP99Ms && o.during > 0)
         line += fmt::format(", others' {:.3g} ms (before: {:.3g})", o.during, o.baseline);
-      if (o.name.metric == "others_share_of_reads")
+      if (o.name.metric == Metric::kOthersShareOfReads)
         line += fmt::format("; others made {:.0f} % of its reads (before: {:.0f} %)",
                             o.during * 100, o.baseline * 100);
     }
@@ -243,26 +244,25 @@ std::string incidentLines(const JobReport& r, size_t k) {
   }
   // A hang with processes stopped: who was stopped, and where the main process waited.
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "job_processes_stopped" || !e.supports) continue;
+    if (e.name.metric != Metric::kJobProcessesStopped || !e.supports) continue;
     std::string waited;
     for (const auto& w : inc.evidence) {
-      if (w.name.metric == "main_process_asleep" && w.name.note.starts_with("in "))
-        waited = w.name.note.substr(3);
+      if (w.name.metric == Metric::kMainProcessAsleep) waited = w.name.note;
     }
     out += fmt::format("      hang: {:.0f} of the job's processes stopped (T) for {:.0f} s{}\n",
                        e.during, static_cast<double>(inc.end_ms - inc.start_ms) / 1000.0,
-                       waited.empty() ? "" : "; the main process waited in " + waited);
+                       waited.empty() ? "" : "; the main process waited " + waited);
   }
   // A checkpoint slowed by its device, or held by its write limit, in words.
   bool held = false;
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "checkpoint_held_by_write_limit" || !e.supports) continue;
+    if (e.name.metric != Metric::kCheckpointHeldByWriteLimit || !e.supports) continue;
     held = true;
     out += fmt::format("      the checkpoint was held by its write limit, {}: it wrote {}\n",
                        e.name.note, common::mibPerSecondText(e.during));
   }
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "checkpoint_slowed_by_await_ms" || (held && !e.supports)) continue;
+    if (e.name.metric != Metric::kCheckpointSlowedByAwaitMs || (held && !e.supports)) continue;
     out += e.supports
                ? fmt::format("      the checkpoint was slowed by {}: await {:.1f} -> {:.1f} ms\n",
                              e.name.subject, e.baseline, e.during)
@@ -272,7 +272,7 @@ std::string incidentLines(const JobReport& r, size_t k) {
   }
   // A hang: what the idle processes waited on, in words.
   for (const auto& e : inc.evidence) {
-    if (e.name.metric != "job_processes_idle") continue;
+    if (e.name.metric != Metric::kJobProcessesIdle) continue;
     out += "      the job's processes sat idle (no CPU, no reads, no I/O wait)";
     out += !e.name.note.empty() ? fmt::format(": its main thread {} ({:.0f} % of the stall)\n",
                                               e.name.note, e.during * 100)

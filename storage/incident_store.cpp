@@ -35,7 +35,8 @@ std::string evidenceJson(const std::vector<model::EvidenceItem>& evidence) {
 
 // An incident stored before evidence had typed names (issue 42): its name read from the signal
 // once, here, in the shapes this project wrote, so that what reads incidents uses the names
-// alone. A signal of another shape keeps its first word as the metric and the rest as a note.
+// alone. A signal of another shape, or a metric this version does not know, is kUnknown: its
+// signal says it.
 model::EvidenceName legacyName(const std::string& signal) {
   const size_t space = signal.find(' ');
   const std::string metric = signal.substr(0, space);
@@ -45,23 +46,28 @@ model::EvidenceName legacyName(const std::string& signal) {
     const size_t sp = s.find(' ');
     return sp == std::string::npos ? std::string() : s.substr(sp + 1);
   };
-  if (rest.empty()) return {metric, metric.starts_with("job_") ? "job" : "host", "", ""};
+  auto typed = [](std::string_view m, std::string_view scope, std::string subject,
+                  std::string_view note) {
+    return model::evidenceNameFromStored(m, scope, std::move(subject), note);
+  };
+  if (rest.empty()) return typed(metric, metric.starts_with("job_") ? "job" : "host", "", "");
   if (rest.starts_with("rank ") || rest.starts_with("node ")) {
     const std::string scope = word(rest), tail = after(rest);
-    return {metric, scope, word(tail), after(tail)};
+    return typed(metric, scope, word(tail), after(tail));
   }
   if (metric == "checkpoint_slowed_by")  // "checkpoint_slowed_by await_ms DEV"
-    return {"checkpoint_slowed_by_await_ms", "device", after(rest), ""};
-  if (metric == "checkpoint_held_by") return {"checkpoint_held_by_write_limit", "device", "", rest};
-  if (metric == "main_process_asleep") return {metric, "process", "", rest};
+    return typed("checkpoint_slowed_by_await_ms", "device", after(rest), "");
+  if (metric == "checkpoint_held_by")
+    return typed("checkpoint_held_by_write_limit", "device", "", rest);
+  if (metric == "main_process_asleep") return typed(metric, "process", "", rest);
   if (metric == "workers_asleep" || metric == "job_processes_idle" ||
       metric == "job_write_bytes_per_s" || metric == "job_d_state_threads")
-    return {metric, "job", "", rest};
-  if (rest.starts_with("(the job's cgroup)")) return {metric, "cgroup", "", rest};
+    return typed(metric, "job", "", rest);
+  if (rest.starts_with("(the job's cgroup)")) return typed(metric, "cgroup", "", rest);
   if (metric == "job_cgroup_read_bytes_per_s" || metric == "job_cgroup_cpu_throttled_share")
-    return {metric, "cgroup", "", rest};
+    return typed(metric, "cgroup", "", rest);
   // "await_ms loop0 (the job does not read it)", "neighbour_bytes_per_s vda /x", "read_p99_ms ..."
-  return {metric, "device", word(rest), after(rest)};
+  return typed(metric, "device", word(rest), after(rest));
 }
 
 std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
@@ -79,8 +85,10 @@ std::vector<model::EvidenceItem> parseEvidenceJson(const std::string& text) {
     item.baseline = e.value("baseline", 0.0);
     item.during = e.value("during", 0.0);
     item.supports = e.value("supports", false);
-    item.name = {field("metric"), field("scope"), field("subject"), field("note")};
-    if (item.name.metric.empty()) item.name = legacyName(item.signal);
+    const std::string metric = field("metric");
+    item.name = metric.empty() ? legacyName(item.signal)
+                               : model::evidenceNameFromStored(metric, field("scope"),
+                                                               field("subject"), field("note"));
     out.push_back(std::move(item));
   }
   return out;

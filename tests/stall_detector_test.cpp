@@ -654,36 +654,43 @@ TEST(StallDetector, TheTailOfTheJobsReadsIsDiskSlowWhileTheAverageHolds) {
   const EvidenceItem* await = findEvidence(inc, "await_ms loop1");
   ASSERT_TRUE(await);
   EXPECT_FALSE(await->supports);  // the interval average alone would not have said it
-  // Typed as well as said (issue 42): what was measured, of what, in what unit.
-  EXPECT_EQ(tail->name.metric, "read_p99_ms");
-  EXPECT_EQ(tail->name.scope, "device");
+  // Typed as well as said (issue 42, 45): what was measured, of what, in what unit.
+  EXPECT_EQ(tail->name.metric, model::EvidenceMetric::kJobReadP99Ms);
+  EXPECT_EQ(tail->name.scope, model::EvidenceScope::kDevice);
   EXPECT_EQ(tail->name.subject, "loop1");
-  EXPECT_EQ(tail->name.note, "(the job's I/Os)");
-  EXPECT_EQ(model::unitOf(tail->name.metric), "ms");
+  EXPECT_EQ(tail->name.remark(), "(the job's I/Os)");
+  EXPECT_STREQ(model::unitOf(tail->name.metric), "ms");
   EXPECT_EQ(model::displayName(tail->name), tail->signal);
+  EXPECT_EQ(others->name.metric, model::EvidenceMetric::kOthersReadP99Ms);
 }
 
-// A recording from before the typed names: each shape this project wrote gets its name back
+// A recording from before the typed names: each shape this project wrote gets its kind back
 // where it is loaded, and says the same signal again.
 TEST(EvidenceNames, OlderRecordingsSignalsGetTheirTypedNames) {
+  using M = model::EvidenceMetric;
+  using S = model::EvidenceScope;
   struct Case {
     const char* signal;
     model::EvidenceName name;
   };
   const Case cases[] = {
-      {"await_ms loop0", {"await_ms", "device", "loop0", ""}},
+      {"await_ms loop0", {M::kAwaitMs, S::kDevice, "loop0", ""}},
       {"await_ms vdb (the job does not read it)",
-       {"await_ms", "device", "vdb", "(the job does not read it)"}},
-      {"gpu_util_percent rank 1", {"gpu_util_percent", "rank", "1", ""}},
-      {"data_wait_share node gpu-02", {"data_wait_share", "node", "gpu-02", ""}},
-      {"io_some", {"io_some", "host", "", ""}},
-      {"io_some (the job's cgroup)", {"io_some", "cgroup", "", "(the job's cgroup)"}},
-      {"job_d_state_threads", {"job_d_state_threads", "job", "", ""}},
+       {M::kAwaitMs, S::kDevice, "vdb", "(the job does not read it)"}},
+      {"gpu_util_percent rank 1", {M::kGpuUtilPercent, S::kRank, "1", ""}},
+      {"data_wait_share node gpu-02", {M::kDataWaitShare, S::kNode, "gpu-02", ""}},
+      {"io_some", {M::kIoSome, S::kHost, "", ""}},
+      {"io_some (the job's cgroup)", {M::kIoSome, S::kCgroup, "", "(the job's cgroup)"}},
+      {"job_d_state_threads", {M::kJobDStateThreads, S::kJob, "", ""}},
       {"neighbour_bytes_per_s vda /stallwatch/neighbour",
-       {"neighbour_bytes_per_s", "device", "vda", "/stallwatch/neighbour"}},
-      {"read_p99_ms loop1 (others' I/Os)", {"read_p99_ms", "device", "loop1", "(others' I/Os)"}},
+       {M::kNeighbourBytesPerS, S::kDevice, "vda", "/stallwatch/neighbour"}},
+      {"read_p99_ms loop1 (others' I/Os)", {M::kOthersReadP99Ms, S::kDevice, "loop1", ""}},
+      {"read_p99_ms loop1 (the job's I/Os)", {M::kJobReadP99Ms, S::kDevice, "loop1", ""}},
       {"main_process_asleep in futex_do_wait (lock or condition variable)",
-       {"main_process_asleep", "process", "", "in futex_do_wait (lock or condition variable)"}},
+       {M::kMainProcessAsleep, S::kProcess, "", "in futex_do_wait (lock or condition variable)"}},
+      {"checkpoint_slowed_by await_ms vdb", {M::kCheckpointSlowedByAwaitMs, S::kDevice, "vdb", ""}},
+      // A name this version does not know: its signal alone says it.
+      {"frobnication_ms vdb", {M::kUnknown, S::kDevice, "vdb", ""}},
   };
   for (const auto& c : cases) {
     const model::EvidenceName got = storage::legacyName(c.signal);
@@ -691,19 +698,45 @@ TEST(EvidenceNames, OlderRecordingsSignalsGetTheirTypedNames) {
     EXPECT_EQ(got.scope, c.name.scope) << c.signal;
     EXPECT_EQ(got.subject, c.name.subject) << c.signal;
     EXPECT_EQ(got.note, c.name.note) << c.signal;
-    EXPECT_EQ(model::displayName(got), c.signal);
+    if (got.metric != M::kUnknown && got.metric != M::kCheckpointSlowedByAwaitMs) {
+      EXPECT_EQ(model::displayName(got), c.signal);
+    }
   }
   // Stored with its name, read back the same; stored without (an older agent), named on reading.
-  const auto item = model::evidenceItem({"aqu_sz", "device", "loop0", ""}, 0.5, 7.8, true);
+  const auto item = model::evidenceItem({M::kAquSz, S::kDevice, "loop0", ""}, 0.5, 7.8, true);
   const auto back = storage::parseEvidenceJson(storage::evidenceJson({item}));
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].signal, "aqu_sz loop0");
+  EXPECT_EQ(back[0].name.metric, M::kAquSz);
   EXPECT_EQ(back[0].name.subject, "loop0");
   const auto old = storage::parseEvidenceJson(
       R"([{"signal": "gpu_util_percent rank 3", "baseline": 50, "during": 1, "supports": true}])");
   ASSERT_EQ(old.size(), 1u);
-  EXPECT_EQ(old[0].name.scope, "rank");
+  EXPECT_EQ(old[0].name.scope, S::kRank);
   EXPECT_EQ(old[0].name.subject, "3");
+}
+
+// Every kind's row: a stored name that reads back as the same kind (with its qualifier), and a
+// unit. A row with a misspelt or repeated name would read back as another kind.
+TEST(EvidenceNames, EveryKindReadsBackFromItsStoredName) {
+  for (int k = 1; k < model::kEvidenceMetricCount; ++k) {
+    const auto metric = static_cast<model::EvidenceMetric>(k);
+    const std::string stored = model::toString(metric);
+    ASSERT_FALSE(stored.empty()) << k;
+    const model::EvidenceName back = model::evidenceNameFromStored(
+        stored, "device", "vdb", std::string(model::qualifierOf(metric)) + " extra");
+    EXPECT_EQ(back.metric, metric) << stored;
+    EXPECT_EQ(back.note, "extra") << stored;
+    EXPECT_STRNE(model::unitOf(metric), "") << stored;
+  }
+  const auto stored = storage::parseEvidenceJson(
+      R"json([{"signal": "read_p99_ms vdb (others' I/Os)", "metric": "read_p99_ms", "scope": "device",
+           "subject": "vdb", "note": "(others' I/Os)", "baseline": 1, "during": 9,
+           "supports": false}])json");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].name.metric, model::EvidenceMetric::kOthersReadP99Ms);
+  EXPECT_EQ(stored[0].name.note, "");
+  EXPECT_EQ(model::displayName(stored[0].name), stored[0].signal);
 }
 
 TEST(StallDetector, WithoutPerIoFiguresTheSameStallIsNotBlamedOnTheDisk) {
