@@ -8,7 +8,9 @@ its wall time and peak RSS, and the server's answer sizes.
 
 Usage: bench/prometheus_fleet_scale.py BUILD/stallwatch [NODES [HOURS]]   (default 256 6)
 Needs: prometheus, promtool (scripts/install-deps.sh installs them). Takes a few minutes and
-about 3 GB of disk under $TMPDIR.
+about 3 GB of disk under $TMPDIR (13 GB at 1 000 nodes, while the OpenMetrics text is backfilled).
+With SW_SCALE_TSDB=DIR the TSDB is kept in DIR and, on the next run of the same size, reused (the
+report timed again without writing and backfilling it again).
 """
 import json
 import os
@@ -102,20 +104,36 @@ def write_openmetrics(path, start):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sw-prom-scale-")
+    kept = os.environ.get("SW_SCALE_TSDB")
+    tmp = kept or tempfile.mkdtemp(prefix="sw-prom-scale-")
+    stamp = os.path.join(tmp, "run.json")
     prom = None
     try:
-        start = (int(time.time()) - int(HOURS * 3600) - 7200) // 3600 * 3600
-        om = os.path.join(tmp, "run.om")
-        t = time.monotonic()
-        samples, steps = write_openmetrics(om, start)
-        print(f"synthetic run: {NODES} nodes x {GPUS} GPUs x {HOURS:g} h at {STEP} s: {samples / 1e6:.1f} M samples, "
-              f"{os.path.getsize(om) / 1e6:.0f} MB of OpenMetrics ({time.monotonic() - t:.0f} s to write)")
-        t = time.monotonic()
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", om, os.path.join(tmp, "tsdb")],
-                       check=True, stdout=subprocess.DEVNULL)
-        os.remove(om)
-        print(f"backfilled with promtool in {time.monotonic() - t:.0f} s")
+        reuse = None
+        if kept and os.path.exists(stamp):
+            with open(stamp) as f:
+                reuse = json.load(f)
+            if (reuse["nodes"], reuse["hours"]) != (NODES, HOURS):
+                sys.exit(f"{tmp} holds a run of {reuse['nodes']} nodes x {reuse['hours']} h: remove it first")
+        if reuse:
+            start, steps = reuse["start"], reuse["steps"]
+            print(f"synthetic run: {NODES} nodes x {GPUS} GPUs x {HOURS:g} h at {STEP} s: the TSDB in {tmp} reused")
+        else:
+            os.makedirs(tmp, exist_ok=True)
+            start = (int(time.time()) - int(HOURS * 3600) - 7200) // 3600 * 3600
+            om = os.path.join(tmp, "run.om")
+            t = time.monotonic()
+            samples, steps = write_openmetrics(om, start)
+            print(f"synthetic run: {NODES} nodes x {GPUS} GPUs x {HOURS:g} h at {STEP} s: {samples / 1e6:.1f} M "
+                  f"samples, {os.path.getsize(om) / 1e6:.0f} MB of OpenMetrics ({time.monotonic() - t:.0f} s to write)")
+            t = time.monotonic()
+            subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", om, os.path.join(tmp, "tsdb")],
+                           check=True, stdout=subprocess.DEVNULL)
+            os.remove(om)
+            print(f"backfilled with promtool in {time.monotonic() - t:.0f} s")
+            if kept:
+                with open(stamp, "w") as f:
+                    json.dump({"nodes": NODES, "hours": HOURS, "start": start, "steps": steps}, f)
         port = free_port()
         prom = subprocess.Popen(["prometheus", "--config.file=/dev/null", f"--web.listen-address=127.0.0.1:{port}",
                                  f"--storage.tsdb.path={tmp}/tsdb", "--storage.tsdb.retention.time=3650d",
@@ -133,19 +151,20 @@ def main():
                 time.sleep(0.5)
         end = start + steps * STEP
         for label, extra in (("step found from the data", []), ("--prometheus-step 15s", ["--prometheus-step", "15s"])):
-            cmd = ["/usr/bin/time", "-f", "%e %M", BIN, "report", "--json", "--prometheus", url, "--run", RUN,
+            cmd = ["/usr/bin/time", "-f", "%e %M %U %S", BIN, "report", "--json", "--prometheus", url, "--run", RUN,
                    "--since", str(start - 600), "--until", str(end + 600), *extra]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 print(r.stderr[-3000:])
                 sys.exit(1)
-            wall, rss_kb = r.stderr.strip().splitlines()[-1].split()
+            wall, rss_kb, user, system = r.stderr.strip().splitlines()[-1].split()
             read = next(line for line in r.stderr.splitlines() if line.startswith("read "))
             report = json.loads(r.stdout)["runs"][0]
             incidents = report["incidents"]
             named = [(i["straggler_node"], (i["straggler"] or {}).get("rank"), i["class"], i["device"],
                       (i["end_ms"] - i["start_ms"]) / 1000) for i in incidents]
-            print(f"report --prometheus ({label}): {float(wall):.1f} s wall, peak RSS {int(rss_kb) / 1024:.0f} MiB; "
+            print(f"report --prometheus ({label}): {float(wall):.1f} s wall, {float(user) + float(system):.1f} s CPU, "
+                  f"peak RSS {int(rss_kb) / 1024:.0f} MiB; "
                   f"{read.split(': ', 1)[1]}; {len(report['nodes'])} nodes, {report['intervals']} intervals of "
                   f"{report['interval_ms'] / 1000:g} s; incidents: {named}")
             want = f"n{STRAGGLER:03d}"
@@ -160,7 +179,8 @@ def main():
         if prom:
             prom.terminate()
             prom.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

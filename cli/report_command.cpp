@@ -180,9 +180,10 @@ int runPrometheusReport(ReportArgs args, const storage::TimeRange& range) {
     reports = report::buildPrometheusFleetReport(client, selection);
     clearStatusLine();
     std::cerr << fmt::format(
-        "read {} from {}: {} requests, {:.1f} MB, {} points\n", selection.run,
-        common::printable(common::withoutUserinfo(args.prometheus)), client.stats().requests,
-        static_cast<double>(client.stats().bytes) / 1e6, client.stats().points);
+        "read {} from {}: {} requests, {:.1f} MB, {} points, {:.1f} s waiting for answers\n",
+        selection.run, common::printable(common::withoutUserinfo(args.prometheus)),
+        client.stats().requests, static_cast<double>(client.stats().bytes) / 1e6,
+        client.stats().points, client.stats().waited_s);
   } catch (const std::exception& e) {
     clearStatusLine();
     std::cerr << "stallwatch report: " << e.what() << "\n";

@@ -4,9 +4,11 @@
 // so that no node's day is ever held whole (correlator/fleet.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "model/series.h"
 
@@ -30,6 +32,48 @@ struct NodeSample {
 enum class NodeSampleFields { kProgress, kAll };
 
 using NodeSampleSink = std::function<void(const NodeSample&)>;
+
+// A figure of a NodeSample, to index it by.
+enum class NodeFigure : uint8_t {
+  kSteps,
+  kGpuUtilPercent,
+  kGpuWorkPercent,
+  kDataWaitS,
+  kReadBytesPerS,
+  kWriteBytesPerS,
+  kWorkersCpu,
+  kDStateThreads,
+  kIoSome,
+  kCpuSome,
+  kRankGpuUtilPercent,
+  kRankGpuWorkPercent,
+  kRankDataWaitS,
+};
+inline constexpr size_t kNodeFigureCount = 13;
+// The member of NodeSample that FIGURE is.
+std::optional<double> NodeSample::*memberOf(NodeFigure figure);
+
+// A node's samples held at 4 bytes a value, each figure sized only when first filled: a node
+// read from Prometheus, whose figures arrive a figure at a time for every node of the run, so
+// that a thousand nodes' are held at once until merged (16 bytes a value as model::Series).
+class NodeSampleColumns {
+ public:
+  size_t size() const { return ts_ms_.size(); }
+  void append(int64_t ts_ms, double interval_s);
+  double intervalAt(size_t i) const { return interval_s_[i]; }
+  std::optional<double> at(NodeFigure figure, size_t i) const;
+  void set(NodeFigure figure, size_t i, std::optional<double> value);
+  // FROM's values as TO's (a node whose ranks did not report: its job's figures stand for them).
+  void copy(NodeFigure from, NodeFigure to) { values_[index(to)] = values_[index(from)]; }
+  NodeSample sample(size_t i) const;
+  size_t bytes() const;  // what its values take
+
+ private:
+  static size_t index(NodeFigure figure) { return static_cast<size_t>(figure); }
+  std::vector<int64_t> ts_ms_;
+  std::vector<double> interval_s_;
+  std::array<std::vector<float>, kNodeFigureCount> values_;  // NaN: none
+};
 
 // Interval I of a node's summary held whole (a recording's Detail::kNodeSummary, a node read
 // from Prometheus) as a sample: its first rank standing for the slowest, as the summary keeps

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -321,16 +322,25 @@ std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t sta
     const int64_t chunk = static_cast<int64_t>(points - 1) * step_ms;
     const int64_t to = std::min(end_ms, from + chunk);
     std::string body;
+    const auto asked = std::chrono::steady_clock::now();
+    auto waited = [&] {
+      const std::chrono::duration<double> d = std::chrono::steady_clock::now() - asked;
+      stats_.waited_s += d.count();
+      return d.count();
+    };
     try {
       body = transport_->get(fmt::format("/api/v1/query_range?query={}&start={}&end={}&step={}",
                                          percentEncoded(expr), secondsText(from), secondsText(to),
                                          secondsText(step_ms)));
     } catch (const AnswerTooLarge&) {
+      waited();
       ++stats_.requests;
       if (points == 1) throw;
       points = std::max<size_t>(1, points / 2);  // the same span again, in smaller pieces
       continue;
     }
+    const double took_s = waited();
+    spdlog::debug("prometheus: {:.0f} ms, {} bytes: {}", took_s * 1000, body.size(), expr);
     from = to + step_ms;
     ++stats_.requests;
     stats_.bytes += body.size();

@@ -72,8 +72,9 @@ std::unique_ptr<Transport> httpTransport(const ClientOptions& options);
 
 struct QueryStats {
   size_t requests = 0;
-  size_t bytes = 0;   // answers' bodies
-  size_t points = 0;  // samples returned
+  size_t bytes = 0;     // answers' bodies
+  size_t points = 0;    // samples returned
+  double waited_s = 0;  // waiting for the answers (the server's evaluation and the transfer)
 };
 
 class Client {

@@ -19,6 +19,16 @@ namespace {
 constexpr int64_t kDiscoveryPoints = 600;
 constexpr int64_t kDefaultStepMs = 15'000;
 
+// TEXT as a regular expression (RE2's syntax, as PromQL's =~ takes it) that matches it alone.
+std::string regexEscaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (std::string_view("\\.+*?()|[]{}^$").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 const std::string* label(const RangeSeries& s, const std::string& name) {
   const auto it = s.labels.find(name);
   return it == s.labels.end() ? nullptr : &it->second;
@@ -62,6 +72,15 @@ class Grid {
       }
     }
   }
+  // The same for a node's summary held compact.
+  void build(model::NodeSampleColumns& s) {
+    for (size_t k = 0; k < index_.size(); ++k) {
+      if (index_[k] != SIZE_MAX - 1) continue;
+      index_[k] = s.size();
+      s.append(from_ms_ + static_cast<int64_t>(k) * step_ms_ - shift_ms_,
+               static_cast<double>(step_ms_) / 1000.0);
+    }
+  }
   // The slot of the step at TS_MS, if S has one.
   std::optional<size_t> at(int64_t ts_ms) const {
     const auto k = step(ts_ms);
@@ -80,13 +99,14 @@ class Grid {
   std::vector<size_t> index_;
 };
 
-// Puts R's points into INTO on the grid: each value times SCALE, and times the interval where
-// PER_INTERVAL (a rate turned into the interval's amount). Every figure the agents export is
-// finite and not negative: any other value is refused and counted in TALLY, as is a slot that
-// two series (two scrape jobs of one agent) fill with values that disagree: neither is kept.
-void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, model::Series& into,
-           double scale, bool per_interval, ServerValues& tally) {
-  if (into.size() < s.size()) into.resize(s.size());
+// Puts R's points on the grid through GET and SET (a slot's value), each value times SCALE, and
+// times the slot's INTERVAL_S where PER_INTERVAL (a rate turned into the interval's amount). Every
+// figure the agents export is finite and not negative: any other value is refused and counted in
+// TALLY, as is a slot that two series (two scrape jobs of one agent) fill with values that
+// disagree: neither is kept.
+template <typename Interval, typename Get, typename Set>
+void placeWith(const RangeSeries& r, const Grid& grid, double scale, bool per_interval,
+               ServerValues& tally, Interval interval_s, Get get, Set set) {
   for (size_t i = 0; i < r.ts_ms.size(); ++i) {
     const auto k = grid.at(r.ts_ms[i]);
     const double v = r.values[i];
@@ -95,34 +115,64 @@ void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, mo
       ++tally.refused;
       continue;
     }
-    const double x = v * scale * (per_interval ? s.interval_s[*k] : 1.0);
-    if (into[*k] && std::abs(*into[*k] - x) > 1e-9 * std::max(1.0, std::abs(x))) {
+    const double x = v * scale * (per_interval ? interval_s(*k) : 1.0);
+    if (const std::optional<double> was = get(*k);
+        was && std::abs(*was - x) > 1e-6 * std::max(1.0, std::abs(x))) {
       ++tally.disagreeing;
-      into[*k].reset();
+      set(*k, std::nullopt);
       continue;
     }
-    into[*k] = x;
+    set(*k, x);
   }
 }
 
-// A figure of the job as the fleet report reads it: the metric, the series it fills, its scale.
+// Into a series of S.
+void place(const RangeSeries& r, const Grid& grid, const model::JobSeries& s, model::Series& into,
+           double scale, bool per_interval, ServerValues& tally) {
+  if (into.size() < s.size()) into.resize(s.size());
+  placeWith(
+      r, grid, scale, per_interval, tally, [&](size_t k) { return s.interval_s[k]; },
+      [&](size_t k) { return into[k]; }, [&](size_t k, std::optional<double> x) { into[k] = x; });
+}
+
+// The same into a node's summary held compact (4 bytes a value: two series that agree to 1e-6
+// of their value agree).
+void place(const RangeSeries& r, const Grid& grid, model::NodeSampleColumns& s,
+           model::NodeFigure figure, double scale, bool per_interval, ServerValues& tally) {
+  placeWith(
+      r, grid, scale, per_interval, tally, [&](size_t k) { return s.intervalAt(k); },
+      [&](size_t k) { return s.at(figure, k); },
+      [&](size_t k, std::optional<double> x) { s.set(figure, k, x); });
+}
+
+// A figure of the job as the fleet report reads it: the metric, the series it fills, its scale,
+// and the figure of a node's summary it is (where it is one).
 struct JobFigure {
   const char* metric;
   model::Series model::JobSeries::*into;
   double scale;
   bool per_interval;
+  std::optional<model::NodeFigure> in_summary = std::nullopt;
 };
+using F = model::NodeFigure;
 
 // What a node is judged by in the run (the node summary's series).
 constexpr JobFigure kSummaryFigures[] = {
-    {"stallwatch_job_steps_per_second", &model::JobSeries::steps, 1.0, true},
-    {"stallwatch_job_gpu_utilization_ratio", &model::JobSeries::gpu_util_percent, 100.0, false},
-    {"stallwatch_job_gpu_work_ratio", &model::JobSeries::gpu_work_percent, 100.0, false},
-    {"stallwatch_job_dataloader_wait_ratio", &model::JobSeries::data_wait_s, 1.0, true},
-    {"stallwatch_job_read_bytes_per_second", &model::JobSeries::read_bytes_per_s, 1.0, false},
-    {"stallwatch_job_write_bytes_per_second", &model::JobSeries::write_bytes_per_s, 1.0, false},
-    {"stallwatch_job_workers_cpu_cores", &model::JobSeries::workers_cpu, 1.0, false},
-    {"stallwatch_job_uninterruptible_threads", &model::JobSeries::d_state_threads, 1.0, false},
+    {"stallwatch_job_steps_per_second", &model::JobSeries::steps, 1.0, true, F::kSteps},
+    {"stallwatch_job_gpu_utilization_ratio", &model::JobSeries::gpu_util_percent, 100.0, false,
+     F::kGpuUtilPercent},
+    {"stallwatch_job_gpu_work_ratio", &model::JobSeries::gpu_work_percent, 100.0, false,
+     F::kGpuWorkPercent},
+    {"stallwatch_job_dataloader_wait_ratio", &model::JobSeries::data_wait_s, 1.0, true,
+     F::kDataWaitS},
+    {"stallwatch_job_read_bytes_per_second", &model::JobSeries::read_bytes_per_s, 1.0, false,
+     F::kReadBytesPerS},
+    {"stallwatch_job_write_bytes_per_second", &model::JobSeries::write_bytes_per_s, 1.0, false,
+     F::kWriteBytesPerS},
+    {"stallwatch_job_workers_cpu_cores", &model::JobSeries::workers_cpu, 1.0, false,
+     F::kWorkersCpu},
+    {"stallwatch_job_uninterruptible_threads", &model::JobSeries::d_state_threads, 1.0, false,
+     F::kDStateThreads},
 };
 
 // And what explains a stall on the node that held the run back.
@@ -163,14 +213,17 @@ struct RankFigure {
   double scale;
   bool per_interval;
   const char* across;  // how a node's ranks are reduced to its slowest: min or max
+  std::optional<model::NodeFigure> in_summary;  // the slowest rank's figure in a node's summary
 };
 
 constexpr RankFigure kRankFigures[] = {
     {"stallwatch_rank_gpu_utilization_ratio", &model::RankSeries::gpu_util_percent, 100.0, false,
-     "min"},
-    {"stallwatch_rank_gpu_work_ratio", &model::RankSeries::gpu_work_percent, 100.0, false, "min"},
-    {"stallwatch_rank_dataloader_wait_ratio", &model::RankSeries::data_wait_s, 1.0, true, "max"},
-    {"stallwatch_rank_steps_per_second", &model::RankSeries::steps, 1.0, true, "min"},
+     "min", F::kRankGpuUtilPercent},
+    {"stallwatch_rank_gpu_work_ratio", &model::RankSeries::gpu_work_percent, 100.0, false, "min",
+     F::kRankGpuWorkPercent},
+    {"stallwatch_rank_dataloader_wait_ratio", &model::RankSeries::data_wait_s, 1.0, true, "max",
+     F::kRankDataWaitS},
+    {"stallwatch_rank_steps_per_second", &model::RankSeries::steps, 1.0, true, "min", std::nullopt},
 };
 
 }  // namespace
@@ -181,24 +234,20 @@ std::string FleetSource::selector(const std::string& metric, const std::string& 
   return metric + "{" + m + "}";
 }
 
-std::string FleetSource::onRun(const std::string& job_metric) const {
-  // The node's job: its key on that node joined to the run through the info series.
-  return fmt::format(
-      "{} * on (instance, training_job) group_left (node) max by (instance, training_job, node) "
-      "({})",
-      selector(job_metric), selector("stallwatch_run_job_info", run_matcher_));
+std::string FleetSource::jobsMatcher() const {
+  std::set<std::string> keys;
+  for (const RunNode& n : run_.nodes) keys.insert(n.training_job);
+  if (keys.size() == 1) return "training_job=" + quoted(*keys.begin());
+  std::string any;
+  for (const std::string& k : keys) any += (any.empty() ? "" : "|") + regexEscaped(k);
+  return "training_job=~" + quoted(any);
 }
 
 FleetSource::FleetSource(Client& client, RunSelection selection)
     : client_(client), selection_(std::move(selection)) {
   // A bare id, as the file-based report takes it: Slurm's or torchrun's run of that id.
   if (selection_.run.find(':') == std::string::npos) {
-    std::string escaped;
-    for (const char c : selection_.run) {
-      if (std::string_view("\\.+*?()|[]{}^$").find(c) != std::string_view::npos) escaped += '\\';
-      escaped += c;
-    }
-    run_matcher_ = "run=~" + quoted("(slurm|torchelastic):" + escaped);
+    run_matcher_ = "run=~" + quoted("(slurm|torchelastic):" + regexEscaped(selection_.run));
   } else {
     run_matcher_ = "run=" + quoted(selection_.run);
   }
@@ -257,14 +306,16 @@ FleetSource::FleetSource(Client& client, RunSelection selection)
     since = narrower_since;
     until = narrower_until;
   }
-  const std::string window = fmt::format("[{}s]", coarse / 1000);
   if (by_node.empty()) return;
   // Its ranks, from every rank family (one at a time: over_time drops the names, and two
-  // families' series would collide).
+  // families' series would collide): one point a rank, over the whole span (the ranks' series
+  // over time were 100 MB at a thousand nodes of 8 ranks).
+  const int64_t whole_s = ceilTo(std::max<int64_t>(1000, until - since), 1000) / 1000;
   for (const RankFigure& f : kRankFigures) {
-    for (const auto& s : client_.queryRange(fmt::format("max by (node, rank) (max_over_time({}{}))",
-                                                        selector(f.metric, run), window),
-                                            since, until, coarse)) {
+    for (const auto& s :
+         client_.queryRange(fmt::format("max by (node, rank) (max_over_time({}[{}s]))",
+                                        selector(f.metric, run), whole_s),
+                            until, until, 1000)) {
       const auto it = by_node.find(s.label("node"));
       if (it == by_node.end()) continue;
       try {
@@ -347,9 +398,9 @@ void FleetSource::timeRun(int64_t first, int64_t last) {
     run_.shown_shift_ms = std::llround(medianOf(std::move(agent_ms)) / 10.0) * 10;
 }
 
-std::vector<model::JobSeries> FleetSource::summaries() {
+std::vector<model::NodeSampleColumns> FleetSource::summaries() {
   const size_t n = run_.nodes.size();
-  std::vector<model::JobSeries> out(n);
+  std::vector<model::NodeSampleColumns> out(n);
   if (n == 0) return out;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < n; ++i) index[run_.nodes[i].node] = i;
@@ -368,38 +419,43 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     if (!k) continue;
     for (int64_t ts : s.ts_ms) grids[*k].open(ts);
   }
-  for (size_t k = 0; k < n; ++k) grids[k].build(out[k], false);
+  for (size_t k = 0; k < n; ++k) grids[k].build(out[k]);
+  // The job's figures, joined to the nodes here by (instance, training_job), as discovered: a
+  // join on the server (onRun) cost a thousand nodes' run 1.5 to 5.7 s a figure, most of it
+  // for the info series' side, evaluated again at every step of every query.
+  std::map<std::pair<std::string, std::string>, size_t> by_job;
+  for (size_t k = 0; k < n; ++k) by_job[{run_.nodes[k].instance, run_.nodes[k].training_job}] = k;
+  const std::string jobs = jobsMatcher();
+  auto jobOf = [&](const RangeSeries& s) -> std::optional<size_t> {
+    const auto it = by_job.find({s.label("instance"), s.label("training_job")});
+    if (it == by_job.end()) return std::nullopt;
+    return it->second;
+  };
   for (const JobFigure& f : kSummaryFigures) {
     for (const auto& s :
-         client_.queryRange(onRun(f.metric), run_.from_ms, run_.to_ms, run_.step_ms)) {
-      if (const auto k = nodeOf(s); k && s.label("training_job") == run_.nodes[*k].training_job)
-        place(s, grids[*k], out[*k], out[*k].*(f.into), f.scale, f.per_interval, values_);
+         client_.queryRange(selector(f.metric, jobs), run_.from_ms, run_.to_ms, run_.step_ms)) {
+      if (const auto k = jobOf(s))
+        place(s, grids[*k], out[*k], *f.in_summary, f.scale, f.per_interval, values_);
     }
-  }
-  for (size_t k = 0; k < n; ++k) {
-    model::RankSeries& r = out[k].ranks.emplace_back();  // its series sized as they are filled
-    r.rank = run_.nodes[k].ranks.empty() ? 0 : run_.nodes[k].ranks.front();
-    r.node = run_.nodes[k].node;
   }
   // The node's slowest rank: reduced across its ranks by the server.
   const std::string run = run_matcher_;
   std::vector<bool> ranked(n, false);
   for (const RankFigure& f : kRankFigures) {
-    if (f.into == &model::RankSeries::steps) continue;  // the job's steps stand for the node's
+    if (!f.in_summary) continue;  // the job's steps stand for the node's
     for (const auto& s :
          client_.queryRange(fmt::format("{} by (node) ({})", f.across, selector(f.metric, run)),
                             run_.from_ms, run_.to_ms, run_.step_ms)) {
       const auto k = nodeOf(s);
       if (!k) continue;
       ranked[*k] = true;
-      place(s, grids[*k], out[*k], out[*k].ranks.front().*(f.into), f.scale, f.per_interval,
-            values_);
+      place(s, grids[*k], out[*k], *f.in_summary, f.scale, f.per_interval, values_);
     }
   }
   // GPUs: the job's count where its agent said, else one a rank.
-  for (const auto& s :
-       client_.queryRange(onRun("stallwatch_job_gpus"), run_.from_ms, run_.to_ms, run_.step_ms)) {
-    const auto k = nodeOf(s);
+  for (const auto& s : client_.queryRange(selector("stallwatch_job_gpus", jobs), run_.from_ms,
+                                          run_.to_ms, run_.step_ms)) {
+    const auto k = jobOf(s);
     if (!k) continue;
     constexpr double kMaxGpusOfANode = 1024;
     for (double v : s.values) {
@@ -412,22 +468,14 @@ std::vector<model::JobSeries> FleetSource::summaries() {
     }
   }
   for (size_t k = 0; k < n; ++k) {
-    model::JobSeries& s = out[k];
     if (!ranked[k]) {
       // No rank series (a job without RANK in its environment): the job's figures are its own.
-      s.ranks.front().gpu_util_percent = s.gpu_util_percent;
-      s.ranks.front().gpu_work_percent = s.gpu_work_percent;
-      s.ranks.front().data_wait_s = s.data_wait_s;
+      out[k].copy(F::kGpuUtilPercent, F::kRankGpuUtilPercent);
+      out[k].copy(F::kGpuWorkPercent, F::kRankGpuWorkPercent);
+      out[k].copy(F::kDataWaitS, F::kRankDataWaitS);
     }
     if (run_.nodes[k].gpus == 0)
       run_.nodes[k].gpus = static_cast<uint32_t>(run_.nodes[k].ranks.size());
-    s.gpu_count = run_.nodes[k].gpus;
-    // Held until merged: a series the server sent only NaN for goes (the fleet correlator reads
-    // a summary through evidence::at, which takes an empty series as one without values).
-    s.forEachSeries([](model::Series& x) {
-      if (std::none_of(x.begin(), x.end(), [](const auto& v) { return v.has_value(); }))
-        model::Series().swap(x);
-    });
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/limiter.h"
+#include "model/node_sample.h"
 #include "model/series.h"
 #include "prometheus/client.h"
 
@@ -63,9 +64,10 @@ class FleetSource {
   FleetSource(Client& client, RunSelection selection);
 
   const FoundRun& run() const { return run_; }
-  // Each node's summary (as storage's Recording::Detail::kNodeSummary reads it from a
-  // recording): the job's figures on the node, and one rank standing for its slowest.
-  std::vector<model::JobSeries> summaries();
+  // Each node's summary (what storage's Recording::Detail::kNodeSummary reads from a recording):
+  // the job's figures on the node, and its slowest rank's, on the run's steps where its agent
+  // ran the job; held compact, as a thousand nodes' are held at once.
+  std::vector<model::NodeSampleColumns> summaries();
   // Node NODE's full series from FROM_MS to TO_MS: its job's figures, its ranks, its host's
   // pressure and devices (those the job reads marked), to explain a stall on.
   model::JobSeries window(size_t node, int64_t from_ms, int64_t to_ms);
@@ -78,7 +80,8 @@ class FleetSource {
 
  private:
   std::string selector(const std::string& metric, const std::string& more = "") const;
-  std::string onRun(const std::string& job_metric) const;
+  // The label matcher of the run's nodes' jobs (training_job), as discovered.
+  std::string jobsMatcher() const;
   // The run's span FIRST to LAST (ms), its step and its agents' sampling interval.
   void timeRun(int64_t first, int64_t last);
 

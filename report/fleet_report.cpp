@@ -245,22 +245,31 @@ std::vector<FleetReport> buildPrometheusFleetReport(prometheus::Client& client,
   report.run.from_ms = found.from_ms - found.shown_shift_ms;
   report.run.to_ms = found.to_ms - found.shown_shift_ms;
   report.run.world_size = found.world_size;
-  std::vector<model::JobSeries> summaries = source.summaries();
-  std::vector<correlator::NodeJob> nodes;
+  // Each node's summary is read by the fleet correlator as a recording's is, a row at a time,
+  // and freed once merged.
+  std::vector<model::NodeSampleColumns> summaries = source.summaries();
+  std::vector<correlator::FleetNode> nodes;
   std::vector<size_t> of_node;  // the index in FOUND.nodes of each node judged
   for (size_t i = 0; i < summaries.size(); ++i) {
     if (summaries[i].size() == 0) continue;
     const prometheus::RunNode& n = found.nodes[i];
-    report.nodes.push_back({n.node, n.instance + " (" + n.training_job + ")", 0, n.ranks,
-                            summaries[i].gpu_count, summaries[i].size()});
+    report.nodes.push_back({n.node, n.instance + " (" + n.training_job + ")", 0, n.ranks, n.gpus,
+                            summaries[i].size()});
     of_node.push_back(i);
-    nodes.push_back({n.node, n.ranks, std::move(summaries[i])});
+    nodes.push_back({n.node, n.ranks, n.gpus, 0, {}});
   }
   if (nodes.empty()) return {};
+  auto read = [&](size_t n, model::NodeSampleFields fields, const model::NodeSampleSink& sink) {
+    model::NodeSampleColumns& s = summaries[of_node[n]];
+    for (size_t i = 0; i < s.size(); ++i) sink(s.sample(i));
+    if (fields == model::NodeSampleFields::kAll) s = model::NodeSampleColumns{};
+  };
   auto window = [&](size_t n, int64_t from_ms, int64_t to_ms) {
     return source.window(of_node[n], from_ms, to_ms);
   };
-  report.analysis = correlator::analyzeFleet(std::move(nodes), window, found.world_size);
+  correlator::FleetOptions options;
+  options.threads = 1;  // in memory: nothing to wait for
+  report.analysis = correlator::analyzeFleet(nodes, read, window, found.world_size, options);
   auto verdicts = source.limiters();
   std::vector<std::optional<model::LimiterVerdict>> judged;
   judged.reserve(of_node.size());
