@@ -3,9 +3,13 @@
 direct-I/O loop device, RUN_S seconds a round, alternating rounds with `stallwatch record`
 running without the collector and with it (ROUNDS of each, side by side): the difference is the
 eBPF program's cost in the kernel's I/O path, and the collector's own in user space. Prints each
-round and the medians of IOPS and of fio's completion-latency p50. Root.
+round and the medians of IOPS and of fio's completion-latency p50. Then one more round with the
+kernel's BPF statistics on (kernel.bpf_stats_enabled=1): each program's own run time per run,
+read with bpftool, and their sum per block request (the cost in the I/O path itself, without the
+noise of fio's clock; the statistics add about 20 ns a run of their own). Root.
 
 Usage: bench/io_latency_overhead.py BUILD/stallwatch [RUN_S (default 8)] [ROUNDS (default 3)]
+(ROUNDS 0: the statistics round alone)
 """
 import json
 import os
@@ -38,23 +42,73 @@ def fio(name):
 
 
 results = {"off": [], "on": []}
+PROGRAMS = ("on_io_start", "on_issue", "on_requeue", "on_complete")
+
+
+def bpf_programs():
+    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {}
+    return {p["name"]: p for p in json.loads(out.stdout) if p.get("name") in PROGRAMS}
+
+
+def agent(mode, k):
+    return subprocess.Popen([BIN, "record", "--db", os.path.join(tmp, f"sw{mode}{k}.db"),
+                             "--no-collector.gpu", "--health-interval", "0s", "--socket",
+                             os.path.join(tmp, f"dl{mode}{k}.sock")] +
+                            (["--collector.io_latency"] if mode == "on" else []),
+                            stderr=subprocess.DEVNULL)
+
+
 try:
     for k in range(ROUNDS):
         for mode in ("off", "on"):
-            agent = subprocess.Popen([BIN, "record", "--db", os.path.join(tmp, f"sw{mode}{k}.db"),
-                                      "--no-collector.gpu", "--health-interval", "0s", "--socket",
-                                      os.path.join(tmp, f"dl{mode}{k}.sock")] +
-                                     (["--collector.io_latency"] if mode == "on" else []),
-                                     stderr=subprocess.DEVNULL)
+            running = agent(mode, k)
             time.sleep(2)
             iops, p50 = fio(f"{mode}{k}")
-            agent.terminate()
-            agent.wait()
+            running.terminate()
+            running.wait()
             results[mode].append((iops, p50))
             print(f"round {k} collector {mode:3s}: {iops:8.0f} IOPS, clat p50 {p50:6.1f} us", flush=True)
+    # The programs' own time, from the kernel's statistics.
+    stats_file = "/proc/sys/kernel/bpf_stats_enabled"
+    was = open(stats_file).read().strip()
+    running = agent("on", "stats")
+    try:
+        time.sleep(2)
+        with open(stats_file, "w") as f:
+            f.write("1")
+        before = bpf_programs()
+        iops, _ = fio("stats")
+        after = bpf_programs()
+    finally:
+        with open(stats_file, "w") as f:
+            f.write(was)
+        running.terminate()
+        running.wait()
+    per_request = 0.0
+    completions = 0
+    for name in PROGRAMS:
+        if name not in after:
+            continue
+        runs = after[name].get("run_cnt", 0) - before.get(name, {}).get("run_cnt", 0)
+        ns = after[name].get("run_time_ns", 0) - before.get(name, {}).get("run_time_ns", 0)
+        if name == "on_complete":
+            completions = runs
+        if runs:
+            print(f"  {name:12s} {runs:9d} runs, {ns / runs:6.0f} ns a run")
+    for name in PROGRAMS:
+        if name in after and completions:
+            ns = after[name].get("run_time_ns", 0) - before.get(name, {}).get("run_time_ns", 0)
+            per_request += ns / completions
+    if completions:
+        print(f"in the kernel: {per_request:.0f} ns a block request ({completions / (iops * RUN_S):.2f} "
+              f"requests a read of fio's: a loop device's reads are read again from its backing file)")
 finally:
     subprocess.run(["losetup", "-d", loop])
     shutil.rmtree(tmp, ignore_errors=True)
+if not ROUNDS:
+    sys.exit(0)
 off_iops = statistics.median(r[0] for r in results["off"])
 on_iops = statistics.median(r[0] for r in results["on"])
 off_p50 = statistics.median(r[1] for r in results["off"])

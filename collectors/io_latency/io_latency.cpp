@@ -75,10 +75,6 @@ void emit(const std::map<std::tuple<uint32_t, uint32_t, std::string>, Sum>& sums
 
 #ifdef STALLWATCH_HAVE_BPF
 
-// Requests whose completion never came (a flush sequence's, a device torn down) are evicted
-// after this long, so that the in-flight map does not fill with them.
-constexpr uint64_t kStaleInFlightNs = 60'000'000'000;
-constexpr uint64_t kEvictEveryTicks = 60;
 
 class IoLatencyCollector : public Collector {
  public:
@@ -149,7 +145,6 @@ class IoLatencyCollector : public Collector {
       sum.service_ns += h.service_ns;
       for (size_t s = 0; s < kIoLatencySlots && s < SW_IO_SLOTS; ++s) sum.slots[s] += h.latency[s];
     }
-    if (ticks_ % kEvictEveryTicks == 0) evictStale();
     CollectResult result = CollectResult::data();
     result.notice = droppedNotice();
     if (first) return result;
@@ -159,8 +154,9 @@ class IoLatencyCollector : public Collector {
 
   std::string finalReport() const override {
     if (!skel_) return {};
-    return "io_latency: " + std::to_string(evicted_) + " requests without a completion evicted; " +
-           std::to_string(dropped_[0]) + " not measured (in-flight map full), " +
+    return "io_latency: " + std::to_string(dropped_[2]) +
+           " requests without a completion taken over after a minute; " +
+           std::to_string(dropped_[0]) + " not measured (their in-flight slots both held), " +
            std::to_string(dropped_[1]) + " completions not counted (histogram map full)";
   }
 
@@ -182,37 +178,16 @@ class IoLatencyCollector : public Collector {
     return why + "; per-I/O latency is not recorded, diskstats' await is";
   }
 
-  void evictStale() {
-    const int fd = bpf_map__fd(skel_->maps.in_flight);
-    timespec now{};
-    ::clock_gettime(CLOCK_MONOTONIC, &now);
-    const uint64_t now_ns =
-        static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-    uint64_t key = 0, next = 0;
-    const void* at = nullptr;
-    std::vector<uint64_t> stale;
-    sw_io_issued v{};
-    while (bpf_map_get_next_key(fd, at, &next) == 0 && stale.size() < SW_IO_MAX_IN_FLIGHT) {
-      if (bpf_map_lookup_elem(fd, &next, &v) == 0 && now_ns > v.start_ns &&
-          now_ns - v.start_ns > kStaleInFlightNs)
-        stale.push_back(next);
-      key = next;
-      at = &key;
-    }
-    for (uint64_t k : stale) bpf_map_delete_elem(fd, &k);
-    evicted_ += stale.size();
-  }
-
   // Said once each: a map that filled (its counts since the last notice).
   std::string droppedNotice() {
     std::string notice;
     const int fd = bpf_map__fd(skel_->maps.dropped);
-    for (uint32_t i = 0; i < 2; ++i) {
+    for (uint32_t i = 0; i < 3; ++i) {
       uint64_t v = 0;
       if (bpf_map_lookup_elem(fd, &i, &v) != 0 || v == dropped_[i]) continue;
-      if (dropped_[i] == 0) {
+      if (dropped_[i] == 0 && i < 2) {
         notice += std::string(notice.empty() ? "" : "; ") +
-                  (i == 0 ? "per-I/O latency: the in-flight map is full, some requests are not "
+                  (i == 0 ? "per-I/O latency: requests in flight fill their slots, some are not "
                             "measured"
                           : "per-I/O latency: the histogram map is full, some completions are "
                             "not counted");
@@ -225,8 +200,8 @@ class IoLatencyCollector : public Collector {
   io_latency* skel_ = nullptr;
   std::string why_not_;
   std::shared_ptr<const DeviceTree> tree_;
-  uint64_t ticks_ = 0, evicted_ = 0;
-  uint64_t dropped_[2] = {0, 0};
+  uint64_t ticks_ = 0;
+  uint64_t dropped_[3] = {0, 0, 0};
 };
 
 #else

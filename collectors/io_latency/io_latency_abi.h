@@ -9,15 +9,21 @@
 
 /* Slots 0..7 hold 0..7 us; then 8 linear steps per power of two, up to 2^34 us. */
 #define SW_IO_SLOTS 256
-#define SW_IO_MAX_IN_FLIGHT 65536
+/* The in-flight table: 2^16 slots of two ways (a request's slot from its address, or the next). */
+#define SW_IO_IN_FLIGHT_BITS 16
+#define SW_IO_MAX_IN_FLIGHT (1 << SW_IO_IN_FLIGHT_BITS)
+/* A slot held this long (its completion never came: a flush sequence's, a device torn down) is
+   taken over by the next request that needs it. */
+#define SW_IO_STALE_NS 60000000000ULL
 #define SW_IO_MAX_KEYS 4096
 /* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
 #define SW_IO_OP_OTHER 4
 
-/* A request in flight, by its address: when it began (its accounting started, in the
-   submitter's context; else its allocation, where the kernel kept it), when it was issued to
-   the driver (0: not yet), and whose it is. */
+/* A request in flight: its address (0: the slot is free), when it began (its accounting
+   started, in the submitter's context; else its allocation, where the kernel kept it), when it
+   was issued to the driver (0: not yet), and whose it is. */
 struct sw_io_issued {
+  __u64 rq;
   __u64 start_ns;
   __u64 issue_ns;
   __u64 cgroup;
