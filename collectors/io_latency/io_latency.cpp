@@ -75,7 +75,6 @@ void emit(const std::map<std::tuple<uint32_t, uint32_t, std::string>, Sum>& sums
 
 #ifdef STALLWATCH_HAVE_BPF
 
-
 class IoLatencyCollector : public Collector {
  public:
   explicit IoLatencyCollector(std::string why_not) : why_not_(std::move(why_not)) {}
