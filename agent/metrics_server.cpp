@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -44,44 +45,72 @@ std::optional<ListenAddress> parseListenAddress(const std::string& text) {
   return a;
 }
 
-std::string httpResponse(
+namespace {
+
+// Whether HEAD's headers hold NAME: VALUE (both compared without case, VALUE among a list's).
+bool headerSays(std::string_view head, std::string_view name, std::string_view value) {
+  auto lower = [](std::string_view t) {
+    std::string out(t);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string text = lower(head), want = lower(name) + ":", token = lower(value);
+  for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) {
+    if (text.compare(at + 1, want.size(), want) != 0) continue;
+    const size_t end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1 + want.size(), end - at - 1 - want.size());
+    if (line.find(token) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+HttpAnswer httpResponse(
     std::string_view head,
     const std::function<std::optional<std::string>(std::string_view)>& body_for) {
   const std::string_view line = head.substr(0, head.find_first_of("\r\n"));
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
   auto reply = [](int code, const char* reason, std::string_view type, const std::string& body,
-                  bool with_body, const char* extra = "") {
-    return "HTTP/1.1 " + std::to_string(code) + " " + reason +
-           "\r\nContent-Type: " + std::string(type) +
-           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
-           "Connection: close\r\n\r\n" + (with_body ? body : std::string());
+                  bool with_body, bool keep, const char* extra = "") {
+    return HttpAnswer{"HTTP/1.1 " + std::to_string(code) + " " + reason +
+                          "\r\nContent-Type: " + std::string(type) +
+                          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+                          (keep ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n") +
+                          (with_body ? body : std::string()),
+                      keep};
   };
   if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
       line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0) {
-    return reply(400, "Bad Request", "text/plain", "bad request\n", true);
+    return reply(400, "Bad Request", "text/plain", "bad request\n", true, false);
   }
   const std::string_view method = line.substr(0, sp1);
   std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
   path = path.substr(0, path.find('?'));
   if (method != "GET" && method != "HEAD") {
-    return reply(405, "Method Not Allowed", "text/plain", "GET or HEAD\n", true,
+    return reply(405, "Method Not Allowed", "text/plain", "GET or HEAD\n", true, false,
                  "Allow: GET, HEAD\r\n");
   }
+  // HTTP/1.1 keeps the connection unless the client asks to close it; 1.0 closes it.
+  const bool keep =
+      line.substr(sp2 + 1).rfind("HTTP/1.1", 0) == 0 && !headerSays(head, "Connection", "close");
   const auto body = body_for(path);
-  if (!body) return reply(404, "Not Found", "text/plain", "not found\n", method == "GET");
+  if (!body) return reply(404, "Not Found", "text/plain", "not found\n", method == "GET", keep);
   const std::string_view type =
       path == "/metrics" ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain";
-  return reply(200, "OK", type, *body, method == "GET");
+  return reply(200, "OK", type, *body, method == "GET", keep);
 }
 
 namespace {
 
 void setNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// The request head is complete at its blank line.
-bool headComplete(const std::string& in) {
-  return in.find("\r\n\r\n") != std::string::npos || in.find("\n\n") != std::string::npos;
+// Where the request head in IN ends (past its blank line), or npos while it is not whole.
+size_t headEnd(const std::string& in) {
+  const size_t crlf = in.find("\r\n\r\n"), lf = in.find("\n\n");
+  if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) return crlf + 4;
+  return lf == std::string::npos ? std::string::npos : lf + 2;
 }
 
 }  // namespace
@@ -174,28 +203,47 @@ std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
 }
 
 bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
-  if (c.out.empty()) {
-    char buffer[4096];
-    const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
-    if (n <= 0) return n == 0 || (errno != EAGAIN && errno != EINTR);
-    c.in.append(buffer, static_cast<size_t>(n));
-    // The bound first: a head past it is refused even when it arrived whole in one read (a GET
-    // has no body, so whatever came is head).
-    if (c.in.size() > kMaxRequestHead) {
-      c.out =
-          "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-          "Connection: close\r\n\r\n";
-    } else if (headComplete(c.in)) {
-      c.out = httpResponse(c.in, [this](std::string_view path) { return bodyFor(path); });
-      c.deadline = now + kRequestTimeout;
-    } else {
-      return false;
+  for (;;) {
+    if (c.out.empty()) {
+      if (headEnd(c.in) == std::string::npos) {
+        char buffer[4096];
+        const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
+        if (n <= 0) return n == 0 || (errno != EAGAIN && errno != EINTR);
+        // A kept connection's next request has the request's deadline from its first byte.
+        if (c.in.empty()) c.deadline = std::min(c.deadline, now + kRequestTimeout);
+        c.in.append(buffer, static_cast<size_t>(n));
+      }
+      // The bound first: a head past it is refused even when it arrived whole in one read (a
+      // GET has no body, so whatever came is head).
+      const size_t end = headEnd(c.in);
+      if ((end == std::string::npos ? c.in.size() : end) > kMaxRequestHead) {
+        c.out =
+            "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n";
+        c.keep_alive = false;
+      } else if (end != std::string::npos) {
+        HttpAnswer answer = httpResponse(std::string_view(c.in).substr(0, end),
+                                         [this](std::string_view path) { return bodyFor(path); });
+        c.out = std::move(answer.bytes);
+        c.keep_alive = answer.keep_alive;
+        c.in.erase(0, end);
+        c.deadline = now + kRequestTimeout;
+      } else {
+        return false;
+      }
     }
+    // Sent at once where the socket takes it (a page fits a loopback or LAN socket's buffer).
+    const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    if (n > 0) c.sent += static_cast<size_t>(n);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return true;
+    if (c.sent < c.out.size()) return false;
+    if (!c.keep_alive) return true;
+    // Answered, and kept for the next request: idle until it comes.
+    c.out.clear();
+    c.sent = 0;
+    c.deadline = now + kIdleTimeout;
+    if (headEnd(c.in) == std::string::npos) return false;  // none pipelined behind it
   }
-  // Sent at once where the socket takes it (a page fits a loopback or LAN socket's buffer).
-  const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-  if (n > 0) c.sent += static_cast<size_t>(n);
-  return (n < 0 && errno != EAGAIN && errno != EINTR) || c.sent == c.out.size();
 }
 
 void MetricsServer::run() {
@@ -231,7 +279,7 @@ void MetricsServer::run() {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         if (connections.size() >= kMaxConnections) drop(0);  // the oldest makes room
-        connections.push_back({fd, now + kRequestTimeout, {}, {}, 0});
+        connections.push_back({fd, now + kRequestTimeout, {}, {}, 0, false});
         // A scraper sends its request with the connection: read and answer it now, not a
         // round of poll later for each step (two wake-ups a scrape fewer).
         if (serve(connections.back(), now)) drop(connections.size() - 1);

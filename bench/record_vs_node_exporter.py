@@ -6,6 +6,9 @@ for the same minute, then prints each one's CPU seconds,
 CPU per one-second cycle and peak RSS. CPU is counted from the first to the last second of
 the window (start-up excluded), summed over threads from /proc/<pid>/task/*/schedstat (ns); peak RSS is VmHWM.
 
+Each is scraped over one kept connection, as Prometheus scrapes (HTTP keep-alive);
+--new-connections opens one a scrape, as this bench did before 2026-11-26.
+
 Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch]
 Needs Debian's prometheus-node-exporter (scripts/install-deps.sh --bench)."""
 
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+import http.client
 
 PORT = 19177
 STALLWATCH_PORT = 19178
@@ -55,6 +58,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
     ap.add_argument("--no-scrape", action="store_true", help="leave stallwatch's /metrics unserved")
+    ap.add_argument("--new-connections", action="store_true", help="a new connection for each scrape")
     args = ap.parse_args()
     exporter_bin = shutil.which("prometheus-node-exporter")
     if not exporter_bin:
@@ -76,14 +80,24 @@ def main():
         start = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
         recorder_threads_start = thread_cpu_seconds(recorder.pid)
         t0 = time.monotonic()
+        kept = {}
+
+        def scrape(port):
+            c = kept.get(port) or http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/metrics", headers={"Connection": "close"} if args.new_connections else {})
+            body = c.getresponse().read()
+            if args.new_connections:
+                c.close()
+            else:
+                kept[port] = c
+            return len(body)
+
         for i in range(args.seconds):  # bounded: one scrape per second
             s = time.monotonic()
-            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=5) as r:
-                r.read()
+            scrape(PORT)
             scrape_ms.append((time.monotonic() - s) * 1000)
             if not args.no_scrape:
-                with urllib.request.urlopen(f"http://127.0.0.1:{STALLWATCH_PORT}/metrics", timeout=5) as r:
-                    page_bytes = len(r.read())
+                page_bytes = scrape(STALLWATCH_PORT)
             time.sleep(max(0.0, t0 + i + 1 - time.monotonic()))
         end = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
         recorder_threads = thread_cpu_seconds(recorder.pid)
@@ -98,7 +112,8 @@ def main():
         sys.exit(f"stallwatch exited {recorder.returncode}: {err}")
 
     print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second of each, on {os.uname().release}, "
-          f"{os.cpu_count()} CPUs" + ("; stallwatch not scraped" if args.no_scrape else
+          f"{os.cpu_count()} CPUs, " + ("a new connection a scrape" if args.new_connections else "connections kept") +
+          ("; stallwatch not scraped" if args.no_scrape else
                                       f"; stallwatch's page {page_bytes} bytes"))
     print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
