@@ -6,9 +6,13 @@ The key of a file is what clang-tidy would see: its compile command, the preproc
 (the file and every header it includes, ours and the system's), .clang-tidy and clang-tidy's
 version. A pass is remembered under that key in the cache folder; a failure never is. CI's
 clean clone on a machine that ran it before so re-checks only the files a change reaches;
-a fresh machine (empty cache) checks all of them, as before.
+a fresh machine (empty cache) checks the files whose key is not in the ledger the tree carries,
+.ci/tidy-passes: the keys of the files that passed where it was last written (--record, after
+a passing run). A key is a hash of exactly what clang-tidy reads, so a key in the ledger is that
+input's pass; a file a change reaches has a new key and is checked. A stale ledger only costs
+time.
 
-Usage: scripts/check_tidy.py [BUILD_DIR (default build)] [--cache DIR] [--no-cache]
+Usage: scripts/check_tidy.py [BUILD_DIR (default build)] [--cache DIR] [--no-cache] [--record]
 Cache: $STALLWATCH_TIDY_CACHE, else $XDG_CACHE_HOME/stallwatch/tidy (~/.cache/...).
 """
 import argparse
@@ -25,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Needs the CUDA toolkit's nvml.h, which the build finds on its own.
 SKIPPED = {"nvml_abi_check.cpp"}
+LEDGER = ROOT / ".ci" / "tidy-passes"
 
 
 def default_cache() -> Path:
@@ -78,6 +83,8 @@ def main() -> int:
     parser.add_argument("build", nargs="?", default=str(ROOT / "build"))
     parser.add_argument("--cache", type=Path, default=default_cache())
     parser.add_argument("--no-cache", action="store_true", help="check every file")
+    parser.add_argument("--record", action="store_true",
+                        help="write every file's key to .ci/tidy-passes when all pass")
     args = parser.parse_args()
     build = Path(args.build).resolve()
     db = build / "compile_commands.json"
@@ -99,7 +106,10 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         keys = dict(zip(files, pool.map(lambda f: key_of(entries[f], salt), files)))
     cache = args.cache
-    to_check = files if args.no_cache else [f for f in files if not (cache / keys[f]).exists()]
+    ledger = set(LEDGER.read_text().split()) if LEDGER.exists() and not args.no_cache else set()
+    to_check = files if args.no_cache else [
+        f for f in files if not (cache / keys[f]).exists() and keys[f] not in ledger]
+    from_ledger = sum(1 for f in files if keys[f] in ledger and not (cache / keys[f]).exists())
 
     def tidy(f: Path):
         # The compile database is GCC's: a warning option clang does not know (GCC 12's
@@ -120,9 +130,12 @@ def main() -> int:
     for f, out in failed:
         lines = sorted({l for l in out.splitlines() if "error:" in l or "warning:" in l})
         print("\n".join(lines) or f"{f}: clang-tidy failed", file=sys.stderr)
+    if args.record and not failed:
+        LEDGER.write_text("".join(f"{k}\n" for k in sorted(keys.values())))
     took = time.monotonic() - started
     print(f"tidy {'failed' if failed else 'ok'}: {len(files)} files, {len(to_check)} checked, "
-          f"{len(files) - len(to_check)} unchanged since a pass (cache {cache}), {took:.0f} s")
+          f"{len(files) - len(to_check)} unchanged since a pass (cache {cache}; {from_ledger} "
+          f"known from {LEDGER.relative_to(ROOT)}), {took:.0f} s")
     return 1 if failed else 0
 
 
