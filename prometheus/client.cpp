@@ -186,9 +186,13 @@ class CurlTransport : public Transport {
 };
 
 // SAX over {"status":..., "data":{"resultType":"matrix","result":[{"metric":{...},
-// "values":[[ts,"v"],...]},...]}}: the points go straight into the series, no DOM.
+// "values":[[ts,"v"],...]},...]}}: the points go straight into the series, no DOM. With EACH,
+// each series is handed over as it ends and not kept.
 class MatrixReader : public nlohmann::json_sax<nlohmann::json> {
  public:
+  MatrixReader() = default;
+  explicit MatrixReader(const std::function<void(RangeSeries&)>& each) : each_(&each) {}
+
   enum class Where { kRoot, kData, kResult, kSeries, kMetric, kValues, kPoint, kOther };
 
   bool null() override { return value(); }
@@ -258,6 +262,10 @@ class MatrixReader : public nlohmann::json_sax<nlohmann::json> {
     stack_.pop_back();
     if (done.where == Where::kPoint && series.back().ts_ms.size() != series.back().values.size())
       throw QueryError("a point of the answer is not [time, \"value\"]");
+    if (done.where == Where::kSeries && each_) {
+      (*each_)(series.back());
+      series.pop_back();
+    }
     key_ = stack_.empty() ? std::string() : done.key;
     return value();
   }
@@ -275,7 +283,18 @@ class MatrixReader : public nlohmann::json_sax<nlohmann::json> {
   std::vector<Frame> stack_;
   std::string key_;
   size_t index_ = 0;
+  const std::function<void(RangeSeries&)>* each_ = nullptr;
 };
+
+void checkMatrix(const MatrixReader& reader) {
+  if (reader.status != "success") {
+    throw QueryError("the query failed: " + (reader.error.empty()
+                                                 ? std::string("no status in the answer")
+                                                 : reader.error));
+  }
+  if (reader.result_type != "matrix")
+    throw QueryError("the answer is a " + reader.result_type + ", not a range (matrix)");
+}
 
 }  // namespace
 
@@ -286,14 +305,14 @@ std::unique_ptr<Transport> httpTransport(const ClientOptions& options) {
 std::vector<RangeSeries> parseMatrix(std::string_view body) {
   MatrixReader reader;
   nlohmann::json::sax_parse(body, &reader);
-  if (reader.status != "success") {
-    throw QueryError("the query failed: " + (reader.error.empty()
-                                                 ? std::string("no status in the answer")
-                                                 : reader.error));
-  }
-  if (reader.result_type != "matrix")
-    throw QueryError("the answer is a " + reader.result_type + ", not a range (matrix)");
+  checkMatrix(reader);
   return std::move(reader.series);
+}
+
+void parseMatrix(std::string_view body, const std::function<void(RangeSeries&)>& each) {
+  MatrixReader reader(each);
+  nlohmann::json::sax_parse(body, &reader);
+  checkMatrix(reader);
 }
 
 std::string quoted(std::string_view value) {
@@ -312,11 +331,9 @@ std::string quoted(std::string_view value) {
 Client::Client(std::unique_ptr<Transport> transport, size_t max_points_per_request)
     : transport_(std::move(transport)), max_points_(std::max<size_t>(1, max_points_per_request)) {}
 
-std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t start_ms,
-                                            int64_t end_ms, int64_t step_ms) {
+void Client::queryRangeEach(const std::string& expr, int64_t start_ms, int64_t end_ms,
+                            int64_t step_ms, const std::function<void(RangeSeries&)>& each) {
   if (step_ms <= 0) throw QueryError("the step must be positive");
-  std::vector<RangeSeries> out;
-  std::map<std::map<std::string, std::string>, size_t> index;
   size_t points = max_points_;
   for (int64_t from = start_ms; from <= end_ms;) {
     const int64_t chunk = static_cast<int64_t>(points - 1) * step_ms;
@@ -346,20 +363,29 @@ std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t sta
     stats_.bytes += body.size();
     if (on_answer_) on_answer_(stats_);
     std::set<std::map<std::string, std::string>> in_answer;
-    for (auto& s : parseMatrix(body)) {
+    parseMatrix(body, [&](RangeSeries& s) {
       stats_.points += s.ts_ms.size();
       if (!in_answer.insert(s.labels).second)
         throw QueryError("the server sent one series twice in one answer: not a PromQL answer");
-      auto [it, fresh] = index.try_emplace(s.labels, out.size());
-      if (fresh) {
-        out.push_back(std::move(s));
-        continue;
-      }
-      RangeSeries& into = out[it->second];
-      into.ts_ms.insert(into.ts_ms.end(), s.ts_ms.begin(), s.ts_ms.end());
-      into.values.insert(into.values.end(), s.values.begin(), s.values.end());
-    }
+      each(s);
+    });
   }
+}
+
+std::vector<RangeSeries> Client::queryRange(const std::string& expr, int64_t start_ms,
+                                            int64_t end_ms, int64_t step_ms) {
+  std::vector<RangeSeries> out;
+  std::map<std::map<std::string, std::string>, size_t> index;
+  queryRangeEach(expr, start_ms, end_ms, step_ms, [&](RangeSeries& s) {
+    auto [it, fresh] = index.try_emplace(s.labels, out.size());
+    if (fresh) {
+      out.push_back(std::move(s));
+      return;
+    }
+    RangeSeries& into = out[it->second];
+    into.ts_ms.insert(into.ts_ms.end(), s.ts_ms.begin(), s.ts_ms.end());
+    into.values.insert(into.values.end(), s.values.begin(), s.values.end());
+  });
   return out;
 }
 

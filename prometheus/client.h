@@ -87,6 +87,11 @@ class Client {
   // Throws QueryError.
   std::vector<RangeSeries> queryRange(const std::string& expr, int64_t start_ms, int64_t end_ms,
                                       int64_t step_ms);
+  // The same, each series handed to EACH as its answer is parsed, and not kept: a thousand
+  // nodes' series of one figure are never held at once. A series cut into chunks (a long span)
+  // comes once a chunk, in time order.
+  void queryRangeEach(const std::string& expr, int64_t start_ms, int64_t end_ms, int64_t step_ms,
+                      const std::function<void(RangeSeries&)>& each);
   const QueryStats& stats() const { return stats_; }
   // Called after each answer with the figures so far: a long report's progress.
   void onAnswer(std::function<void(const QueryStats&)> fn) { on_answer_ = std::move(fn); }
@@ -101,6 +106,8 @@ class Client {
 // The "data.result" of a query_range answer (resultType matrix), parsed as it is read. Throws
 // QueryError on an answer that is not a successful matrix (with the API's error text).
 std::vector<RangeSeries> parseMatrix(std::string_view body);
+// The same, each series handed to EACH as it ends.
+void parseMatrix(std::string_view body, const std::function<void(RangeSeries&)>& each);
 
 // A label value as PromQL's string literal writes it: quoted, with \ " and newlines escaped.
 std::string quoted(std::string_view value);

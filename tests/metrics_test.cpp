@@ -446,9 +446,9 @@ TEST(HttpResponse, KeepsAnHttp11ConnectionUnlessAskedOrInError) {
   EXPECT_NE(kept.bytes.find("Connection: keep-alive\r\n"), std::string::npos);
   EXPECT_NE(kept.bytes.find("Content-Length: 5\r\n"), std::string::npos);
   EXPECT_TRUE(kept.bytes.ends_with("\r\n\r\nup 1\n"));
-  for (const char* head : {"GET /metrics HTTP/1.1\r\nconnection: Close\r\n\r\n",
-                           "GET /metrics HTTP/1.0\r\n\r\n", "POST /metrics HTTP/1.1\r\n\r\n",
-                           "nonsense\r\n\r\n"}) {
+  for (const char* head :
+       {"GET /metrics HTTP/1.1\r\nconnection: Close\r\n\r\n", "GET /metrics HTTP/1.0\r\n\r\n",
+        "POST /metrics HTTP/1.1\r\n\r\n", "nonsense\r\n\r\n"}) {
     const auto closed = httpResponse(head, page);
     EXPECT_FALSE(closed.keep_alive) << head;
     EXPECT_NE(closed.bytes.find("Connection: close\r\n"), std::string::npos) << head;

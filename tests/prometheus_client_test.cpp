@@ -114,6 +114,37 @@ TEST(PrometheusClient, AnAnswerTooLargeIsAskedAgainInSmallerPiecesAndADuplicateI
   EXPECT_THROW(refusing.queryRange("up", 0, 10'000, 10'000), QueryError);
 }
 
+// Series handed over as each answer is parsed (a thousand nodes' figure is never held whole):
+// each series once per chunk, in time order, with its labels; a duplicate still refused.
+TEST(PrometheusClient, SeriesAreHandedOverAsTheyAreParsed) {
+  auto transport = std::make_unique<FakeTransport>([](const std::string& path) {
+    const auto start = std::stoll(path.substr(path.find("start=") + 6));
+    const auto end = std::stoll(path.substr(path.find("end=") + 4));
+    std::string a, b;
+    for (auto t = start; t <= end; t += 10) {
+      a += (a.empty() ? "" : ",") + std::string("[") + std::to_string(t) + ",\"1\"]";
+      b += (b.empty() ? "" : ",") + std::string("[") + std::to_string(t) + ",\"2\"]";
+    }
+    return R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"node":"a"},"values":[)" +
+           a + R"(]},{"metric":{"node":"b"},"values":[)" + b + "]}]}}";
+  });
+  Client client(std::move(transport), 3);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> seen;
+  client.queryRangeEach("up", 0, 50'000, 10'000,
+                        [&](RangeSeries& s) { seen.emplace_back(s.label("node"), s.ts_ms); });
+  // Two chunks of three steps, each with both series.
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].first, "a");
+  EXPECT_EQ(seen[1].first, "b");
+  EXPECT_EQ(seen[0].second, (std::vector<int64_t>{0, 10'000, 20'000}));
+  EXPECT_EQ(seen[2].second, (std::vector<int64_t>{30'000, 40'000, 50'000}));
+  EXPECT_EQ(client.stats().points, 12u);
+  // queryRange, built on it, joins the chunks.
+  const auto joined = client.queryRange("up", 0, 50'000, 10'000);
+  ASSERT_EQ(joined.size(), 2u);
+  EXPECT_EQ(joined[1].values, (std::vector<double>(6, 2.0)));
+}
+
 TEST(PrometheusClient, LabelValuesAreQuotedForPromQL) {
   EXPECT_EQ(quoted("slurm:1"), "\"slurm:1\"");
   EXPECT_EQ(quoted("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
