@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "model/enum_table.h"
+
 namespace stallwatch::model {
 namespace {
 
@@ -55,12 +57,8 @@ constexpr MetricRow kMetricRows[] = {
 };
 static_assert(std::size(kMetricRows) == kEvidenceMetricCount, "an evidence metric without its row");
 
-constexpr bool metricRowsInOrder() {
-  for (size_t k = 0; k < std::size(kMetricRows); ++k)
-    if (static_cast<size_t>(kMetricRows[k].metric) != k) return false;
-  return true;
-}
-static_assert(metricRowsInOrder(), "kMetricRows out of EvidenceMetric's order");
+static_assert(rowsInEnumOrder(kMetricRows, &MetricRow::metric),
+              "kMetricRows out of EvidenceMetric's order");
 
 const MetricRow& rowOf(EvidenceMetric metric) {
   const auto k = static_cast<size_t>(metric);

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <tuple>
 
+#include "model/enum_table.h"
 #include "model/fleet.h"
 #include "model/incident.h"
 #include "model/limiter.h"
@@ -242,12 +243,8 @@ constexpr FigureRow kFigureRows[] = {
 };
 static_assert(std::size(kFigureRows) == kFigureKindCount, "a figure kind without its row");
 
-constexpr bool rowsInOrder() {
-  for (size_t k = 0; k < std::size(kFigureRows); ++k)
-    if (static_cast<size_t>(kFigureRows[k].kind) != k) return false;
-  return true;
-}
-static_assert(rowsInOrder(), "kFigureRows out of FigureKind's order");
+static_assert(rowsInEnumOrder(kFigureRows, &FigureRow::kind),
+              "kFigureRows out of FigureKind's order");
 
 const FigureRow& rowOf(FigureKind kind) { return kFigureRows[static_cast<size_t>(kind)]; }
 
