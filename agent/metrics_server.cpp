@@ -5,11 +5,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -49,17 +49,16 @@ namespace {
 
 // Whether HEAD's headers hold NAME: VALUE (both compared without case, VALUE among a list's).
 bool headerSays(std::string_view head, std::string_view name, std::string_view value) {
-  auto lower = [](std::string_view t) {
-    std::string out(t);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
+  auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
   };
-  const std::string text = lower(head), want = lower(name) + ":", token = lower(value);
-  for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) {
-    if (text.compare(at + 1, want.size(), want) != 0) continue;
-    const size_t end = text.find('\n', at + 1);
-    const std::string line = text.substr(at + 1 + want.size(), end - at - 1 - want.size());
-    if (line.find(token) != std::string::npos) return true;
+  for (size_t at = head.find('\n'); at != std::string_view::npos; at = head.find('\n', at + 1)) {
+    const std::string_view line = head.substr(at + 1, head.find('\n', at + 1) - at - 1);
+    if (line.size() <= name.size() || line[name.size()] != ':' ||
+        !same(line.substr(0, name.size()), name))
+      continue;
+    for (size_t i = name.size() + 1; i + value.size() <= line.size(); ++i)
+      if (same(line.substr(i, value.size()), value)) return true;
   }
   return false;
 }
