@@ -28,7 +28,6 @@ namespace stallwatch::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 struct HealthArgs {
   std::string db;
@@ -93,9 +92,9 @@ int verdictBits(const std::vector<Row>& rows) {
 
 void print(const std::vector<Row>& rows, bool as_json) {
   if (as_json) {
-    json out = json::array();
+    nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
-      json j = health::toJson(r.verdict);
+      nlohmann::json j = health::toJson(r.verdict);
       j["device"] = r.label;
       j["reading"] = health::toJson(r.reading);
       if (!r.reading.note.empty()) j["note"] = r.reading.note;

@@ -315,7 +315,7 @@ void parseMatrix(std::string_view body, const std::function<void(RangeSeries&)>&
   checkMatrix(reader);
 }
 
-std::string quoted(std::string_view value) {
+std::string promqlString(std::string_view value) {
   std::string out = "\"";
   for (const char c : value) {
     if (c == '\\' || c == '"') out += '\\';

@@ -110,6 +110,6 @@ std::vector<RangeSeries> parseMatrix(std::string_view body);
 void parseMatrix(std::string_view body, const std::function<void(RangeSeries&)>& each);
 
 // A label value as PromQL's string literal writes it: quoted, with \ " and newlines escaped.
-std::string quoted(std::string_view value);
+std::string promqlString(std::string_view value);
 
 }  // namespace stallwatch::prometheus

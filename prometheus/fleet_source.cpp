@@ -238,19 +238,19 @@ std::string FleetSource::selector(const std::string& metric, const std::string& 
 std::string FleetSource::jobsMatcher() const {
   std::set<std::string> keys;
   for (const RunNode& n : run_.nodes) keys.insert(n.training_job);
-  if (keys.size() == 1) return "training_job=" + quoted(*keys.begin());
+  if (keys.size() == 1) return "training_job=" + promqlString(*keys.begin());
   std::string any;
   for (const std::string& k : keys) any += (any.empty() ? "" : "|") + regexEscaped(k);
-  return "training_job=~" + quoted(any);
+  return "training_job=~" + promqlString(any);
 }
 
 FleetSource::FleetSource(Client& client, RunSelection selection)
     : client_(client), selection_(std::move(selection)) {
   // A bare id, as the file-based report takes it: Slurm's or torchrun's run of that id.
   if (selection_.run.find(':') == std::string::npos) {
-    run_matcher_ = "run=~" + quoted("(slurm|torchelastic):" + regexEscaped(selection_.run));
+    run_matcher_ = "run=~" + promqlString("(slurm|torchelastic):" + regexEscaped(selection_.run));
   } else {
-    run_matcher_ = "run=" + quoted(selection_.run);
+    run_matcher_ = "run=" + promqlString(selection_.run);
   }
   run_.run = selection_.run;
   const std::string run = run_matcher_;
@@ -491,8 +491,8 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
   if (from_ms > to_ms) return s;
   const auto steps = static_cast<size_t>((to_ms - from_ms) / run_.step_ms + 1);
   Grid grid(from_ms, run_.step_ms, steps, run_.shown_shift_ms);
-  const std::string instance = "instance=" + quoted(rn.instance);
-  const std::string job = instance + ",training_job=" + quoted(rn.training_job);
+  const std::string instance = "instance=" + promqlString(rn.instance);
+  const std::string job = instance + ",training_job=" + promqlString(rn.training_job);
   auto query = [&](const std::string& expr) {
     return client_.queryRange(expr, from_ms, to_ms, run_.step_ms);
   };
@@ -565,7 +565,7 @@ model::JobSeries FleetSource::window(size_t node, int64_t from_ms, int64_t to_ms
       s.devices.end());
   // Its ranks, where it ran several.
   if (rn.ranks.size() >= 2) {
-    const std::string ranks = run_matcher_ + ",node=" + quoted(rn.node);
+    const std::string ranks = run_matcher_ + ",node=" + promqlString(rn.node);
     for (const RankFigure& f : kRankFigures) {
       for (const auto& r : query(selector(f.metric, ranks))) {
         try {

@@ -146,8 +146,8 @@ TEST(PrometheusClient, SeriesAreHandedOverAsTheyAreParsed) {
 }
 
 TEST(PrometheusClient, LabelValuesAreQuotedForPromQL) {
-  EXPECT_EQ(quoted("slurm:1"), "\"slurm:1\"");
-  EXPECT_EQ(quoted("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
+  EXPECT_EQ(promqlString("slurm:1"), "\"slurm:1\"");
+  EXPECT_EQ(promqlString("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
 }
 
 TEST(PrometheusClient, OptionsThatCannotWorkAreRefused) {

@@ -71,9 +71,9 @@ std::string matrix(const std::vector<FakeSeries>& series, int64_t start, int64_t
   return out + "]}}";
 }
 
-class FakeTransport : public Transport {
+class FakeFleetServer : public Transport {
  public:
-  explicit FakeTransport(std::function<std::vector<FakeSeries>(const std::string&)> answer)
+  explicit FakeFleetServer(std::function<std::vector<FakeSeries>(const std::string&)> answer)
       : answer_(std::move(answer)) {}
   std::string get(const std::string& path) override {
     const std::string query = decoded(param(path, "query"));
@@ -148,8 +148,8 @@ std::vector<FakeSeries> answer(const std::string& q) {
 }
 
 TEST(FleetSource, EachNodesSummaryIsPlacedOnTheRunsStepsAndBadValuesAreCounted) {
-  auto transport = std::make_unique<FakeTransport>(answer);
-  FakeTransport& server = *transport;
+  auto transport = std::make_unique<FakeFleetServer>(answer);
+  FakeFleetServer& server = *transport;
   Client client(std::move(transport));
   RunSelection selection;
   selection.run = "slurm:7";

@@ -7,7 +7,7 @@
 namespace stallwatch::collectors {
 namespace {
 
-constexpr size_t kMaxFields = 16;
+constexpr size_t kMaxMountstatsFields = 16;
 
 bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -15,7 +15,7 @@ bool startsWith(std::string_view s, std::string_view prefix) {
 
 // "device SOURCE mounted on POINT with fstype TYPE [statvers=V]": fills M, or says why not.
 std::optional<std::string> parseHeader(std::string_view line, NfsMountStats& m, bool& has_stats) {
-  std::string_view f[kMaxFields];
+  std::string_view f[kMaxMountstatsFields];
   const size_t count = splitFields(line, f);
   if (count < 8 || count > 9 || f[0] != "device" || f[2] != "mounted" || f[3] != "on" ||
       f[5] != "with" || f[6] != "fstype") {
@@ -35,7 +35,7 @@ std::optional<std::string> parseHeader(std::string_view line, NfsMountStats& m, 
 
 // "NAME: ops trans timeouts sent recv queue rtt execute [errors]"
 std::optional<std::string> parseOp(std::string_view line, NfsMountStats& m) {
-  std::string_view f[kMaxFields];
+  std::string_view f[kMaxMountstatsFields];
   const size_t count = splitFields(line, f);
   if (count < 9 || count > 10 || f[0].size() < 2 || f[0].back() != ':') {
     return "expected 'OP: ' and 8 or 9 counters";
@@ -80,7 +80,7 @@ MountstatsParse parseMountstats(std::string_view text) {
   };
   forEachLine(text, [&](std::string_view line, size_t number) {
     auto skip = [&](std::string why) { result.skipped.push_back({number, std::move(why)}); };
-    std::string_view f[kMaxFields];
+    std::string_view f[kMaxMountstatsFields];
     const size_t count = splitFields(line, f);
     if (count == 0) return;  // the blank line that ends a block
     if (f[0] == "device") {
