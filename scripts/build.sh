@@ -13,13 +13,21 @@ if [ "${1:-}" = "--dev" ]; then
   shift
 fi
 if [ $mode = dev ]; then
-  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLWATCH_WERROR=ON -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=ON)
+  # Line tables only (-g1): full debug info was over a third of each compile.
+  flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+         "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+         -DSTALLWATCH_WERROR=ON -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=ON)
   targets=()
 else
   # No -Werror for a user's build: a newer compiler's new warning must not stop it.
   flags=(-DCMAKE_BUILD_TYPE=Release -DSTALLWATCH_WERROR=OFF -DSTALLWATCH_TESTS=OFF -DSTALLWATCH_BENCH=OFF)
   targets=(--target stallwatch)
 fi
+# Each folder's sources compiled a few to a unit (CMake's unity build): the headers every file
+# includes (CLI11, GoogleTest, spdlog, the model) are parsed once for them, not once a file;
+# the cold build on 2 cores takes half the time (docs/MEASUREMENTS.md, "CI's own time"). An
+# edit recompiles its file's batch.
+flags+=(-DCMAKE_UNITY_BUILD=ON)
 # CMake's messages, less its compiler probing: our own status lines and the feature summary.
 log=$(mktemp /tmp/stallwatch-configure.XXXXXX.log)
 if ! cmake -S . -B "$build" "${flags[@]}" "$@" > "$log" 2>&1; then

@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -47,6 +48,27 @@ def layer_sources() -> list[Path]:
     for folder in folders:
         files += sorted(p for p in (ROOT / folder).rglob("*.cpp") if p.name not in SKIPPED)
     return files
+
+
+def compile_entries(build: Path) -> dict:
+    """Each source's compile command. A unity build (scripts/build.sh --dev) compiles a folder's
+    sources through generated files that #include them; a source found there gets that file's
+    command with its own path in place of the generated one, so its flags and key are the ones
+    a build of the file alone would give."""
+    entries = {}
+    for e in json.loads((build / "compile_commands.json").read_text()):
+        unity = Path(e["file"])
+        if unity.parent.name != "Unity":
+            entries[unity.resolve()] = e
+            continue
+        for source in re.findall(r'^#include "(.+)"$', unity.read_text(), re.MULTILINE):
+            own = dict(e, file=source)
+            if "command" in own:
+                own["command"] = own["command"].replace(str(unity), source)
+            else:
+                own["arguments"] = [source if a == str(unity) else a for a in own["arguments"]]
+            entries[Path(source).resolve()] = own
+    return entries
 
 
 def preprocess_command(entry: dict) -> list[str]:
@@ -91,7 +113,7 @@ def main() -> int:
     if not db.exists():
         print(f"no {db}: configure first", file=sys.stderr)
         return 2
-    entries = {Path(e["file"]).resolve(): e for e in json.loads(db.read_text())}
+    entries = compile_entries(build)
     files = [f for f in layer_sources() if f in entries]
     missing = [f for f in layer_sources() if f not in entries]
     if missing:
@@ -111,10 +133,15 @@ def main() -> int:
         f for f in files if not (cache / keys[f]).exists() and keys[f] not in ledger]
     from_ledger = sum(1 for f in files if keys[f] in ledger and not (cache / keys[f]).exists())
 
+    # clang-tidy reads the commands of the sources themselves, the unity build's included.
+    database = build / "tidy"
+    database.mkdir(exist_ok=True)
+    (database / "compile_commands.json").write_text(json.dumps(list(entries.values()), indent=1))
+
     def tidy(f: Path):
         # The compile database is GCC's: a warning option clang does not know (GCC 12's
         # -Wno-restrict) is not a finding.
-        r = subprocess.run(["clang-tidy", "-p", str(build), "--quiet",
+        r = subprocess.run(["clang-tidy", "-p", str(database), "--quiet",
                             "--extra-arg=-Wno-unknown-warning-option", str(f)],
                            capture_output=True, text=True)
         return f, r.returncode, r.stdout
