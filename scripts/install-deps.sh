@@ -5,6 +5,8 @@
 # are left as they are. Needs root (or sudo).
 #   scripts/install-deps.sh            the binary's build (README's first command)
 #   scripts/install-deps.sh --dev      and the tests' (scripts/test.sh)
+#   scripts/install-deps.sh --dev-build  the libraries the tests and benchmarks compile against,
+#                                      the rest of --dev's can come while they build
 set -euo pipefail
 
 # The binary: compiler, CMake, and the libraries it links.
@@ -24,8 +26,9 @@ build_deps=(
 # to drive the completion it is given, setuptools, wheel and venv to build the Python wheel and
 # install it where a job would, capsh (libcap2-bin) to run the agent within the systemd unit's
 # capabilities (a fresh Debian 12 has none of it: the test failed there).
-dev_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev clang-format clang-tidy
-          sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus libfuse3-dev fuse3
+dev_build_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuse3-dev)
+dev_deps=("${dev_build_deps[@]}" libfuzzer-14-dev clang-format clang-tidy
+          sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus fuse3
           e2fsprogs tmux python3-yaml python3-jsonschema zsh libcap2-bin
           python3-setuptools python3-wheel python3-venv)
 
@@ -33,14 +36,15 @@ want=("${build_deps[@]}")
 for arg in "$@"; do
   case "$arg" in
     --dev) want+=("${dev_deps[@]}") ;;
+    --dev-build) want+=("${dev_build_deps[@]}") ;;
     --bench) want+=("${dev_deps[@]}" prometheus-node-exporter curl) ;;
-    *) echo "install-deps: unknown argument $arg (--dev, --bench)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown argument $arg (--dev, --dev-build, --bench)" >&2; exit 2 ;;
   esac
 done
 
 # The kustomize base's check (lint.k8s) renders with kubectl and validates with Node.js: Debian's
 # packages when the machine has neither command from elsewhere (a newer kubectl, say).
-if [ ${#want[@]} -gt ${#build_deps[@]} ]; then
+if [ ${#want[@]} -gt $(( ${#build_deps[@]} + ${#dev_build_deps[@]} )) ]; then
   command -v kubectl >/dev/null || want+=(kubernetes-client)
   command -v npm >/dev/null || want+=(npm)
 fi
@@ -58,8 +62,13 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "install-deps: ${#missing[@]} of ${#want[@]} packages to install: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-echo "install-deps: apt-get update"
-$sudo apt-get update -qq
+# Package lists fetched in the last hour are kept (scripts/test.sh installs in two steps).
+if find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -60 2>/dev/null | grep -q .; then
+  echo "install-deps: package lists fetched within the hour"
+else
+  echo "install-deps: apt-get update"
+  $sudo apt-get update -qq
+fi
 # One line per package as it is set up (with its dependencies), so that a long install shows
 # where it is; apt's own messages go to the log.
 log=$(mktemp /tmp/stallwatch-install-deps.XXXXXX.log)
