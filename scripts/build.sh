@@ -23,11 +23,9 @@ else
   flags=(-DCMAKE_BUILD_TYPE=Release -DSTALLWATCH_WERROR=OFF -DSTALLWATCH_TESTS=OFF -DSTALLWATCH_BENCH=OFF)
   targets=(--target stallwatch)
 fi
-# Each folder's sources compiled a few to a unit (CMake's unity build): the headers every file
-# includes (CLI11, GoogleTest, spdlog, the model) are parsed once for them, not once a file;
-# the cold build on 2 cores takes half the time (docs/MEASUREMENTS.md, "CI's own time"). An
-# edit recompiles its file's batch.
-flags+=(-DCMAKE_UNITY_BUILD=ON)
+# Each target's sources compiled a few to a unit (cmake/unity.cmake): the cold build on 2 cores
+# takes half the time. An edit recompiles its file's unit.
+flags+=(-DSTALLWATCH_UNITY=ON)
 # CMake's messages, less its compiler probing: our own status lines and the feature summary.
 log=$(mktemp /tmp/stallwatch-configure.XXXXXX.log)
 if ! cmake -S . -B "$build" "${flags[@]}" "$@" > "$log" 2>&1; then

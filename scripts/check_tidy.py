@@ -51,17 +51,18 @@ def layer_sources() -> list[Path]:
 
 
 def compile_entries(build: Path) -> dict:
-    """Each source's compile command. A unity build (scripts/build.sh --dev) compiles a folder's
-    sources through generated files that #include them; a source found there gets that file's
-    command with its own path in place of the generated one, so its flags and key are the ones
-    a build of the file alone would give."""
+    """Each source's compile command. A unity build (scripts/build.sh, cmake/unity.cmake)
+    compiles a target's sources through generated units that #include them; a source found there
+    gets its unit's command with its own path in place of the unit's, so its flags and key are
+    the ones a build of the file alone would give."""
     entries = {}
     for e in json.loads((build / "compile_commands.json").read_text()):
         unity = Path(e["file"])
-        if unity.parent.name != "Unity":
+        if unity.parent.name != "unity":
             entries[unity.resolve()] = e
             continue
-        for source in re.findall(r'^#include "(.+)"$', unity.read_text(), re.MULTILINE):
+        for included in re.findall(r'^#include "(.+)"$', unity.read_text(), re.MULTILINE):
+            source = str((unity.parent / included).resolve())
             own = dict(e, file=source)
             if "command" in own:
                 own["command"] = own["command"].replace(str(unity), source)

@@ -15,9 +15,9 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # -O1 and line tables only, as the sanitizers' own docs advise: reports keep file and line,
 # and the two builds take about a fifth less time than -O2 -g.
-# Unity builds as scripts/build.sh --dev's (headers parsed once for a few files).
+# Unity builds, as scripts/build.sh's (cmake/unity.cmake).
 flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
-       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DCMAKE_UNITY_BUILD=ON)
+       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSTALLWATCH_UNITY=ON)
 
 echo "== ASan+UBSan: build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$asan" "${flags[@]}" -DSTALLWATCH_FUZZ=ON \

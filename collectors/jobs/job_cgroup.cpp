@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace stallwatch::collectors {
 namespace {
 
-constexpr size_t kMaxFields = 16;
+constexpr size_t kMaxCgroupFields = 16;
 
 // The io.max and io.stat shape: for each line "MAJ:MIN KEY=VALUE ...", a T with the device
 // number, each KEY=VALUE given to SET(t, key, value). Lines without a device number are skipped.
@@ -23,8 +23,8 @@ template <typename T, typename Set>
 std::vector<T> parseDeviceLines(std::string_view text, Set set) {
   std::vector<T> out;
   forEachLine(text, [&](std::string_view line, size_t) {
-    std::string_view f[kMaxFields];
-    const size_t count = std::min(splitFields(line, f), kMaxFields);
+    std::string_view f[kMaxCgroupFields];
+    const size_t count = std::min(splitFields(line, f), kMaxCgroupFields);
     const auto dev = count > 0 ? parseDevnum(f[0]) : std::nullopt;
     if (!dev) return;
     T t;
