@@ -5,7 +5,7 @@
 # are left as they are. Needs root (or sudo).
 #   scripts/install-deps.sh            the binary's build (README's first command)
 #   scripts/install-deps.sh --dev      and the tests' (scripts/test.sh)
-#   scripts/install-deps.sh --dev-build  the libraries the tests and benchmarks compile against,
+#   scripts/install-deps.sh --dev-build  what the tests and benchmarks need to configure and build,
 #                                      the rest of --dev's can come while they build
 set -euo pipefail
 
@@ -26,9 +26,9 @@ build_deps=(
 # to drive the completion it is given, setuptools, wheel and venv to build the Python wheel and
 # install it where a job would, capsh (libcap2-bin) to run the agent within the systemd unit's
 # capabilities (a fresh Debian 12 has none of it: the test failed there).
-dev_build_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuse3-dev)
+dev_build_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuse3-dev python3)
 dev_deps=("${dev_build_deps[@]}" libfuzzer-14-dev clang-format clang-tidy
-          sqlite3 sysstat fio python3 chromium fonts-dejavu-core prometheus fuse3
+          sqlite3 sysstat fio chromium fonts-dejavu-core prometheus fuse3
           e2fsprogs tmux python3-yaml python3-jsonschema zsh libcap2-bin
           python3-setuptools python3-wheel python3-venv)
 
@@ -62,8 +62,9 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "install-deps: ${#missing[@]} of ${#want[@]} packages to install: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# Package lists fetched in the last hour are kept (scripts/test.sh installs in two steps).
-if find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -60 2>/dev/null | grep -q .; then
+# Package lists fetched in the last hour are kept (scripts/test.sh installs in two steps). The
+# lists keep the server's times; their folder's own is when apt-get update last renamed one in.
+if find /var/lib/apt/lists -maxdepth 0 -mmin -60 2>/dev/null | grep -q .; then
   echo "install-deps: package lists fetched within the hour"
 else
   echo "install-deps: apt-get update"
