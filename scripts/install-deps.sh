@@ -27,7 +27,7 @@ build_deps=(
 # install it where a job would, capsh (libcap2-bin) to run the agent within the systemd unit's
 # capabilities (a fresh Debian 12 has none of it: the test failed there).
 dev_build_deps=(libgtest-dev libgmock-dev libbenchmark-dev libfuse3-dev python3)
-dev_deps=("${dev_build_deps[@]}" libfuzzer-14-dev clang-format clang-tidy
+dev_deps=("${dev_build_deps[@]}" libfuzzer-14-dev libclang-rt-14-dev clang-format clang-tidy
           sqlite3 sysstat fio chromium fonts-dejavu-core prometheus fuse3
           e2fsprogs tmux python3-yaml python3-jsonschema zsh libcap2-bin
           python3-setuptools python3-wheel python3-venv)
