@@ -24,8 +24,14 @@ else
   targets=(--target stallwatch)
 fi
 # Each target's sources compiled a few to a unit (cmake/unity.cmake): the cold build on 2 cores
-# takes half the time. An edit recompiles its file's unit.
+# takes half the time. An edit recompiles its file's unit. Ninja where it is installed
+# (install-deps.sh installs it): it starts a unit once its own inputs are there, where CMake's
+# Makefiles start a target only when every library it links is built. A folder configured
+# before keeps its generator.
 flags+=(-DSTALLWATCH_UNITY=ON)
+if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja > /dev/null; then
+  flags+=(-G Ninja)
+fi
 # CMake's messages, less its compiler probing: our own status lines and the feature summary.
 log=$(mktemp /tmp/stallwatch-configure.XXXXXX.log)
 if ! cmake -S . -B "$build" "${flags[@]}" "$@" > "$log" 2>&1; then

@@ -11,7 +11,7 @@ set -euo pipefail
 
 # The binary: compiler, CMake, and the libraries it links.
 build_deps=(
-  cmake g++ pkg-config make ccache
+  cmake ninja-build g++ pkg-config make ccache
   libudev-dev libspdlog-dev libfmt-dev libsqlite3-dev libsqlitecpp-dev libcli11-dev
   libatasmart-dev libnvme-dev nlohmann-json3-dev libcurl4-openssl-dev libncurses-dev
   libjson-c-dev libssl-dev  # libnvme.pc requires them (openssl: found by a fresh Debian 12 run)
