@@ -62,13 +62,16 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "install-deps: ${#missing[@]} of ${#want[@]} packages to install: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# Package lists fetched in the last hour are kept (scripts/test.sh installs in two steps). The
-# lists keep the server's times; their folder's own is when apt-get update last renamed one in.
-if find /var/lib/apt/lists -maxdepth 0 -mmin -60 2>/dev/null | grep -q .; then
+# Package lists this script fetched in the last hour are kept (scripts/test.sh installs in two
+# steps). Its own stamp: the lists keep the server's times, and their folder's does not move
+# where nothing changed on the server.
+stamp=${XDG_CACHE_HOME:-$HOME/.cache}/stallwatch/apt-updated
+if find "$stamp" -mmin -60 2>/dev/null | grep -q .; then
   echo "install-deps: package lists fetched within the hour"
 else
   echo "install-deps: apt-get update"
   $sudo apt-get update -qq
+  mkdir -p "$(dirname "$stamp")" && touch "$stamp" || true
 fi
 # One line per package as it is set up (with its dependencies), so that a long install shows
 # where it is; apt's own messages go to the log.
