@@ -26,11 +26,11 @@ fi
 # Each target's sources compiled a few to a unit (cmake/unity.cmake): the cold build on 2 cores
 # takes half the time. An edit recompiles its file's unit. Ninja where it is installed
 # (install-deps.sh installs it): it starts a unit once its own inputs are there, where CMake's
-# Makefiles start a target only when every library it links is built. A folder configured
-# before keeps its generator.
+# Makefiles start a target only when every library it links is built. CMake takes
+# CMAKE_GENERATOR for a new folder only: one configured before keeps its own.
 flags+=(-DSTALLWATCH_UNITY=ON)
-if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja > /dev/null; then
-  flags+=(-G Ninja)
+if command -v ninja > /dev/null; then
+  export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
 fi
 # CMake's messages, less its compiler probing: our own status lines and the feature summary.
 log=$(mktemp /tmp/stallwatch-configure.XXXXXX.log)

@@ -33,18 +33,19 @@ dev_deps=("${dev_build_deps[@]}" libfuzzer-14-dev libclang-rt-14-dev clang-forma
           python3-setuptools python3-wheel python3-venv)
 
 want=("${build_deps[@]}")
+tests_run=false
 for arg in "$@"; do
   case "$arg" in
-    --dev) want+=("${dev_deps[@]}") ;;
+    --dev) want+=("${dev_deps[@]}"); tests_run=true ;;
     --dev-build) want+=("${dev_build_deps[@]}") ;;
-    --bench) want+=("${dev_deps[@]}" prometheus-node-exporter curl) ;;
+    --bench) want+=("${dev_deps[@]}" prometheus-node-exporter curl); tests_run=true ;;
     *) echo "install-deps: unknown argument $arg (--dev, --dev-build, --bench)" >&2; exit 2 ;;
   esac
 done
 
 # The kustomize base's check (lint.k8s) renders with kubectl and validates with Node.js: Debian's
 # packages when the machine has neither command from elsewhere (a newer kubectl, say).
-if [ ${#want[@]} -gt $(( ${#build_deps[@]} + ${#dev_build_deps[@]} )) ]; then
+if $tests_run; then
   command -v kubectl >/dev/null || want+=(kubernetes-client)
   command -v npm >/dev/null || want+=(npm)
 fi

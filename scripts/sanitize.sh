@@ -18,12 +18,12 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # Unity builds, as scripts/build.sh's (cmake/unity.cmake).
 flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
        "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSTALLWATCH_UNITY=ON)
-generator() {  # Ninja for a new folder, as scripts/build.sh
-  [ ! -f "$1/CMakeCache.txt" ] && command -v ninja > /dev/null && echo "-GNinja" || true
-}
+if command -v ninja > /dev/null; then  # for a new folder, as scripts/build.sh
+  export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
+fi
 
 echo "== ASan+UBSan: build"
-CC=clang CXX=clang++ cmake -S "$root" -B "$asan" $(generator "$asan") "${flags[@]}" -DSTALLWATCH_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$asan" "${flags[@]}" -DSTALLWATCH_FUZZ=ON \
   -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
 # Everything in one call (the unit tests, the binary, the fuzzing harnesses): a --target list is
 # built one target after another, and the harnesses' small compiles and links then ran on one
@@ -54,7 +54,7 @@ echo "== ASan+UBSan: fuzzing, ${fuzz_seconds}s per harness"
 FUZZ_BUILD_DIR=$asan "$root/scripts/fuzz.sh" "$fuzz_seconds"
 
 echo "== TSan: build"
-CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" $(generator "$tsan") "${flags[@]}" -DSTALLWATCH_TSAN=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" "${flags[@]}" -DSTALLWATCH_TSAN=ON \
   -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
 # Only the binary of the threaded parts' tests: the rest of the unit tests and the CLI are
 # single-threaded and not built here.

@@ -9,7 +9,11 @@ scripts/install-deps.sh --dev-build
 log=$(mktemp /tmp/stallwatch-test-deps.XXXXXX.log)
 scripts/install-deps.sh --dev > "$log" 2>&1 &
 installing=$!
-scripts/build.sh --dev
+# A failed build still waits for the install: apt must not hold its lock against a rerun.
+if ! scripts/build.sh --dev; then
+  wait "$installing" || true
+  exit 1
+fi
 if ! wait "$installing"; then
   cat "$log" >&2
   exit 1
