@@ -47,7 +47,7 @@ done
 # packages when the machine has neither command from elsewhere (a newer kubectl, say).
 if $tests_run; then
   command -v kubectl >/dev/null || want+=(kubernetes-client)
-  command -v npm >/dev/null || want+=(npm)
+  command -v node >/dev/null || want+=(nodejs)  # not npm: tests/k8s/fetch_packages.py
 fi
 
 missing=()
