@@ -44,8 +44,9 @@ echo "== ASan+UBSan: end-to-end tests with the sanitized binary"
 # "CI's own time").
 # Two tests a core, as the suite runs (-j4 on 2 cores: 300 s against 355 s at -j2), but the
 # per-I/O latency tests, whose bounds missed under that load: those after, a test a core.
-# The walks over every committed recording take every third here (85 recordings through every
-# command cost ~4 CPU-minutes under ASan; the code paths repeat); the suite walks all of them.
+# The walks over every committed recording, and the golden outputs' compare, take every third
+# here (85 recordings through every command cost ~4 CPU-minutes under ASan; the code paths
+# repeat); the suite walks all of them.
 skipped='memory_stays_bounded|e2e\.mounts\.|a_tail_the_average_hides|prometheus_names_the_node|prometheus_sees_a_spike'
 (cd "$asan" && STALLWATCH_RECORDINGS_STRIDE=3 ctest -L 'e2e|replay' -E "$skipped|e2e\.io_latency\." \
   -j "$(( $(nproc) * 2 ))" --timeout 300 --output-on-failure &&
