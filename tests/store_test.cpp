@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
+#include <thread>
+
 #include "storage/recording.h"
 #include "storage/writer.h"
 #include "test_support.h"
@@ -393,6 +396,31 @@ TEST(Writer, WritesEverySubmittedBatch) {
   EXPECT_EQ(writer.stats().dropped_batches, 0u);
   SQLite::Database db(path.string());
   EXPECT_EQ(db.execAndGet("SELECT count(*) FROM disk_samples").getInt(), 50);
+}
+
+// What arrives within a flush interval is written at its end, in one go; submissions do not wake
+// the writer meanwhile (a wake-up a tick that found nothing to do), but a queue half full does.
+TEST(Writer, AFlushIntervalGathersItsBatchesAndAHalfFullQueueCutsItShort) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
+  SampleWriter writer(std::move(store), run, /*capacity=*/10, std::chrono::minutes(1));
+  auto written_within = [&](uint64_t n, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (writer.stats().written_batches < n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return writer.stats().written_batches;
+  };
+  writer.submit(batchAt(1000));  // the writer waits for work: written at once
+  ASSERT_EQ(written_within(1, std::chrono::seconds(10)), 1u);
+  for (int i = 2; i <= 5; ++i) writer.submit(batchAt(i * 1000));
+  EXPECT_EQ(written_within(2, std::chrono::milliseconds(300)), 1u);  // gathering
+  writer.submit(batchAt(6000));  // five queued: half the capacity
+  EXPECT_EQ(written_within(6, std::chrono::seconds(10)), 6u);
+  writer.submit(batchAt(7000));
+  ASSERT_TRUE(writer.finish(8000));  // the rest at once, not a minute later
+  EXPECT_EQ(writer.stats().written_batches, 7u);
+  EXPECT_EQ(writer.stats().dropped_batches, 0u);
 }
 
 // A page overwritten under a running recorder (a bad sector, a stray write): the write that
