@@ -12,9 +12,6 @@ normalisation: `detected_ms` of recomputed incidents is the wall clock of the re
 A refactor of the read side must leave them unchanged; a change of behaviour updates them
 on purpose with --update, and the diff shows what changed.
 
-With STALLWATCH_RECORDINGS_STRIDE=N, every Nth recording only (the sanitizer pass's run, where
-each command costs a few times more and the code paths repeat); never with --update.
-
 Usage: check_outputs.py STALLWATCH_BINARY [--update]
 """
 import json
@@ -75,8 +72,7 @@ def main():
     binary = sys.argv[1]
     update = "--update" in sys.argv[2:]
     EXPECTED.mkdir(parents=True, exist_ok=True)
-    stride = 1 if update else max(1, int(os.environ.get("STALLWATCH_RECORDINGS_STRIDE", "1")))
-    recordings = sorted(RECORDINGS.glob("*.db"))[::stride]
+    recordings = sorted(RECORDINGS.glob("*.db"))
     if not recordings:
         print(f"no recordings under {RECORDINGS}", file=sys.stderr)
         return 2
