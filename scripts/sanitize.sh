@@ -5,6 +5,8 @@
 #   2. TSan: the tests of the threaded parts (writer, hooks, webhook, metrics endpoint,
 #      health thread, the recorder with its threads).
 # Any finding fails the run. Usage: scripts/sanitize.sh [FUZZ_SECONDS (default 10)]
+#   scripts/sanitize.sh --build   only the two builds (.ci/run starts them beside the suite's
+#                                 tests, at idle priority); a run after it finds them done.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fuzz_seconds=${1:-10}
@@ -48,15 +50,34 @@ if command -v ninja > /dev/null; then  # for a new folder, as scripts/build.sh
   export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
 fi
 
+build_asan() {
+  set_flags -O1
+  CC=clang CXX=clang++ cmake -S "$root" -B "$asan" "${flags[@]}" -DSTALLWATCH_FUZZ=ON \
+    -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
+  # Everything in one call (the unit tests, the binary, the fuzzing harnesses): a --target list
+  # is built one target after another, and the harnesses' small compiles and links then ran on
+  # one core (a tail of about 100 s).
+  cmake --build "$asan" -j "$(nproc)" > "$asan/build.log" 2>&1 ||
+    { tail -30 "$asan/build.log"; return 1; }
+}
+build_tsan() {
+  set_flags -O0
+  CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" "${flags[@]}" -DSTALLWATCH_TSAN=ON \
+    -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
+  # Only the binary of the threaded parts' tests: the rest of the unit tests and the CLI are
+  # single-threaded and not built here.
+  cmake --build "$tsan" -j "$(nproc)" --target stallwatch_threaded_tests > "$tsan/build.log" 2>&1 ||
+    { tail -30 "$tsan/build.log"; return 1; }
+}
+if [ "${1:-}" = --build ]; then
+  build_asan
+  build_tsan
+  echo "sanitizers: both builds done"
+  exit 0
+fi
+
 echo "== ASan+UBSan: build"
-set_flags -O1
-CC=clang CXX=clang++ cmake -S "$root" -B "$asan" "${flags[@]}" -DSTALLWATCH_FUZZ=ON \
-  -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
-# Everything in one call (the unit tests, the binary, the fuzzing harnesses): a --target list is
-# built one target after another, and the harnesses' small compiles and links then ran on one
-# core (a tail of about 100 s).
-cmake --build "$asan" -j "$(nproc)" > "$asan/build.log" 2>&1 ||
-  { tail -30 "$asan/build.log"; exit 1; }
+build_asan
 echo "== ASan+UBSan: unit tests"
 sharded "$asan/tests/stallwatch_unit_tests"
 echo "== ASan+UBSan: end-to-end tests with the sanitized binary"
@@ -87,12 +108,7 @@ echo "== ASan+UBSan: fuzzing, ${fuzz_seconds}s per harness"
 FUZZ_BUILD_DIR=$asan "$root/scripts/fuzz.sh" "$fuzz_seconds"
 
 echo "== TSan: build"
-set_flags -O0
-CC=clang CXX=clang++ cmake -S "$root" -B "$tsan" "${flags[@]}" -DSTALLWATCH_TSAN=ON \
-  -DSTALLWATCH_TESTS=ON -DSTALLWATCH_BENCH=OFF -DSTALLWATCH_WERROR=OFF > /dev/null
-# Only the binary of the threaded parts' tests: the rest of the unit tests and the CLI are
-# single-threaded and not built here.
-cmake --build "$tsan" -j "$(nproc)" --target stallwatch_threaded_tests > "$tsan/build.log" 2>&1 || { tail -30 "$tsan/build.log"; exit 1; }
+build_tsan
 echo "== TSan: threaded parts"
 sharded "$tsan/tests/stallwatch_threaded_tests"
 echo "sanitizers: no findings"
