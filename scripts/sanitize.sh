@@ -19,9 +19,8 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # with -g. ASan at -O1, as its docs advise: at -O0 its build took half the time, but the walks
 # over the recordings ran 55-70 % longer (24.5 and 31.9 s against 16.0 and 18.8). TSan at -O0:
 # its build compiles the libraries again for the threaded parts' tests, about 20 s of mostly
-# waiting threads. Unity builds, as
-# scripts/build.sh's (cmake/unity.cmake). (The tests' own code is at -O0 in every build:
-# tests/CMakeLists.txt.)
+# waiting threads. Unity builds, as scripts/build.sh's (cmake/unity.cmake). (The tests' own
+# code is at -O0 in every build: tests/CMakeLists.txt.)
 set_flags() {
   flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$1 -gline-tables-only -DNDEBUG"
          "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$1 -gline-tables-only -DNDEBUG" -DSTALLWATCH_UNITY=ON)

@@ -12,7 +12,7 @@ command -v kubectl >/dev/null || { echo "lint.k8s: kubectl is not installed (scr
 command -v node >/dev/null || { echo "lint.k8s: node is not installed (scripts/install-deps.sh --dev)" >&2; exit 1; }
 cp "$root/tests/k8s/validate.mjs" "$work/"
 # The pinned versions of package-lock.json, checked against its hashes, once: a later run finds
-# them there. Not npm: ~180 Debian packages on a fresh machine for these 29.
+# them there. Not npm: 349 Debian packages on a fresh Debian 12 for these 29.
 python3 "$root/tests/k8s/fetch_packages.py" "$root/tests/k8s/package-lock.json" "$work"
 kubectl kustomize "$root/deploy/kubernetes/base" > "$work/rendered.yaml"
 node "$work/validate.mjs" < "$work/rendered.yaml"
