@@ -99,10 +99,21 @@ class IoLatencyCollector : public Collector {
       skel_ = nullptr;
       return;
     }
-    if (const int err = io_latency__attach(skel_); err != 0) {
-      why_not_ = "cannot attach to the block tracepoints: " + std::string(std::strerror(-err));
-      io_latency__destroy(skel_);
-      skel_ = nullptr;
+    // on_issue is left out where the kernel stamps each request's issue itself (issue 47: one
+    // program fewer on every I/O); attached later if a completion comes without that stamp.
+    auto& progs = skel_->progs;
+    auto& links = skel_->links;
+    const bool has_start = bpf_program__autoload(progs.on_io_start);
+    for (auto [prog, link] : {std::pair{progs.on_requeue, &links.on_requeue},
+                              std::pair{progs.on_complete, &links.on_complete},
+                              has_start ? std::pair{progs.on_io_start, &links.on_io_start}
+                                        : std::pair{progs.on_issue, &links.on_issue}}) {
+      if (*link = bpf_program__attach(prog); !*link) {
+        why_not_ = "cannot attach to the block tracepoints: " + std::string(std::strerror(errno));
+        io_latency__destroy(skel_);
+        skel_ = nullptr;
+        return;
+      }
     }
   }
   ~IoLatencyCollector() override {
@@ -144,10 +155,12 @@ class IoLatencyCollector : public Collector {
       if (first) continue;  // the first reading only resets: its counts cover no interval
       const auto owner = job_of_cgroup.find(k.cgroup);
       Sum& sum = sums[{k.dev, k.op, owner == job_of_cgroup.end() ? std::string() : owner->second}];
-      sum.count += h.count;
       sum.total_ns += h.total_ns;
       sum.service_ns += h.service_ns;
-      for (size_t s = 0; s < kIoLatencySlots && s < SW_IO_SLOTS; ++s) sum.slots[s] += h.latency[s];
+      for (size_t s = 0; s < kIoLatencySlots && s < SW_IO_SLOTS; ++s) {
+        sum.slots[s] += h.latency[s];
+        sum.count += h.latency[s];
+      }
     }
     CollectResult result = CollectResult::data();
     result.notice = droppedNotice();
@@ -161,7 +174,9 @@ class IoLatencyCollector : public Collector {
     return "io_latency: " + std::to_string(dropped_[2]) +
            " requests without a completion taken over after a minute; " +
            std::to_string(dropped_[0]) + " not measured (their in-flight slots both held), " +
-           std::to_string(dropped_[1]) + " completions not counted (histogram map full)";
+           std::to_string(dropped_[1]) + " completions not counted (histogram map full); " +
+           std::to_string(dropped_[3]) + " completions without an issue time (block_rq_issue " +
+           (skel_->links.on_issue ? "traced" : "not traced: the kernel stamped every issue") + ")";
   }
 
  private:
@@ -186,7 +201,7 @@ class IoLatencyCollector : public Collector {
   std::string droppedNotice() {
     std::string notice;
     const int fd = bpf_map__fd(skel_->maps.dropped);
-    for (uint32_t i = 0; i < 3; ++i) {
+    for (uint32_t i = 0; i < SW_IO_DROPPED_KINDS; ++i) {
       uint64_t v = 0;
       if (bpf_map_lookup_elem(fd, &i, &v) != 0 || v == dropped_[i]) continue;
       if (dropped_[i] == 0 && i < 2) {
@@ -198,6 +213,17 @@ class IoLatencyCollector : public Collector {
       }
       dropped_[i] = v;
     }
+    // Completions without the kernel's issue stamp (a queue without statistics: a kernel built
+    // without writeback throttling): from now on_issue stamps them. Tried once.
+    if (dropped_[3] != 0 && !skel_->links.on_issue && !issue_tried_) {
+      issue_tried_ = true;
+      skel_->links.on_issue = bpf_program__attach(skel_->progs.on_issue);
+      if (!skel_->links.on_issue) {
+        notice += std::string(notice.empty() ? "" : "; ") +
+                  "per-I/O latency: cannot attach to block_rq_issue (" + std::strerror(errno) +
+                  "): requests on queues without the kernel's issue time are not measured";
+      }
+    }
     return notice;
   }
 
@@ -205,7 +231,8 @@ class IoLatencyCollector : public Collector {
   std::string why_not_;
   std::shared_ptr<const DeviceTree> tree_;
   uint64_t ticks_ = 0;
-  uint64_t dropped_[3] = {0, 0, 0};
+  uint64_t dropped_[SW_IO_DROPPED_KINDS] = {};
+  bool issue_tried_ = false;
 };
 
 #else

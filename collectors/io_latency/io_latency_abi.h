@@ -16,12 +16,15 @@
    taken over by the next request that needs it. */
 #define SW_IO_STALE_NS 60000000000ULL
 #define SW_IO_MAX_KEYS 4096
+/* The dropped map's counters (see the program). */
+#define SW_IO_DROPPED_KINDS 4
 /* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
 #define SW_IO_OP_OTHER 4
 
 /* A request in flight: its address (0: the slot is free), when it began (its accounting
    started, in the submitter's context; else its allocation, where the kernel kept it), when it
-   was issued to the driver (0: not yet), and whose it is. */
+   was issued to the driver (0: not yet, or on_issue not attached: the kernel's own stamp serves),
+   and whose it is. */
 struct sw_io_issued {
   __u64 rq;
   __u64 start_ns;
@@ -35,12 +38,11 @@ struct sw_io_key {
   __u64 cgroup; /* the cgroup v2 id (its directory's inode) whose I/O it is; 0: unknown */
 };
 
+/* One device, operation and cgroup's completions: their count is the slots' sum. */
 struct sw_io_hist {
-  __u64 count;
   __u64 total_ns;   /* allocation (or issue) to completion, summed */
   __u64 service_ns; /* issue to completion, summed */
   __u64 latency[SW_IO_SLOTS];
-  __u64 service[SW_IO_SLOTS];
 };
 
 #endif

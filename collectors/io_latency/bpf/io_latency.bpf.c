@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-// Per-I/O latency on the block layer (issue 33): each request's time from its allocation (or its
-// issue, where the kernel kept no allocation time) to its completion, and its service time from
-// issue to completion, into log-linear histograms keyed by device, operation and the cgroup
-// whose I/O it is. Read and reset by the agent every interval; no per-I/O event leaves the
+// Per-I/O latency on the block layer (issue 33): each request's time from its start (or its
+// issue, where the kernel has no start tracepoint) to its completion, into log-linear histograms
+// keyed by device, operation and the cgroup whose I/O it is, with the sums of those times and of
+// the service times from issue to completion. Two programs on each request's path where the
+// kernel stamps its issue (issue 47). Read and reset by the agent every interval; no per-I/O event leaves the
 // kernel. Compiled once with clang (CO-RE: field offsets relocated at load against the running
 // kernel's BTF) and embedded in the agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
@@ -37,10 +38,11 @@ struct {
 } histograms SEC(".maps");
 
 // [0] requests not measured (both their slots held), [1] completions not counted (histograms
-// full), [2] slots taken over from a request whose completion never came.
+// full), [2] slots taken over from a request whose completion never came, [3] completions
+// without an issue time (the kernel kept none and on_issue was not attached yet).
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 3);
+  __uint(max_entries, SW_IO_DROPPED_KINDS);
   __type(key, __u32);
   __type(value, __u64);
 } dropped SEC(".maps");
@@ -103,13 +105,15 @@ static __always_inline __u64 cgroup_of(struct request* rq) {
   return blkg->blkcg->css.cgroup->kn->id;
 }
 
-// The request's address (the programs' first argument, in CTX) as a number: the verifier allows
-// no arithmetic on a BTF pointer, and a copy of it is a plain number (a root program's pointer
-// leak, which the hash map's key already was). One helper call a program.
-static __always_inline __u64 address_of(const void* ctx) {
-  __u64 address = 0;
-  bpf_probe_read_kernel(&address, sizeof(address), ctx);
-  return address;
+// The request's address as a number, offset by the in-flight map's own address (constant while
+// the program is loaded): the verifier allows no arithmetic on a BTF pointer but takes the
+// difference of two pointers as a plain number for a program that may read kernel addresses
+// (CAP_PERFMON), which the agent's already is. A subtraction, where a helper call to copy the
+// pointer out cost a call each program (issue 47).
+static __always_inline __u64 address_of(const struct request* rq) {
+  __u64 a;
+  asm volatile("%[a] = %[rq]; %[a] -= %[base]" : [a] "=&r"(a) : [rq] "r"(rq), [base] "r"(&in_flight));
+  return a;
 }
 
 // Requests are a few hundred bytes apart in the kernel's per-tag arrays: Fibonacci hashing
@@ -165,7 +169,7 @@ int BPF_PROG(on_io_start, struct request* rq) {
   // The clock now, not the request's own start_time_ns: the kernel may stamp that from a time
   // cached for a plugged batch, which put fio's p50 of 0.13 ms at 0.62 ms (issue 47's trial).
   const __u64 now = bpf_ktime_get_ns();
-  struct sw_io_issued* i = claim(address_of(ctx), now);
+  struct sw_io_issued* i = claim(address_of(rq), now);
   if (!i) return 0;
   i->start_ns = now;
   i->issue_ns = 0;
@@ -173,17 +177,19 @@ int BPF_PROG(on_io_start, struct request* rq) {
   return 0;
 }
 
+// Attached only where it is needed: a kernel without block_io_start (it is then the start), or
+// a queue whose requests come without the kernel's issue stamp.
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_issue, struct request* rq) {
   const __u64 now = bpf_ktime_get_ns();
-  struct sw_io_issued* known = held_by(address_of(ctx));
+  struct sw_io_issued* known = held_by(address_of(rq));
   if (known) {
     known->issue_ns = now;
     return 0;
   }
   // No start seen (an older kernel, a request started before the program): its allocation
   // time where the kernel kept one, its cgroup from the bio's blkcg.
-  struct sw_io_issued* i = claim(address_of(ctx), now);
+  struct sw_io_issued* i = claim(address_of(rq), now);
   if (!i) return 0;
   const __u64 start = rq->start_time_ns;
   i->start_ns = start && start < now ? start : now;
@@ -194,19 +200,34 @@ int BPF_PROG(on_issue, struct request* rq) {
 
 SEC("tp_btf/block_rq_requeue")
 int BPF_PROG(on_requeue, struct request* rq) {
-  struct sw_io_issued* i = held_by(address_of(ctx));
+  struct sw_io_issued* i = held_by(address_of(rq));
   if (i) i->rq = 0;
   return 0;
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int nr_bytes) {
-  struct sw_io_issued* i = held_by(address_of(ctx));
+  struct sw_io_issued* i = held_by(address_of(rq));
   if (!i) return 0;
   const __u64 now = bpf_ktime_get_ns();
-  const __u64 issued = i->issue_ns, started = i->start_ns, cgroup = i->cgroup;
+  const __u64 started = i->start_ns, cgroup = i->cgroup;
+  // The issue time: the kernel's own where it keeps one (queues with statistics on, which
+  // writeback throttling turns on by default: blk_mq_start_request), else on_issue's, which
+  // the agent attaches only once a completion came without it (issue 47: one program fewer
+  // in the I/O path). The kernel's may come from a time its submitter cached for a plugged
+  // batch, a little before our start: never earlier than that.
+  __u64 issued = rq->io_start_time_ns;
+  if (!issued) issued = i->issue_ns;
   i->rq = 0;  // free: what the slot held is read
-  if (!issued) return 0;  // completed without an issue seen (a failed submission): not measured
+  if (!issued) {
+    // Not measured. A request that was never issued (an empty flush the flush machinery
+    // answered itself, a failed submission) is left idle, and the kernel stamps no driver's
+    // own command (a SMART read, a virtio disk's serial); one that was issued on a queue
+    // without the kernel's stamp is counted: the agent then attaches on_issue.
+    if (rq->state != MQ_RQ_IDLE && (rq->cmd_flags & 0xff) < REQ_OP_DRV_IN) count_dropped(3);
+    return 0;
+  }
+  if (issued < started) issued = started;
   const __u64 service = now > issued ? now - issued : 0;
   const __u64 total = now > started ? now - started : service;
   struct sw_io_key k = {};
@@ -231,10 +252,10 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
     h = bpf_map_lookup_elem(&histograms, &k);
     if (!h) return 0;
   }
-  __sync_fetch_and_add(&h->count, 1);
+  // Four atomic adds, where there were six (issue 47): the count is the slots' sum, and the
+  // agent reads no histogram of service times.
   __sync_fetch_and_add(&h->total_ns, total);
   __sync_fetch_and_add(&h->service_ns, service);
   __sync_fetch_and_add(&h->latency[bounded(slot_of(total / 1000))], 1);
-  __sync_fetch_and_add(&h->service[bounded(slot_of(service / 1000))], 1);
   return 0;
 }
