@@ -16,8 +16,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "collectors/self_process.h"
-
 namespace stallwatch::agent {
 
 std::optional<ListenAddress> parseListenAddress(const std::string& text) {
@@ -192,7 +190,7 @@ std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
     const auto snapshot = board_.latest();
     if (!snapshot) return std::string();
     if (snapshot != page_of_) {
-      page_ = renderMetrics(*snapshot, collectors::readSelfProcess());
+      page_ = renderMetrics(*snapshot, self_.read());
       page_of_ = snapshot;
     }
     return page_;
@@ -256,14 +254,17 @@ void MetricsServer::run() {
   for (;;) {
     fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
     auto now = Clock::now();
-    auto wait = std::chrono::milliseconds(1000);
+    // Asleep until a connection's deadline, or (none open) until one comes: no wake-up a
+    // second while idle (a context switch costs this thread's time, issue 47).
+    std::chrono::milliseconds wait = kIdleTimeout;  // no deadline is further off
     for (const Connection& c : connections) {
       fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
       wait = std::min(
           wait, std::max(std::chrono::milliseconds(0),
                          std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now)));
     }
-    if (poll(fds.data(), fds.size(), static_cast<int>(wait.count())) < 0 && errno != EINTR) break;
+    const int timeout = connections.empty() ? -1 : static_cast<int>(wait.count());
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) break;
     now = Clock::now();
     // Served, failed or past its deadline: closed. Newest last, so indices shift only behind.

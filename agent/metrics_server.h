@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "agent/metrics.h"
+#include "collectors/self_process.h"
 
 namespace stallwatch::agent {
 
@@ -80,6 +81,7 @@ class MetricsServer {
   // The page last rendered and the snapshot it is of (the serving thread's alone).
   mutable std::shared_ptr<const MetricsSnapshot> page_of_;
   mutable std::string page_;
+  mutable collectors::SelfProcessReader self_;  // the serving thread's alone
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the loop
   int port_ = 0;

@@ -56,7 +56,7 @@ void OtlpExporter::push() {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   const int64_t now_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-  const std::string body = renderOtlp(*snapshot, collectors::readSelfProcess(), resource_, now_ns);
+  const std::string body = renderOtlp(*snapshot, self_.read(), resource_, now_ns);
   const std::string error = postJson({url_, &body, config_.headers, config_.timeout});
   std::lock_guard lock(mutex_);
   if (error.empty()) {

@@ -15,6 +15,7 @@
 
 #include "agent/metrics.h"
 #include "agent/metrics_otlp.h"
+#include "collectors/self_process.h"
 
 namespace stallwatch::agent {
 
@@ -54,7 +55,8 @@ class OtlpExporter {
   std::condition_variable wake_;
   bool stopping_ = false;
   OtlpStats stats_;
-  uint64_t failing_since_ = 0;  // failed pushes since the last one that went through
+  uint64_t failing_since_ = 0;          // failed pushes since the last one that went through
+  collectors::SelfProcessReader self_;  // push()'s, on the exporting thread alone
   std::thread thread_;
 };
 

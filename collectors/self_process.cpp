@@ -1,10 +1,11 @@
 #include "collectors/self_process.h"
 
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <charconv>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -77,38 +78,58 @@ std::optional<uint64_t> parseBootTime(std::string_view proc_stat) {
   return std::nullopt;
 }
 
-std::optional<SelfProcess> readSelfProcess(const std::filesystem::path& proc) {
-  const auto stat = readTextFile(proc / "self" / "stat");
-  if (!stat) return std::nullopt;
-  auto p = parseSelfStat(*stat, ::sysconf(_SC_CLK_TCK), ::sysconf(_SC_PAGESIZE));
+SelfProcessReader::SelfProcessReader(std::filesystem::path proc)
+    : proc_(std::move(proc)), stat_(proc_ / "self" / "stat", ProcFile::Shape::kOneRecord) {}
+
+std::optional<SelfProcess> SelfProcessReader::read() {
+  if (!stat_.read(text_, error_)) return std::nullopt;
+  static const long ticks = ::sysconf(_SC_CLK_TCK), page = ::sysconf(_SC_PAGESIZE);
+  auto p = parseSelfStat(text_, ticks, page);
   if (!p) return std::nullopt;
-  // starttime is in ticks since boot: Unix time with btime; without it, none. The boot time is
-  // read once per procfs root: /proc/stat is large on a many-core host (a line per CPU, one
-  // of every interrupt's counts) and the kernel writes all of it for each read, every scrape.
-  const auto boot = [&]() -> std::optional<uint64_t> {
-    static std::mutex mutex;
-    static std::map<std::filesystem::path, std::optional<uint64_t>> known;
-    const std::lock_guard lock(mutex);
-    if (const auto it = known.find(proc); it != known.end()) return it->second;
-    const auto text = readTextFile(proc / "stat");
-    const auto boot_time = text ? parseBootTime(*text) : std::nullopt;
-    if (boot_time) known.emplace(proc, boot_time);
-    return boot_time;
-  }();
-  if (p->start_time_seconds && boot) {
-    *p->start_time_seconds += static_cast<double>(*boot);
+  // starttime is in ticks since boot: Unix time with btime; without it, none. /proc/stat is
+  // large on a many-core host (a line per CPU, one of every interrupt's counts) and the kernel
+  // writes all of it for each read: read until it gives a boot time, then never again.
+  if (!boot_time_) {
+    const auto text = readTextFile(proc_ / "stat");
+    boot_time_ = text ? parseBootTime(*text) : std::nullopt;
+  }
+  if (p->start_time_seconds && boot_time_) {
+    *p->start_time_seconds += static_cast<double>(*boot_time_);
   } else {
     p->start_time_seconds.reset();
   }
-  if (const auto limits = readTextFile(proc / "self" / "limits"))
-    p->max_fds = parseMaxOpenFiles(*limits);
+  // The limit changes only by prlimit(1) from outside: a minute late at most.
+  const auto now = std::chrono::steady_clock::now();
+  if (!limits_known_ || now - limits_read_ >= std::chrono::minutes(1)) {
+    const auto limits = readTextFile(proc_ / "self" / "limits");
+    max_fds_ = limits ? parseMaxOpenFiles(*limits) : std::nullopt;
+    limits_read_ = now;
+    limits_known_ = true;
+  }
+  p->max_fds = max_fds_;
+  // Since Linux 6.2 the directory's size is its count of open files: one stat, where listing
+  // it makes the kernel build an entry for each.
+  const std::filesystem::path fd_dir = proc_ / "self" / "fd";
+  if (!fd_dir_on_proc_) {
+    struct statfs fs {};
+    fd_dir_on_proc_ = ::statfs(fd_dir.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+  }
+  struct stat st {};
+  if (*fd_dir_on_proc_ && ::stat(fd_dir.c_str(), &st) == 0 && st.st_size > 0) {
+    p->open_fds = static_cast<uint64_t>(st.st_size);
+    return p;
+  }
   std::error_code ec;
   uint64_t fds = 0;
-  for (auto it = std::filesystem::directory_iterator(proc / "self" / "fd", ec);
+  for (auto it = std::filesystem::directory_iterator(fd_dir, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++fds;
   if (!ec) p->open_fds = fds;
   return p;
+}
+
+std::optional<SelfProcess> readSelfProcess(const std::filesystem::path& proc) {
+  return SelfProcessReader(proc).read();
 }
 
 }  // namespace stallwatch::collectors

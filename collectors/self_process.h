@@ -4,10 +4,14 @@
 // btime (all procfs: nothing here touches a disk the agent watches).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "collectors/proc_file.h"
 
 namespace stallwatch::collectors {
 
@@ -19,7 +23,29 @@ struct SelfProcess {
   std::optional<double> start_time_seconds;  // Unix time
 };
 
-// PROC: the procfs root (/proc). Nothing where /proc/self/stat cannot be read.
+// Reads them again and again (each scrape of /metrics, issue 47): /proc/self/stat kept open and
+// read with one pread, the boot time read once, the limits once a minute, the open files counted
+// by the size the kernel gives /proc/self/fd (Linux 6.2 on; listed where it gives none). Not
+// thread-safe: one a caller.
+class SelfProcessReader {
+ public:
+  // PROC: the procfs root (/proc).
+  explicit SelfProcessReader(std::filesystem::path proc = "/proc");
+  // Nothing where /proc/self/stat cannot be read.
+  std::optional<SelfProcess> read();
+
+ private:
+  std::filesystem::path proc_;
+  ProcFile stat_;
+  std::string text_, error_;
+  std::optional<uint64_t> boot_time_, max_fds_;
+  std::chrono::steady_clock::time_point limits_read_{};
+  bool limits_known_ = false;
+  std::optional<bool>
+      fd_dir_on_proc_;  // a captured root's fd/ is a plain folder: its size is no count
+};
+
+// Once: a reader of its own. Nothing where /proc/self/stat cannot be read.
 std::optional<SelfProcess> readSelfProcess(const std::filesystem::path& proc = "/proc");
 
 // The parts of the text, for tests: /proc/self/stat's rss (pages) and vsize (bytes) and times,

@@ -1,6 +1,11 @@
 #include "collectors/proc_pid.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "collectors/self_process.h"
 
@@ -102,6 +107,60 @@ TEST(SelfProcess, ParsesStatLimitsAndBootTime) {
       parseMaxOpenFiles("Max open files            unlimited            unlimited  files\n"));
   EXPECT_EQ(parseBootTime("cpu  1 2 3\nbtime 1795600000\nprocesses 10\n"), 1795600000u);
   EXPECT_FALSE(parseBootTime("cpu 1 2 3\n"));
+}
+
+void writeFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// The reader the endpoint keeps: a captured root's fd/ is a plain folder (its size no count), so
+// its entries are counted; a rewritten stat is read afresh; the limits are read once a minute.
+TEST(SelfProcess, AKeptReaderCountsACapturedRootsFilesAndSeesItsStatChange) {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::temp_directory_path() / ("stallwatch-self-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "self" / "fd");
+  for (const char* fd : {"0", "1", "2"}) writeFile(root / "self" / "fd" / fd, "");
+  const std::string stat_head = "4242 (sw) S 1 4242 4242 0 -1 4194560 100 0 0 0 ";
+  const std::string stat_tail = " 0 0 20 0 9 0 12345 33513472 3835 18446744073709551615 1 1\n";
+  writeFile(root / "self" / "stat", stat_head + "250 50" + stat_tail);
+  writeFile(root / "self" / "limits",
+            "Max open files            20000                524288    files\n");
+  writeFile(root / "stat", "cpu  1 2 3\nbtime 1795600000\n");
+  SelfProcessReader reader(root);
+  const auto first = reader.read();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->open_fds, 3u);
+  EXPECT_EQ(first->max_fds, 20000u);
+  ASSERT_TRUE(first->start_time_seconds);
+  EXPECT_DOUBLE_EQ(*first->start_time_seconds, 1795600000 + 123.45);
+  writeFile(root / "self" / "stat", stat_head + "350 50" + stat_tail);
+  writeFile(root / "self" / "fd" / "3", "");
+  writeFile(root / "self" / "limits",
+            "Max open files            10                524288    files\n");
+  const auto second = reader.read();
+  ASSERT_TRUE(second);
+  EXPECT_DOUBLE_EQ(second->cpu_seconds, first->cpu_seconds + 1.0);  // 100 ticks more
+  EXPECT_EQ(second->open_fds, 4u);
+  EXPECT_EQ(second->max_fds, 20000u);  // within the minute: as first read
+  fs::remove_all(root);
+  EXPECT_FALSE(reader.read());  // its stat gone: nothing, not the last figures
+}
+
+// On the live /proc the count the kernel gives (or the listing where it gives none) follows the
+// files this process opens.
+TEST(SelfProcess, AKeptReaderFollowsTheOpenFilesOfThisProcess) {
+  SelfProcessReader reader;
+  const auto before = reader.read();
+  ASSERT_TRUE(before && before->open_fds);
+  const int a = ::open("/dev/null", O_RDONLY | O_CLOEXEC),
+            b = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const auto after = reader.read();
+  ::close(a);
+  ::close(b);
+  ASSERT_TRUE(after && after->open_fds);
+  EXPECT_EQ(*after->open_fds, *before->open_fds + 2);
 }
 
 }  // namespace
