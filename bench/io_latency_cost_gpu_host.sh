@@ -26,6 +26,9 @@ for dev in $devs; do
         --socket "$work/dl.sock" > "$work/agent.log" 2>&1 &
       agent=$!
       sleep 2
+      # A second of reads and a tick: the agent settles how it times a request's start first.
+      python3 "$here/direct_reads.py" "$dev" 1 > /dev/null
+      sleep 1.5
       echo 1 > $stats
       before=$(progs)
       reads=$(python3 "$here/direct_reads.py" "$dev" "$secs")

@@ -17,7 +17,7 @@
 #define SW_IO_STALE_NS 60000000000ULL
 #define SW_IO_MAX_KEYS 4096
 /* The dropped map's counters (see the program). */
-#define SW_IO_DROPPED_KINDS 4
+#define SW_IO_DROPPED_KINDS 6
 /* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
 #define SW_IO_OP_OTHER 4
 

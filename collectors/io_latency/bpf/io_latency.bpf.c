@@ -39,13 +39,18 @@ struct {
 
 // [0] requests not measured (both their slots held), [1] completions not counted (histograms
 // full), [2] slots taken over from a request whose completion never came, [3] completions
-// without an issue time (the kernel kept none and on_issue was not attached yet).
+// without an issue time (the kernel kept none and on_issue was not attached yet), [4] and [5]
+// the kernel's start stamps within 10 us of the programs' clock and further apart.
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, SW_IO_DROPPED_KINDS);
   __type(key, __u32);
   __type(value, __u64);
 } dropped SEC(".maps");
+
+// Set by the agent once the kernel's own start stamps have agreed with the programs' clock
+// (see on_complete): from then on on_io_start reads no clock (issue 47).
+__u32 kernel_start_agreed = 0;
 
 static __always_inline void count_dropped(__u32 which) {
   __u64* v = bpf_map_lookup_elem(&dropped, &which);
@@ -132,8 +137,9 @@ static __always_inline struct sw_io_issued* held_by(__u64 rq) {
   return v && v->rq == rq ? v : 0;
 }
 
-// A slot for RQ at NOW: the one it holds, else a free one, else one held past SW_IO_STALE_NS;
-// none (counted) where both are held by requests in flight.
+// A slot for RQ at NOW: the one it holds, else a free one, else one held past SW_IO_STALE_NS
+// (by a request whose start time is known); none (counted) where both are held by requests in
+// flight.
 static __always_inline struct sw_io_issued* claim(__u64 rq, __u64 now) {
   __u32 s = slot_of_request(rq);
   for (int way = 0; way < 2; ++way) {
@@ -142,7 +148,7 @@ static __always_inline struct sw_io_issued* claim(__u64 rq, __u64 now) {
     const __u64 was = v->rq;
     if (was == rq) return v;
     if (was == 0 && __sync_val_compare_and_swap(&v->rq, 0, rq) == 0) return v;
-    if (was != 0 && now > v->start_ns + SW_IO_STALE_NS &&
+    if (was != 0 && v->start_ns && now > v->start_ns + SW_IO_STALE_NS &&
         __sync_val_compare_and_swap(&v->rq, was, rq) == was) {
       count_dropped(2);
       return v;
@@ -166,9 +172,13 @@ SEC("tp_btf/block_io_start")
 int BPF_PROG(on_io_start, struct request* rq) {
   struct task_struct* task = bpf_get_current_task_btf();
   const int worker = (task->flags & SW_PF_KTHREAD) != 0;
-  // The clock now, not the request's own start_time_ns: the kernel may stamp that from a time
-  // cached for a plugged batch, which put fio's p50 of 0.13 ms at 0.62 ms (issue 47's trial).
-  const __u64 now = bpf_ktime_get_ns();
+  // The clock now: the request's own start_time_ns is not stamped yet here (on kernels that
+  // stamp it at accounting, just after this tracepoint) or is its allocation's, which for a
+  // request allocated in a plugged batch was half a millisecond old (issue 47's trial). Once
+  // the kernel's stamps have agreed with ours, on_complete reads the kernel's, and this keeps
+  // the allocation's (or none) for the slot's one-minute takeover alone (tracing programs may
+  // not read the coarse clock).
+  const __u64 now = kernel_start_agreed ? rq->start_time_ns : bpf_ktime_get_ns();
   struct sw_io_issued* i = claim(address_of(rq), now);
   if (!i) return 0;
   i->start_ns = now;
@@ -210,7 +220,22 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
   struct sw_io_issued* i = held_by(address_of(rq));
   if (!i) return 0;
   const __u64 now = bpf_ktime_get_ns();
-  const __u64 started = i->start_ns, cgroup = i->cgroup;
+  __u64 started = i->start_ns;
+  const __u64 cgroup = i->cgroup;
+  // The kernel's stamp of the request's accounting start, where it has one.
+  __u64 kernel_start = 0;
+  if (bpf_core_enum_value_exists(enum rqf_flags, __RQF_IO_STAT) &&
+      (rq->rq_flags & (1U << bpf_core_enum_value(enum rqf_flags, __RQF_IO_STAT))))
+    kernel_start = rq->start_time_ns;
+  if (!kernel_start_agreed) {
+    // Until the agent says they agree: each stamp against ours, within 10 us or not.
+    if (kernel_start && started) {
+      const __u64 apart = kernel_start > started ? kernel_start - started : started - kernel_start;
+      count_dropped(apart <= 10000 ? 4 : 5);
+    }
+  } else {
+    started = kernel_start;  // none (a queue without I/O statistics): from the issue
+  }
   // The issue time: the kernel's own where it keeps one (queues with statistics on, which
   // writeback throttling turns on by default: blk_mq_start_request), else on_issue's, which
   // the agent attaches only once a completion came without it (issue 47: one program fewer
@@ -227,6 +252,7 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
     if (rq->state != MQ_RQ_IDLE && (rq->cmd_flags & 0xff) < REQ_OP_DRV_IN) count_dropped(3);
     return 0;
   }
+  if (!started) started = issued;
   if (issued < started) issued = started;
   const __u64 service = now > issued ? now - issued : 0;
   const __u64 total = now > started ? now - started : service;
