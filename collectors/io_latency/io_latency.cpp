@@ -178,8 +178,9 @@ class IoLatencyCollector : public Collector {
            std::to_string(dropped_[3]) + " completions without an issue time (block_rq_issue " +
            (skel_->links.on_issue ? "traced" : "not traced: the kernel stamped every issue") +
            "); start times " +
-           (skel_->bss->kernel_start_agreed ? "the kernel's" : "from the programs' clock") + " (" +
-           std::to_string(dropped_[4]) + " of " + std::to_string(dropped_[4] + dropped_[5]) +
+           (skel_->bss && skel_->bss->kernel_start_agreed ? "the kernel's"
+                                                          : "from the programs' clock") +
+           " (" + std::to_string(dropped_[4]) + " of " + std::to_string(dropped_[4] + dropped_[5]) +
            " compared within 10 us)";
   }
 
@@ -220,7 +221,9 @@ class IoLatencyCollector : public Collector {
     // The kernel's start stamps against the programs' clock: once a thousand have been
     // compared and 99 % were within 10 us, on_io_start reads no clock (issue 47).
     const uint64_t compared = dropped_[4] + dropped_[5];
-    if (!skel_->bss->kernel_start_agreed && compared >= 1000 && dropped_[5] * 100 <= compared) {
+    // (No mapped globals only before Linux 5.5, where these programs do not load either.)
+    if (skel_->bss && !skel_->bss->kernel_start_agreed && compared >= 1000 &&
+        dropped_[5] * 100 <= compared) {
       skel_->bss->kernel_start_agreed = 1;
       notice += std::string(notice.empty() ? "" : "; ") +
                 "per-I/O latency: the kernel's start times agree with the clock (" +
