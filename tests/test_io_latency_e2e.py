@@ -123,6 +123,52 @@ class IoLatencyE2E(unittest.TestCase):
             time.sleep(0.1)
         self.fail(f"the {collector} collector did not run within {timeout} s")
 
+    def test_a_queue_without_io_statistics_is_timed_from_the_issue(self):
+        # Once the kernel's start times have agreed with the clock, a request without one (its
+        # queue's I/O statistics off: /sys/block/DEV/queue/iostats 0) is timed from its issue,
+        # not from 0 nor dropped.
+        loop = self.make_loop()
+        iostats = f"/sys/block/{os.path.basename(loop)}/queue/iostats"
+        self.addCleanup(lambda: open(iostats, "w").write("1"))  # the loop device outlives us
+        db = os.path.join(self.tmp, "sw.db")
+        port = free_port()
+        agent = self.start([BIN, "record", "--db", db, "--interval", "500ms", "--no-collector.gpu",
+                            "--listen", f"127.0.0.1:{port}", "--collector.io_latency",
+                            "--health-interval", "0s", "--socket", os.path.join(self.tmp, "dl.sock")])
+        self.wait_for_collector_run(port, "io_latency")
+        read = ["fio", "--name=r", f"--filename={loop}", "--rw=randread", "--bs=4k", "--direct=1",
+                "--ioengine=psync", "--runtime=2", "--time_based", "--output-format=json"]
+        self.assertEqual(subprocess.run(read, capture_output=True).returncode, 0)
+        time.sleep(1.2)  # the check's tick
+        with open(iostats, "w") as f:
+            f.write("0")
+        since_ms = int(time.time() * 1000)
+        out = subprocess.run(read, capture_output=True, text=True, check=True).stdout
+        fio_ios = json.loads(out)["jobs"][0]["read"]["total_ios"]
+        time.sleep(1.2)
+        agent.terminate()
+        _, err = agent.communicate(timeout=20)
+        self.assertEqual(agent.returncode, 0, err)
+        kernels = b"start times the kernel's" in err
+        with sqlite3.connect(db) as c:
+            rows = c.execute(
+                "SELECT l.ts_ms, l.count, l.mean_ms, l.service_mean_ms FROM io_latency_samples l "
+                "JOIN block_devices d USING (device_id) WHERE d.name = ? AND l.op = 'read' AND l.ts_ms > ?",
+                (os.path.basename(loop), since_ms)).fetchall()
+        # Every read since the switch counted (the intervals that end after it)...
+        self.assertGreater(sum(r[1] for r in rows), 0.8 * fio_ios)
+        self.assertLessEqual(sum(r[1] for r in rows), fio_ios * 1.01 + 10)
+        # ... and those wholly after it (500 ms intervals) timed from the issue.
+        after = [r[1:] for r in rows if r[0] > since_ms + 600]
+        self.assertTrue(after)
+        for count, mean, service in after:
+            self.assertGreater(mean, 0)
+            self.assertLess(mean, 1000)  # not timed from 0 (the boot)
+            if kernels:
+                self.assertAlmostEqual(mean, service, places=9)  # from the issue
+            else:
+                self.assertGreaterEqual(mean, service)
+
     def test_the_jobs_reads_against_fio_and_a_neighbours(self):
         loop = self.make_loop()
         job_cg, other_cg = self.make_cgroup("job"), self.make_cgroup("other")
