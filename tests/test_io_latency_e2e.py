@@ -129,7 +129,7 @@ class IoLatencyE2E(unittest.TestCase):
         # not from 0 nor dropped.
         loop = self.make_loop()
         iostats = f"/sys/block/{os.path.basename(loop)}/queue/iostats"
-        self.addCleanup(lambda: open(iostats, "w").write("1"))  # the loop device outlives us
+        self.addCleanup(lambda: open(iostats, "w").write("1"))  # also if the test fails midway
         db = os.path.join(self.tmp, "sw.db")
         port = free_port()
         agent = self.start([BIN, "record", "--db", db, "--interval", "500ms", "--no-collector.gpu",
@@ -145,6 +145,8 @@ class IoLatencyE2E(unittest.TestCase):
         since_ms = int(time.time() * 1000)
         out = subprocess.run(read, capture_output=True, text=True, check=True).stdout
         fio_ios = json.loads(out)["jobs"][0]["read"]["total_ios"]
+        with open(iostats, "w") as f:  # at once: another test may attach this loop device next
+            f.write("1")
         time.sleep(1.2)
         agent.terminate()
         _, err = agent.communicate(timeout=20)
