@@ -278,7 +278,7 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
     h = bpf_map_lookup_elem(&histograms, &k);
     if (!h) return 0;
   }
-  // Four atomic adds, where there were six (issue 47): the count is the slots' sum, and the
+  // Three atomic adds, where there were five (issue 47): the count is the slots' sum, and the
   // agent reads no histogram of service times.
   __sync_fetch_and_add(&h->total_ns, total);
   __sync_fetch_and_add(&h->service_ns, service);
