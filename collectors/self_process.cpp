@@ -79,7 +79,9 @@ std::optional<uint64_t> parseBootTime(std::string_view proc_stat) {
 }
 
 SelfProcessReader::SelfProcessReader(std::filesystem::path proc)
-    : proc_(std::move(proc)), stat_(proc_ / "self" / "stat", ProcFile::Shape::kOneRecord) {}
+    : proc_(std::move(proc)),
+      fd_dir_(proc_ / "self" / "fd"),
+      stat_(proc_ / "self" / "stat", ProcFile::Shape::kOneRecord) {}
 
 std::optional<SelfProcess> SelfProcessReader::read() {
   if (!stat_.read(text_, error_)) return std::nullopt;
@@ -100,28 +102,26 @@ std::optional<SelfProcess> SelfProcessReader::read() {
   }
   // The limit changes only by prlimit(1) from outside: a minute late at most.
   const auto now = std::chrono::steady_clock::now();
-  if (!limits_known_ || now - limits_read_ >= std::chrono::minutes(1)) {
+  if (!limits_read_ || now - *limits_read_ >= std::chrono::minutes(1)) {
     const auto limits = readTextFile(proc_ / "self" / "limits");
     max_fds_ = limits ? parseMaxOpenFiles(*limits) : std::nullopt;
     limits_read_ = now;
-    limits_known_ = true;
   }
   p->max_fds = max_fds_;
   // Since Linux 6.2 the directory's size is its count of open files: one stat, where listing
   // it makes the kernel build an entry for each.
-  const std::filesystem::path fd_dir = proc_ / "self" / "fd";
   if (!fd_dir_on_proc_) {
     struct statfs fs {};
-    fd_dir_on_proc_ = ::statfs(fd_dir.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+    fd_dir_on_proc_ = ::statfs(fd_dir_.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
   }
   struct stat st {};
-  if (*fd_dir_on_proc_ && ::stat(fd_dir.c_str(), &st) == 0 && st.st_size > 0) {
+  if (*fd_dir_on_proc_ && ::stat(fd_dir_.c_str(), &st) == 0 && st.st_size > 0) {
     p->open_fds = static_cast<uint64_t>(st.st_size);
     return p;
   }
   std::error_code ec;
   uint64_t fds = 0;
-  for (auto it = std::filesystem::directory_iterator(fd_dir, ec);
+  for (auto it = std::filesystem::directory_iterator(fd_dir_, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++fds;
   if (!ec) p->open_fds = fds;

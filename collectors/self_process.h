@@ -35,14 +35,13 @@ class SelfProcessReader {
   std::optional<SelfProcess> read();
 
  private:
-  std::filesystem::path proc_;
+  std::filesystem::path proc_, fd_dir_;
   ProcFile stat_;
   std::string text_, error_;
   std::optional<uint64_t> boot_time_, max_fds_;
-  std::chrono::steady_clock::time_point limits_read_{};
-  bool limits_known_ = false;
-  std::optional<bool>
-      fd_dir_on_proc_;  // a captured root's fd/ is a plain folder: its size is no count
+  std::optional<std::chrono::steady_clock::time_point> limits_read_;
+  // Whether fd/ is procfs's: a captured root's is a plain folder, whose size is no count.
+  std::optional<bool> fd_dir_on_proc_;
 };
 
 // Once: a reader of its own. Nothing where /proc/self/stat cannot be read.

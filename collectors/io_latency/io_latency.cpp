@@ -163,7 +163,7 @@ class IoLatencyCollector : public Collector {
       }
     }
     CollectResult result = CollectResult::data();
-    result.notice = droppedNotice();
+    result.notice = readCounters();
     if (first) return result;
     emit(sums, tree_.get(), out);
     return result;
@@ -202,33 +202,35 @@ class IoLatencyCollector : public Collector {
     return why + "; per-I/O latency is not recorded, diskstats' await is";
   }
 
-  // Said once each: a map that filled (its counts since the last notice).
-  std::string droppedNotice() {
+  // The programs' counters, read each tick: a notice once for a map that filled; the start
+  // times taken from the kernel once its stamps have agreed with the clock, and on_issue
+  // attached once a completion came without the kernel's issue stamp (each said in the notice).
+  std::string readCounters() {
     std::string notice;
+    const auto say = [&notice](const std::string& text) {
+      notice += (notice.empty() ? "" : "; ") + text;
+    };
     const int fd = bpf_map__fd(skel_->maps.dropped);
     for (uint32_t i = 0; i < SW_IO_DROPPED_KINDS; ++i) {
       uint64_t v = 0;
       if (bpf_map_lookup_elem(fd, &i, &v) != 0 || v == dropped_[i]) continue;
       if (dropped_[i] == 0 && i < 2) {
-        notice += std::string(notice.empty() ? "" : "; ") +
-                  (i == 0 ? "per-I/O latency: requests in flight fill their slots, some are not "
-                            "measured"
-                          : "per-I/O latency: the histogram map is full, some completions are "
-                            "not counted");
+        say(i == 0 ? "per-I/O latency: requests in flight fill their slots, some are not measured"
+                   : "per-I/O latency: the histogram map is full, some completions are not "
+                     "counted");
       }
       dropped_[i] = v;
     }
     // The kernel's start stamps against the programs' clock: once a thousand have been
-    // compared and 99 % were within 10 us, on_io_start reads no clock (issue 47).
+    // compared and 99 % were within 10 us, on_io_start reads no clock (issue 47). (No mapped
+    // globals only before Linux 5.5, where these programs do not load either.)
     const uint64_t compared = dropped_[4] + dropped_[5];
-    // (No mapped globals only before Linux 5.5, where these programs do not load either.)
     if (skel_->bss && !skel_->bss->kernel_start_agreed && compared >= 1000 &&
         dropped_[5] * 100 <= compared) {
       skel_->bss->kernel_start_agreed = 1;
-      notice += std::string(notice.empty() ? "" : "; ") +
-                "per-I/O latency: the kernel's start times agree with the clock (" +
-                std::to_string(dropped_[4]) + " of " + std::to_string(compared) +
-                " within 10 us): read from the kernel from now on";
+      say("per-I/O latency: the kernel's start times agree with the clock (" +
+          std::to_string(dropped_[4]) + " of " + std::to_string(compared) +
+          " within 10 us): read from the kernel from now on");
     }
     // Completions without the kernel's issue stamp (a queue without statistics: a kernel built
     // without writeback throttling): from now on_issue stamps them. Tried once.
@@ -236,9 +238,9 @@ class IoLatencyCollector : public Collector {
       issue_tried_ = true;
       skel_->links.on_issue = bpf_program__attach(skel_->progs.on_issue);
       if (!skel_->links.on_issue) {
-        notice += std::string(notice.empty() ? "" : "; ") +
-                  "per-I/O latency: cannot attach to block_rq_issue (" + std::strerror(errno) +
-                  "): requests on queues without the kernel's issue time are not measured";
+        say(std::string("per-I/O latency: cannot attach to block_rq_issue (") +
+            std::strerror(errno) +
+            "): requests on queues without the kernel's issue time are not measured");
       }
     }
     return notice;

@@ -3,9 +3,9 @@
 // issue, where the kernel has no start tracepoint) to its completion, into log-linear histograms
 // keyed by device, operation and the cgroup whose I/O it is, with the sums of those times and of
 // the service times from issue to completion. Two programs on each request's path where the
-// kernel stamps its issue (issue 47). Read and reset by the agent every interval; no per-I/O event leaves the
-// kernel. Compiled once with clang (CO-RE: field offsets relocated at load against the running
-// kernel's BTF) and embedded in the agent as a skeleton.
+// kernel stamps its issue (issue 47). Read and reset by the agent every interval; no per-I/O
+// event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
+// against the running kernel's BTF) and embedded in the agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
 // would sort this after them).
 #include "vmlinux.h"
@@ -117,7 +117,9 @@ static __always_inline __u64 cgroup_of(struct request* rq) {
 // pointer out cost a call each program (issue 47).
 static __always_inline __u64 address_of(const struct request* rq) {
   __u64 a;
-  asm volatile("%[a] = %[rq]; %[a] -= %[base]" : [a] "=&r"(a) : [rq] "r"(rq), [base] "r"(&in_flight));
+  asm volatile("%[a] = %[rq]; %[a] -= %[base]"
+               : [a] "=&r"(a)
+               : [rq] "r"(rq), [base] "r"(&in_flight));
   return a;
 }
 
