@@ -3,10 +3,11 @@
 # given, the agent records with --collector.io_latency while 4 KiB direct reads run at QD1 on
 # each device named (a whole NVMe namespace, a loop device...), under the kernel's BPF statistics
 # (kernel.bpf_stats_enabled=1); each program's run time per run is read with bpftool and summed
-# per block request. Binaries alternate, ROUNDS times. Root. Reads only.
+# per block request. Binaries alternate, ROUNDS times. Root. Reads only. READERS=N runs N readers
+# at once (requests from several CPUs: what sharing the programs' maps costs).
 #   bench/io_latency_cost_gpu_host.sh "BIN_A BIN_B" "DEV..." [SECONDS] [ROUNDS] [BPFTOOL]
 set -uo pipefail
-bins=$1; devs=$2; secs=${3:-6}; rounds=${4:-3}; bpftool=${5:-bpftool}
+bins=$1; devs=$2; secs=${3:-6}; rounds=${4:-3}; bpftool=${5:-bpftool}; readers=${READERS:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 stats=/proc/sys/kernel/bpf_stats_enabled
 was=$(cat $stats)
@@ -31,7 +32,7 @@ for dev in $devs; do
       sleep 1.5
       echo 1 > $stats
       before=$(progs)
-      reads=$(python3 "$here/direct_reads.py" "$dev" "$secs")
+      reads=$(for r in $(seq 1 "$readers"); do python3 "$here/direct_reads.py" "$dev" "$secs" & done | awk '{n += $1} END {print n}')
       after=$(progs)
       echo "$was" > $stats
       kill "$agent"; wait "$agent" 2>/dev/null

@@ -9,7 +9,10 @@ read with bpftool, and their sum per block request (the cost in the I/O path its
 noise of fio's clock; the statistics add about 20 ns a run of their own). Root.
 
 Usage: bench/io_latency_overhead.py BUILD/stallwatch [RUN_S (default 8)] [ROUNDS (default 3)]
-(ROUNDS 0: the statistics round alone)
+                                    [BACKING (file, default, or shm)] [IODEPTH (default 1)]
+(ROUNDS 0: the statistics round alone.) BACKING shm puts the loop device's file in /dev/shm
+(tmpfs: no device under it, the most requests a second this machine can make); IODEPTH above 1
+reads through io_uring at that depth: the programs' cost where the I/O path stays in the caches.
 """
 import json
 import os
@@ -23,19 +26,22 @@ import time
 BIN = sys.argv[1]
 RUN_S = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+BACKING = sys.argv[4] if len(sys.argv) > 4 else "file"
+IODEPTH = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+ENGINE = ["--ioengine=psync"] if IODEPTH == 1 else ["--ioengine=io_uring", f"--iodepth={IODEPTH}"]
 
-tmp = tempfile.mkdtemp(prefix="stallwatch-iolat-cost-")
+tmp = tempfile.mkdtemp(prefix="stallwatch-iolat-cost-", dir="/dev/shm" if BACKING == "shm" else None)
 image = os.path.join(tmp, "disk.img")
 with open(image, "wb") as f:
     f.write(os.urandom(256 << 20))
-loop = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", image], capture_output=True,
+loop = subprocess.run(["losetup", "-f", "--show", f"--direct-io={'off' if BACKING == 'shm' else 'on'}", image], capture_output=True,
                       text=True, check=True).stdout.strip()
 
 
 def fio(name):
     out = os.path.join(tmp, f"{name}.json")
     subprocess.run(["fio", "--name=r", f"--filename={loop}", "--rw=randread", "--bs=4k", "--direct=1",
-                    "--ioengine=psync", f"--runtime={RUN_S}", "--time_based", "--output-format=json",
+                    *ENGINE, f"--runtime={RUN_S}", "--time_based", "--output-format=json",
                     f"--output={out}"], check=True)
     read = json.load(open(out))["jobs"][0]["read"]
     return read["iops"], read["clat_ns"]["percentile"]["50.000000"] / 1000
@@ -80,7 +86,7 @@ try:
         # times against the programs' clock on the first thousand requests and then reads them
         # from the kernel (issue 47); the statistics count the settled programs.
         subprocess.run(["fio", "--name=w", f"--filename={loop}", "--rw=randread", "--bs=4k", "--direct=1",
-                        "--ioengine=psync", "--runtime=1", "--time_based", "--output=/dev/null"], check=True)
+                        *ENGINE, "--runtime=1", "--time_based", "--output=/dev/null"], check=True)
         time.sleep(1.5)
         with open(stats_file, "w") as f:
             f.write("1")
