@@ -140,6 +140,9 @@ struct JobSample {
   // The ids of the job's cgroups (their directories' inodes, as bio->bi_blkg names them): the
   // per-I/O latency collector tells the job's I/O from others' by them. Not stored.
   std::vector<uint64_t> cgroup_ids;
+  // Whether each of those cgroups has the io controller (v2; not on a hybrid host, whose io is
+  // v1's blkio): only then does a request's bio name the job's cgroup. Not stored.
+  bool cgroups_have_io = false;
   uint32_t processes = 0;
   uint32_t workers = 0;                         // processes other than the job's root(s)
   std::optional<double> read_bytes_per_second;  // block-layer reads (/proc/<pid>/io read_bytes)

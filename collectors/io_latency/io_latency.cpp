@@ -8,13 +8,16 @@
 #include <tuple>
 
 #include "collectors/devices/block_devices.h"
+#include "collectors/io_latency/histogram_table.h"
 #include "model/io_latency_histogram.h"
 
 #ifdef STALLWATCH_HAVE_BPF
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "collectors/io_latency/io_latency_abi.h"
 // The skeleton embeds the program's object as one string literal, past the 64 KiB that C++
@@ -99,24 +102,32 @@ class IoLatencyCollector : public Collector {
       skel_ = nullptr;
       return;
     }
+    arrays_.keys = static_cast<sw_io_key_slot*>(mapArray(skel_->maps.key_slots, keys_bytes_));
+    arrays_.hists = static_cast<sw_io_hist*>(mapArray(skel_->maps.histograms, hists_bytes_));
+    in_flight_ = mapArray(skel_->maps.in_flight, in_flight_bytes_);
+    counters_ = static_cast<__u64*>(mapArray(skel_->maps.dropped, counters_bytes_));
+    if (!arrays_.keys || !arrays_.hists || !in_flight_ || !counters_ || !skel_->bss) {
+      giveUp("cannot map the program's arrays: " + std::string(std::strerror(errno)));
+      return;
+    }
     // on_issue is left out where the kernel stamps each request's issue itself (issue 47: one
     // program fewer on every I/O); attached later if a completion comes without that stamp.
     auto& progs = skel_->progs;
     auto& links = skel_->links;
     const bool has_start = bpf_program__autoload(progs.on_io_start);
+    skel_->bss->starts_traced = 1;
     for (auto [prog, link] : {std::pair{progs.on_requeue, &links.on_requeue},
                               std::pair{progs.on_complete, &links.on_complete},
                               has_start ? std::pair{progs.on_io_start, &links.on_io_start}
                                         : std::pair{progs.on_issue, &links.on_issue}}) {
       if (*link = bpf_program__attach(prog); !*link) {
-        why_not_ = "cannot attach to the block tracepoints: " + std::string(std::strerror(errno));
-        io_latency__destroy(skel_);
-        skel_ = nullptr;
+        giveUp("cannot attach to the block tracepoints: " + std::string(std::strerror(errno)));
         return;
       }
     }
   }
   ~IoLatencyCollector() override {
+    unmap();
     if (skel_) io_latency__destroy(skel_);
   }
   IoLatencyCollector(const IoLatencyCollector&) = delete;
@@ -134,36 +145,25 @@ class IoLatencyCollector : public Collector {
       for (uint64_t id : j.cgroup_ids) job_of_cgroup.emplace(id, j.key);
     }
     std::map<std::tuple<uint32_t, uint32_t, std::string>, Sum> sums;
-    const int fd = bpf_map__fd(skel_->maps.histograms);
-    sw_io_key key{}, next{};
-    sw_io_hist h{};
     const bool first = ticks_++ == 0;
-    const void* at = nullptr;
-    // Read and reset: each key taken out with its counts. Keys are collected first, as
-    // deleting while walking would restart the walk.
-    std::vector<sw_io_key> keys;
-    while (bpf_map_get_next_key(fd, at, &next) == 0 && keys.size() < SW_IO_MAX_KEYS) {
-      keys.push_back(next);
-      key = next;
-      at = &key;
-    }
-    for (const sw_io_key& k : keys) {
-      if (bpf_map_lookup_and_delete_elem(fd, &k, &h) != 0) {
-        if (bpf_map_lookup_elem(fd, &k, &h) != 0) continue;  // a kernel without the call
-        bpf_map_delete_elem(fd, &k);
-      }
-      if (first) continue;  // the first reading only resets: its counts cover no interval
-      const auto owner = job_of_cgroup.find(k.cgroup);
-      Sum& sum = sums[{k.dev, k.op, owner == job_of_cgroup.end() ? std::string() : owner->second}];
-      sum.total_ns += h.total_ns;
-      sum.service_ns += h.service_ns;
-      for (size_t s = 0; s < kIoLatencySlots && s < SW_IO_SLOTS; ++s) {
-        sum.slots[s] += h.latency[s];
-        sum.count += h.latency[s];
-      }
-    }
+    // The counters first: the count of slots claimed tells the table to look for new keys.
     CollectResult result = CollectResult::data();
     result.notice = readCounters();
+    if (std::string said = traceStartsWhereNeeded(out.jobs); !said.empty())
+      result.notice += (result.notice.empty() ? "" : "; ") + said;
+    table_.read(
+        arrays_, dropped_[SW_IO_SLOTS_CLAIMED], first,
+        [&](const sw_io_key& k, const sw_io_hist& h) {
+          const auto owner = job_of_cgroup.find(k.cgroup);
+          Sum& sum =
+              sums[{k.dev, k.op, owner == job_of_cgroup.end() ? std::string() : owner->second}];
+          sum.total_ns += h.total_ns;
+          sum.service_ns += h.service_ns;
+          for (size_t s = 0; s < kIoLatencySlots && s < SW_IO_SLOTS; ++s) {
+            sum.slots[s] += h.latency[s];
+            sum.count += h.latency[s];
+          }
+        });
     if (first) return result;
     emit(sums, tree_.get(), out);
     return result;
@@ -173,15 +173,21 @@ class IoLatencyCollector : public Collector {
     if (!skel_) return {};
     return "io_latency: " + std::to_string(dropped_[2]) +
            " requests without a completion taken over after a minute; " +
-           std::to_string(dropped_[0]) + " not measured (their in-flight slots both held), " +
-           std::to_string(dropped_[1]) + " completions not counted (histogram map full); " +
+           std::to_string(dropped_[0]) +
+           " without an in-flight slot (both held; timed from the kernel's stamps once agreed), " +
+           std::to_string(dropped_[1]) +
+           " completions not counted (their key's histogram slots held by others); " +
+           std::to_string(table_.freed()) + " histogram slots given back idle; " +
            std::to_string(dropped_[3]) + " completions without an issue time (block_rq_issue " +
            (skel_->links.on_issue ? "traced" : "not traced: the kernel stamped every issue") +
            "); start times " +
            (skel_->bss && skel_->bss->kernel_start_agreed ? "the kernel's"
                                                           : "from the programs' clock") +
            " (" + std::to_string(dropped_[4]) + " of " + std::to_string(dropped_[4] + dropped_[5]) +
-           " compared within 10 us)";
+           " compared within 10 us); " +
+           (skel_->links.on_io_start ? std::string("each request's start traced")
+                                     : std::string("one program a request (starts not traced)")) +
+           " at exit, starts traced again " + std::to_string(starts_attached_) + " times";
   }
 
  private:
@@ -192,6 +198,67 @@ class IoLatencyCollector : public Collector {
                                               BTF_KIND_TYPEDEF) > 0;
     btf__free(vmlinux);
     return found;
+  }
+
+  // MAP's array, mapped read-write (the table gives idle slots back, the in-flight table is
+  // emptied): read without a system call each (issue 47); its length into BYTES.
+  static void* mapArray(bpf_map* map, size_t& bytes) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t value = (bpf_map__value_size(map) + 7) / 8 * 8;
+    bytes = (value * bpf_map__max_entries(map) + page - 1) / page * page;
+    void* at = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+    return at == MAP_FAILED ? nullptr : at;
+  }
+  void unmap() {
+    if (arrays_.keys) ::munmap(arrays_.keys, keys_bytes_);
+    if (arrays_.hists) ::munmap(arrays_.hists, hists_bytes_);
+    if (in_flight_) ::munmap(in_flight_, in_flight_bytes_);
+    if (counters_) ::munmap(counters_, counters_bytes_);
+    arrays_ = {};
+    in_flight_ = nullptr;
+    counters_ = nullptr;
+  }
+  void giveUp(std::string why) {
+    why_not_ = std::move(why);
+    unmap();
+    io_latency__destroy(skel_);
+    skel_ = nullptr;
+  }
+
+  // One program a request where it serves (issue 47): on_io_start detached once the kernel's
+  // start stamps are agreed, no queue needs on_issue, and every followed job's cgroup has the io
+  // controller (a request's bio then names its cgroup); attached again, on an emptied in-flight
+  // table, when a job's cgroup lacks it. Said in the notice when it changes.
+  std::string traceStartsWhereNeeded(const std::vector<JobSample>& jobs) {
+    auto& links = skel_->links;
+    if (!bpf_program__autoload(skel_->progs.on_io_start)) return {};  // on_issue is the start
+    const JobSample* untagged = nullptr;
+    for (const JobSample& j : jobs) {
+      if (!j.cgroup_ids.empty() && !j.cgroups_have_io) untagged = &j;
+    }
+    const bool needed = !skel_->bss->kernel_start_agreed || links.on_issue || untagged;
+    if (!needed && links.on_io_start) {
+      skel_->bss->starts_traced = 0;
+      bpf_link__destroy(links.on_io_start);
+      links.on_io_start = nullptr;
+      return "per-I/O latency: one program a request from now on (the kernel's start and issue "
+             "times; each request's cgroup from its bio: no followed job's cgroup lacks the io "
+             "controller)";
+    }
+    if (!needed || links.on_io_start) return {};
+    std::memset(in_flight_, 0, in_flight_bytes_);  // no program writes it while detached
+    links.on_io_start = bpf_program__attach(skel_->progs.on_io_start);
+    if (!links.on_io_start) {
+      return std::string("per-I/O latency: cannot attach to block_io_start again (") +
+             std::strerror(errno) + "): followed jobs' I/O may be counted as others'";
+    }
+    skel_->bss->starts_traced = 1;
+    ++starts_attached_;
+    return "per-I/O latency: " +
+           (untagged ? "job " + untagged->key +
+                           "'s cgroup has no io controller (its bio names another's): each "
+                           "request's start traced again, two programs a request"
+                     : std::string("each request's start traced again"));
   }
 
   static std::string loadError(int err) {
@@ -210,13 +277,12 @@ class IoLatencyCollector : public Collector {
     const auto say = [&notice](const std::string& text) {
       notice += (notice.empty() ? "" : "; ") + text;
     };
-    const int fd = bpf_map__fd(skel_->maps.dropped);
     for (uint32_t i = 0; i < SW_IO_DROPPED_KINDS; ++i) {
-      uint64_t v = 0;
-      if (bpf_map_lookup_elem(fd, &i, &v) != 0 || v == dropped_[i]) continue;
+      const uint64_t v = __atomic_load_n(&counters_[i], __ATOMIC_RELAXED);
+      if (v == dropped_[i]) continue;
       if (dropped_[i] == 0 && i < 2) {
         say(i == 0 ? "per-I/O latency: requests in flight fill their slots, some are not measured"
-                   : "per-I/O latency: the histogram map is full, some completions are not "
+                   : "per-I/O latency: the histogram slots are full, some completions are not "
                      "counted");
       }
       dropped_[i] = v;
@@ -249,6 +315,12 @@ class IoLatencyCollector : public Collector {
   io_latency* skel_ = nullptr;
   std::string why_not_;
   std::shared_ptr<const DeviceTree> tree_;
+  HistogramArrays arrays_;
+  void* in_flight_ = nullptr;
+  __u64* counters_ = nullptr;  // the program's dropped map
+  size_t keys_bytes_ = 0, hists_bytes_ = 0, in_flight_bytes_ = 0, counters_bytes_ = 0;
+  uint64_t starts_attached_ = 0;  // times on_io_start was attached again
+  HistogramTable table_;
   uint64_t ticks_ = 0;
   uint64_t dropped_[SW_IO_DROPPED_KINDS] = {};
   bool issue_tried_ = false;

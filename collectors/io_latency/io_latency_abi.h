@@ -15,9 +15,13 @@
 /* A slot held this long (its completion never came: a flush sequence's, a device torn down) is
    taken over by the next request that needs it. */
 #define SW_IO_STALE_NS 60000000000ULL
-#define SW_IO_MAX_KEYS 4096
-/* The dropped map's counters (see the program). */
-#define SW_IO_DROPPED_KINDS 6
+/* The histograms: an array of 2^12 slots, a key's slot from its tag, or one of the next three. */
+#define SW_IO_KEY_BITS 12
+#define SW_IO_MAX_KEYS (1 << SW_IO_KEY_BITS)
+#define SW_IO_KEY_WAYS 4
+/* The dropped map's counters (see the program); the last counts the slots claimed. */
+#define SW_IO_DROPPED_KINDS 7
+#define SW_IO_SLOTS_CLAIMED 6
 /* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
 #define SW_IO_OP_OTHER 4
 
@@ -38,7 +42,23 @@ struct sw_io_key {
   __u64 cgroup; /* the cgroup v2 id (its directory's inode) whose I/O it is; 0: unknown */
 };
 
-/* One device, operation and cgroup's completions: their count is the slots' sum. */
+/* A histogram slot's owner: the key's tag (0: the slot is free; claimed with a compare-and-swap
+   of it, the key written after, so a key whose tag is not its own is still being written). */
+struct sw_io_key_slot {
+  __u64 tag;
+  struct sw_io_key key;
+};
+
+/* A key's tag: a mix of its fields, never 0. Its top SW_IO_KEY_BITS pick its first slot. */
+static inline __attribute__((always_inline)) __u64 sw_io_tag(__u32 dev, __u32 op, __u64 cgroup) {
+  __u64 h = (((__u64)dev << 3) | op) * 0x9E3779B97F4A7C15ULL;
+  h ^= cgroup * 0xC2B2AE3D27D4EB4FULL;
+  h ^= h >> 29;
+  return h | 1;
+}
+
+/* One device, operation and cgroup's completions since its slot was claimed (never reset by
+   the program: the agent takes differences): their count is the slots' sum. */
 struct sw_io_hist {
   __u64 total_ns;   /* allocation (or issue) to completion, summed */
   __u64 service_ns; /* issue to completion, summed */

@@ -19,6 +19,20 @@ constexpr double kProcessNeighbourFloor = 10e6;
 constexpr size_t kMaxProcessesWalked = 8192;
 constexpr size_t kMaxNeighbourFiles = 64;
 
+// Whether cgroup DIR (v2) has the io controller: its cgroup.controllers names it. Only then does
+// the block layer tag its processes' I/O with DIR's own id rather than an ancestor's.
+bool hasIoController(const std::filesystem::path& dir) {
+  const auto text = readTextFile(dir / "cgroup.controllers");
+  if (!text) return false;
+  size_t at = 0;
+  while (at < text->size()) {
+    const size_t end = std::min(text->find_first_of(" \n", at), text->size());
+    if (std::string_view(*text).substr(at, end - at) == "io") return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The members of every job whose open files were looked at longest ago (never first), within
@@ -177,6 +191,7 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     job.cgroups.clear();
     job.cgroup_of_root.clear();
     job.cgroup_ids.clear();
+    job.cgroups_have_io = true;
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
       if (auto dir = cgroups_.cgroupOf(pid)) {
@@ -187,6 +202,7 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
         struct stat st {};
         if (*dir != cgroups_.base() && ::stat(dir->c_str(), &st) == 0)
           job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
+        if (!hasIoController(*dir)) job.cgroups_have_io = false;
       }
     }
     // The cgroups above them: a limit there binds the job as much as one on its own.

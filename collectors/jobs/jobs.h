@@ -123,6 +123,8 @@ class JobTracker final : public Collector {
     // The cgroups of its root processes (refreshed on discovery ticks) and their last reading.
     std::set<std::filesystem::path> cgroups;
     std::set<uint64_t> cgroup_ids;  // theirs (directory inodes): how the block layer tags I/O
+    // Whether each of those has the io controller: only then does a bio's cgroup name it.
+    bool cgroups_have_io = false;
     // Whether its roots' cgroups were looked up since a root joined: a job in the root cgroup
     // (none of its own) is not looked up again every tick.
     bool cgroups_looked_up = false;

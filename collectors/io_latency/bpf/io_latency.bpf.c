@@ -3,8 +3,8 @@
 // issue, where the kernel has no start tracepoint) to its completion, into log-linear histograms
 // keyed by device, operation and the cgroup whose I/O it is, with the sums of those times and of
 // the service times from issue to completion. Two programs on each request's path where the
-// kernel stamps its issue (issue 47). Read and reset by the agent every interval; no per-I/O
-// event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
+// kernel stamps its issue (issue 47). Read by the agent every interval through a memory map; no
+// per-I/O event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
 // against the running kernel's BTF) and embedded in the agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
 // would sort this after them).
@@ -22,27 +22,44 @@ char LICENSE[] SEC("license") = "GPL";
 // or the next), each slot claimed with a compare-and-swap of its address and freed at completion.
 // It was a hash map: its update and delete were most of the programs' cost (issue 47), where an
 // array's lookup is an address computed in place. A request that finds both slots held by
-// requests in flight is not measured, and is counted.
+// requests in flight is not measured, and is counted. Mapped by the agent, which empties it
+// before it traces starts again (see starts_traced).
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
   __uint(max_entries, SW_IO_MAX_IN_FLIGHT);
   __type(key, __u32);
   __type(value, struct sw_io_issued);
 } in_flight SEC(".maps");
 
+// The histograms, in arrays the agent reads through a memory map: a key's slot claimed in place
+// by its first completion (key_slots) and its counts beside it (histograms), never reset here.
+// They were a hash map, read and emptied each tick: its lookup was a fifth of each completion's
+// cost (issue 47), where an array's is an address computed in place.
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
   __uint(max_entries, SW_IO_MAX_KEYS);
-  __type(key, struct sw_io_key);
+  __type(key, __u32);
+  __type(value, struct sw_io_key_slot);
+} key_slots SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, SW_IO_MAX_KEYS);
+  __type(key, __u32);
   __type(value, struct sw_io_hist);
 } histograms SEC(".maps");
 
-// [0] requests not measured (both their slots held), [1] completions not counted (histograms
-// full), [2] slots taken over from a request whose completion never came, [3] completions
-// without an issue time (the kernel kept none and on_issue was not attached yet), [4] and [5]
-// the kernel's start stamps within 10 us of the programs' clock and further apart.
+// [0] requests not measured (both their slots held), [1] completions not counted (their key's
+// four slots held by others), [2] slots taken over from a request whose completion never came, [3]
+// completions without an issue time (the kernel kept none and on_issue was not attached yet), [4]
+// and [5] the kernel's start stamps within 10 us of the programs' clock and further apart, [6]
+// histogram slots claimed (the agent looks for new keys only when it moved). Mapped by the agent.
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
   __uint(max_entries, SW_IO_DROPPED_KINDS);
   __type(key, __u32);
   __type(value, __u64);
@@ -51,6 +68,13 @@ struct {
 // Set by the agent once the kernel's own start stamps have agreed with the programs' clock
 // (see on_complete): from then on on_io_start reads no clock (issue 47).
 __u32 kernel_start_agreed = 0;
+
+// Set by the agent while a program that claims in-flight slots is attached (on_io_start, or
+// on_issue). Once the kernel's start stamps are agreed and every followed job's cgroup has the
+// io controller (so a request's bio names the cgroup whose I/O it is), the agent detaches
+// on_io_start: on_complete alone then times each request from the kernel's stamps, one program a
+// request where there were two (issue 47).
+__u32 starts_traced = 0;
 
 static __always_inline void count_dropped(__u32 which) {
   __u64* v = bpf_map_lookup_elem(&dropped, &which);
@@ -161,6 +185,30 @@ static __always_inline struct sw_io_issued* claim(__u64 rq, __u64 now) {
   return 0;
 }
 
+// K's histogram: the slot that holds K among its four, else a free one claimed (its key written
+// after the claim: a completion of the same key meanwhile claims another, which the agent adds
+// up); none (counted) where all four hold others.
+static __always_inline struct sw_io_hist* histogram_of(const struct sw_io_key* k) {
+  const __u64 tag = sw_io_tag(k->dev, k->op, k->cgroup);
+  __u32 s = (__u32)(tag >> (64 - SW_IO_KEY_BITS));
+  for (int way = 0; way < SW_IO_KEY_WAYS; ++way) {
+    struct sw_io_key_slot* owner = bpf_map_lookup_elem(&key_slots, &s);
+    if (!owner) break;
+    const __u64 held = owner->tag;
+    int mine = held == tag && owner->key.dev == k->dev && owner->key.op == k->op &&
+               owner->key.cgroup == k->cgroup;
+    if (!mine && held == 0 && __sync_val_compare_and_swap(&owner->tag, 0, tag) == 0) {
+      owner->key = *k;
+      count_dropped(SW_IO_SLOTS_CLAIMED);
+      mine = 1;
+    }
+    if (mine) return bpf_map_lookup_elem(&histograms, &s);
+    s = (s + 1) & (SW_IO_MAX_KEYS - 1);
+  }
+  count_dropped(1);
+  return 0;
+}
+
 // A kernel thread's task flag (include/linux/sched.h).
 #define SW_PF_KTHREAD 0x00200000
 
@@ -219,11 +267,21 @@ int BPF_PROG(on_requeue, struct request* rq) {
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int nr_bytes) {
-  struct sw_io_issued* i = held_by(address_of(rq));
-  if (!i) return 0;
+  struct sw_io_issued* i = starts_traced ? held_by(address_of(rq)) : 0;
+  // Without a slot: a request that started before its start was traced, or every request while
+  // on_io_start is detached; timed from the kernel's stamps once they are agreed, its cgroup
+  // from its bio.
+  if (!i && !kernel_start_agreed) return 0;
+  __u64 started = 0, cgroup = 0;
+  if (i) {
+    started = i->start_ns;
+    cgroup = i->cgroup;
+  }
   const __u64 now = bpf_ktime_get_ns();
-  __u64 started = i->start_ns;
-  const __u64 cgroup = i->cgroup;
+  // After the clock's call, apart from the slot's loads: the compiler would otherwise merge the
+  // two into one instruction reading a map value or a kernel structure, which the verifier
+  // refuses.
+  if (!i) cgroup = cgroup_of(rq);
   // The kernel's stamp of the request's accounting start, where it has one.
   __u64 kernel_start = 0;
   if (bpf_core_enum_value_exists(enum rqf_flags, __RQF_IO_STAT) &&
@@ -244,8 +302,10 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
   // in the I/O path). The kernel's may come from a time its submitter cached for a plugged
   // batch, a little before our start: never earlier than that.
   __u64 issued = rq->io_start_time_ns;
-  if (!issued) issued = i->issue_ns;
-  i->rq = 0;  // free: what the slot held is read
+  if (i) {
+    if (!issued) issued = i->issue_ns;
+    i->rq = 0;  // free: what the slot held is read
+  }
   if (!issued) {
     // Not measured. A request that was never issued (an empty flush the flush machinery
     // answered itself, a failed submission) is left idle, and the kernel stamps no driver's
@@ -269,17 +329,8 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
   const __u32 op = rq->cmd_flags & 0xff;
   k.op = op <= 3 ? op : SW_IO_OP_OTHER;
   k.cgroup = cgroup;
-  struct sw_io_hist* h = bpf_map_lookup_elem(&histograms, &k);
-  if (!h) {
-    static const struct sw_io_hist zero = {};
-    if (bpf_map_update_elem(&histograms, &k, &zero, BPF_NOEXIST) != 0 &&
-        bpf_map_lookup_elem(&histograms, &k) == 0) {
-      count_dropped(1);
-      return 0;
-    }
-    h = bpf_map_lookup_elem(&histograms, &k);
-    if (!h) return 0;
-  }
+  struct sw_io_hist* h = histogram_of(&k);
+  if (!h) return 0;
   // Three atomic adds, where there were five (issue 47): the count is the slots' sum, and the
   // agent reads no histogram of service times.
   __sync_fetch_and_add(&h->total_ns, total);
