@@ -40,8 +40,9 @@ const std::vector<CollectorEntry>& collectorTable() {
       // It tells the jobs' I/O from others' by the cgroups the jobs collector found this tick.
       {"io_latency",
        "every I/O's latency per device, operation and job through eBPF (block tracepoints): "
-       "percentiles and histograms, not interval averages; needs root or CAP_BPF+CAP_PERFMON",
-       false,
+       "percentiles and histograms, not interval averages; needs root or CAP_BPF+CAP_PERFMON "
+       "and BTF (without them it says why once)",
+       true,
        [](const CollectorConfig& c) { return makeIoLatencyCollector(c.root); },
        {"jobs"}},
   };

@@ -132,8 +132,9 @@ class IoLatencyE2E(unittest.TestCase):
         self.addCleanup(lambda: open(iostats, "w").write("1"))  # also if the test fails midway
         db = os.path.join(self.tmp, "sw.db")
         port = free_port()
+        # On by default (issue 47): no flag.
         agent = self.start([BIN, "record", "--db", db, "--interval", "500ms", "--no-collector.gpu",
-                            "--listen", f"127.0.0.1:{port}", "--collector.io_latency",
+                            "--listen", f"127.0.0.1:{port}",
                             "--health-interval", "0s", "--socket", os.path.join(self.tmp, "dl.sock")])
         self.wait_for_collector_run(port, "io_latency")
         read = ["fio", "--name=r", f"--filename={loop}", "--rw=randread", "--bs=4k", "--direct=1",
@@ -405,13 +406,14 @@ class IoLatencyE2E(unittest.TestCase):
         self.assertGreater(proc_io or 0, 0, "the other user's /proc/PID/io was not read")
 
     def test_without_the_rights_it_says_so_once_and_records_the_rest(self):
+        # On by default (issue 47): a user without the rights is told once, nothing else changes.
         shared = os.path.join(self.tmp, "shared")
         os.mkdir(shared)
         os.chmod(shared, 0o777)
         os.chmod(self.tmp, 0o755)
         db = os.path.join(shared, "sw.db")
         r = subprocess.run(["setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", BIN, "record",
-                            "--db", db, "--duration", "2s", "--no-collector.gpu", "--collector.io_latency",
+                            "--db", db, "--duration", "2s", "--no-collector.gpu",
                             "--health-interval", "0s", "--socket", os.path.join(shared, "dl.sock")],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
