@@ -53,7 +53,7 @@ class Program {
   void complete(uint32_t slot, uint64_t us, uint64_t n = 1) {
     hists_[slot].total_ns += us * 1000 * n;
     hists_[slot].service_ns += us * 500 * n;
-    hists_[slot].latency[us < 8 ? us : 8] += n;
+    hists_[slot].latency[us < 8 ? us : 8] += static_cast<__u32>(n);
   }
   sw_io_key_slot& owner(uint32_t s) { return keys_[s]; }
   sw_io_hist& hist(uint32_t s) { return hists_[s]; }

@@ -10,8 +10,8 @@ uint64_t loadTag(const sw_io_key_slot& slot) {
 }
 void store(__u64* word, __u64 v) { __atomic_store_n(word, v, __ATOMIC_RELAXED); }
 
-// SLOT's counts minus LAST (64-bit wrap-around is the right difference), into DELTA; whether
-// any completion came.
+// SLOT's counts minus LAST (wrap-around is the right difference), into DELTA; whether any
+// completion came.
 bool since(const sw_io_hist& slot, const sw_io_hist& last, sw_io_hist& delta, sw_io_hist& now) {
   bool any = false;
   now.total_ns = load(&slot.total_ns);
@@ -19,8 +19,8 @@ bool since(const sw_io_hist& slot, const sw_io_hist& last, sw_io_hist& delta, sw
   delta.total_ns = now.total_ns - last.total_ns;
   delta.service_ns = now.service_ns - last.service_ns;
   for (size_t i = 0; i < SW_IO_SLOTS; ++i) {
-    now.latency[i] = load(&slot.latency[i]);
-    delta.latency[i] = now.latency[i] - last.latency[i];
+    now.latency[i] = __atomic_load_n(&slot.latency[i], __ATOMIC_RELAXED);
+    delta.latency[i] = now.latency[i] - last.latency[i];  // modulo 2^32: a wrap counts right
     any = any || delta.latency[i] != 0;
   }
   return any;
@@ -55,7 +55,7 @@ void HistogramTable::free(const HistogramArrays& arrays, uint32_t slot) {
   sw_io_hist& h = arrays.hists[slot];
   store(&h.total_ns, 0);
   store(&h.service_ns, 0);
-  for (__u64& c : h.latency) store(&c, 0);
+  for (__u32& c : h.latency) __atomic_store_n(&c, 0, __ATOMIC_RELAXED);
   sw_io_key_slot& owner = arrays.keys[slot];
   store(&owner.key.cgroup, 0);
   __atomic_store_n(&owner.key.dev, 0, __ATOMIC_RELAXED);

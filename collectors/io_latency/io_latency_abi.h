@@ -62,7 +62,10 @@ static inline __attribute__((always_inline)) __u64 sw_io_tag(__u32 dev, __u32 op
 struct sw_io_hist {
   __u64 total_ns;   /* allocation (or issue) to completion, summed */
   __u64 service_ns; /* issue to completion, summed */
-  __u64 latency[SW_IO_SLOTS];
+  /* 32 bits a slot: the agent reads them every interval and takes differences modulo 2^32 (a
+     slot would need 4 billion completions an interval to wrap twice); half the memory the
+     agent maps (issue 47). */
+  __u32 latency[SW_IO_SLOTS];
 };
 
 #endif
