@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectors/io_latency/histogram_table.h"
+#include "collectors/io_latency/start_tracing.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -175,6 +176,47 @@ TEST(IoLatencyTable, KeysAreLookedForOnlyWhenTheProgramClaimedASlot) {
   EXPECT_TRUE(readOnce(table, p).empty());
   p.claim((s + 7) & (SW_IO_MAX_KEYS - 1), sw_io_tag(1, 1, 1), keyOf(1, 1, 1));
   EXPECT_EQ(readOnce(table, p).size(), 1u);  // found now, with its completion
+}
+
+TEST(IoLatencyStarts, NeededTheyAreTracedAtOnceAndLeftOnlyAfterTenTicksWithoutNeed) {
+  StartTracing t;
+  using Act = StartTracing::Act;
+  EXPECT_EQ(t.tick(true, false), Act::kAttach);
+  EXPECT_EQ(t.tick(true, true), Act::kKeep);
+  for (uint32_t i = 1; i < StartTracing::kUnneededTicksBeforeDetach; ++i)
+    EXPECT_EQ(t.tick(false, true), Act::kKeep) << i;
+  EXPECT_EQ(t.tick(false, true), Act::kDetach);
+  EXPECT_EQ(t.tick(false, false), Act::kKeep);
+  EXPECT_EQ(t.tick(true, false), Act::kAttach);
+}
+
+TEST(IoLatencyStarts, AFloodOfShortJobsWithoutTheControllerDoesNotDetachThemEveryGap) {
+  // A job without the io controller every five ticks, each gone after two: attached once, never
+  // detached between them.
+  StartTracing t;
+  bool attached = false;
+  int attaches = 0, detaches = 0;
+  for (int tick = 0; tick < 200; ++tick) {
+    const auto act = t.tick(tick % 5 < 2, attached);
+    if (act == StartTracing::Act::kAttach) ++attaches, attached = true;
+    if (act == StartTracing::Act::kDetach) ++detaches, attached = false;
+  }
+  EXPECT_EQ(attaches, 1);
+  EXPECT_EQ(detaches, 0);
+}
+
+TEST(IoLatencyStarts, OnlyAJobWithACgroupOfItsOwnWithoutTheControllerNeedsThem) {
+  JobSample in_root, with_io, without_io;
+  in_root.key = "pid:1:1";  // no cgroup of its own: nobody's job, tagged or not
+  with_io.key = "cgroup:/kubepods/pod1";
+  with_io.cgroup_ids = {101};
+  with_io.cgroups_have_io = true;
+  without_io.key = "cgroup:/user.slice/session-3.scope";
+  without_io.cgroup_ids = {202};
+  EXPECT_EQ(jobWithoutIoController({in_root, with_io}), nullptr);
+  const std::vector<JobSample> jobs = {in_root, with_io, without_io};
+  ASSERT_NE(jobWithoutIoController(jobs), nullptr);
+  EXPECT_EQ(jobWithoutIoController(jobs)->key, without_io.key);
 }
 
 }  // namespace

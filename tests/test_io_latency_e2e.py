@@ -140,7 +140,9 @@ class IoLatencyE2E(unittest.TestCase):
         read = ["fio", "--name=r", f"--filename={loop}", "--rw=randread", "--bs=4k", "--direct=1",
                 "--ioengine=psync", "--runtime=2", "--time_based", "--output-format=json"]
         self.assertEqual(subprocess.run(read, capture_output=True).returncode, 0)
-        time.sleep(1.2)  # the check's tick
+        # The check's tick, then ten more without a job (StartTracing) before on_io_start is
+        # detached: the reads below are timed by one program.
+        time.sleep(6.5)
         with open(iostats, "w") as f:
             f.write("0")
         since_ms = int(time.time() * 1000)

@@ -9,6 +9,7 @@
 
 #include "collectors/devices/block_devices.h"
 #include "collectors/io_latency/histogram_table.h"
+#include "collectors/io_latency/start_tracing.h"
 #include "model/io_latency_histogram.h"
 
 #ifdef STALLWATCH_HAVE_BPF
@@ -225,17 +226,16 @@ class IoLatencyCollector : public Collector {
 
   // One program a request where it serves (issue 47): on_io_start detached once the kernel's
   // start stamps are agreed, no queue needs on_issue, and every followed job's cgroup has the io
-  // controller (a request's bio then names its cgroup); attached again, on an emptied in-flight
-  // table, when a job's cgroup lacks it. Said in the notice when it changes.
+  // controller (a request's bio then names its cgroup), for StartTracing's ten ticks; attached
+  // again, on an emptied in-flight table, when a job's cgroup lacks it. Said in the notice when
+  // it changes.
   std::string traceStartsWhereNeeded(const std::vector<JobSample>& jobs) {
     auto& links = skel_->links;
     if (!bpf_program__autoload(skel_->progs.on_io_start)) return {};  // on_issue is the start
-    const JobSample* untagged = nullptr;
-    for (const JobSample& j : jobs) {
-      if (!j.cgroup_ids.empty() && !j.cgroups_have_io) untagged = &j;
-    }
+    const JobSample* untagged = jobWithoutIoController(jobs);
     const bool needed = !skel_->bss->kernel_start_agreed || links.on_issue || untagged;
-    if (!needed && links.on_io_start) {
+    const StartTracing::Act act = start_tracing_.tick(needed, links.on_io_start != nullptr);
+    if (act == StartTracing::Act::kDetach) {
       skel_->bss->starts_traced = 0;
       bpf_link__destroy(links.on_io_start);
       links.on_io_start = nullptr;
@@ -243,12 +243,13 @@ class IoLatencyCollector : public Collector {
              "times; each request's cgroup from its bio: no followed job's cgroup lacks the io "
              "controller)";
     }
-    if (!needed || links.on_io_start) return {};
+    if (act != StartTracing::Act::kAttach || attach_failed_) return {};
     // Emptied (no program writes it while detached), mapped only for that: a mapped array's
     // pages count in the agent's resident memory.
     size_t bytes = 0;
     void* in_flight = mapArray(skel_->maps.in_flight, bytes);
     if (!in_flight) {
+      attach_failed_ = true;  // said once, not tried every tick
       return std::string("per-I/O latency: cannot empty the in-flight table (") +
              std::strerror(errno) + "): followed jobs' I/O may be counted as others'";
     }
@@ -256,6 +257,7 @@ class IoLatencyCollector : public Collector {
     ::munmap(in_flight, bytes);
     links.on_io_start = bpf_program__attach(skel_->progs.on_io_start);
     if (!links.on_io_start) {
+      attach_failed_ = true;
       return std::string("per-I/O latency: cannot attach to block_io_start again (") +
              std::strerror(errno) + "): followed jobs' I/O may be counted as others'";
     }
@@ -326,6 +328,8 @@ class IoLatencyCollector : public Collector {
   __u64* counters_ = nullptr;  // the program's dropped map
   size_t keys_bytes_ = 0, hists_bytes_ = 0, counters_bytes_ = 0;
   uint64_t starts_attached_ = 0;  // times on_io_start was attached again
+  StartTracing start_tracing_;
+  bool attach_failed_ = false;
   HistogramTable table_;
   uint64_t ticks_ = 0;
   uint64_t dropped_[SW_IO_DROPPED_KINDS] = {};
