@@ -1,11 +1,16 @@
 #include "agent/metrics.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "agent/metrics_otlp.h"
 #include "agent/metrics_server.h"
+#include "agent/metrics_writer.h"
+#include "common/text.h"
 
 namespace stallwatch::agent {
 namespace {
@@ -43,6 +48,41 @@ MetricsSnapshot sample() {
   s.hooks->timed_out = 2;
   s.health.push_back({"sda", "warning"});
   return s;
+}
+
+TEST(MetricsText, NumbersAreWrittenAsFmtsShortestFormWritesThem) {
+  // The whole-number path must not change a byte of the page.
+  std::vector<double> values = {
+      0.0,         -0.0,  1.0,   -1.0,     7.0,          10.0,
+      123456789.0, 1e15,  -1e15, 1e15 - 1, -(1e15 - 1),  4503599627370496.0,
+      0.5,         -2.25, 1e-7,  1e21,     3.0e14 + 0.5, 1.7976931348623157e308};
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    values.push_back(static_cast<double>(static_cast<int64_t>(rng() % 2000000000000000ULL) -
+                                         1000000000000000LL));
+    values.push_back(
+        std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 80) - 60));
+  }
+  for (double v : values) {
+    char buf[64];
+    EXPECT_EQ(std::string(buf, agent::metrics_text::formatNumber(v, buf)), fmt::format("{}", v))
+        << v;
+  }
+}
+
+TEST(MetricsText, LabelValuesPlainOrEscapedAsTheFormatRequires) {
+  std::string out;
+  struct Sink {
+    std::string& s;
+    void append(const char* b, const char* e) { s.append(b, e); }
+  } sink{out};
+  agent::metrics_text::appendEscaped(std::string("loop0"), sink);
+  agent::metrics_text::appendEscaped(std::string("a\\b\"c\nd"), sink);
+  agent::metrics_text::appendEscaped(std::string("\xff\xfe"), sink);  // not UTF-8: replaced
+  EXPECT_EQ(out.substr(0, 5), "loop0");
+  EXPECT_EQ(out.substr(5, 10), "a\\\\b\\\"c\\nd");
+  EXPECT_TRUE(common::isUtf8(out));
+  EXPECT_NE(out.substr(15), "\xff\xfe");
 }
 
 TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
