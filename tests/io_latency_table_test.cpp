@@ -20,6 +20,12 @@ sw_io_key keyOf(uint32_t dev, uint32_t op, uint64_t cgroup) {
   return k;
 }
 
+// K's tag and the slot the program tries first for it.
+std::pair<uint64_t, uint32_t> firstSlotOf(const sw_io_key& k) {
+  const uint64_t tag = sw_io_tag(k.dev, k.op, k.cgroup);
+  return {tag, static_cast<uint32_t>(tag >> (64 - SW_IO_KEY_BITS))};
+}
+
 bool operator==(const sw_io_key& a, const sw_io_key& b) {
   return a.dev == b.dev && a.op == b.op && a.cgroup == b.cgroup;
 }
@@ -33,8 +39,7 @@ class Program {
 
   // The slot K's completions go to, claimed if it holds none.
   uint32_t slotOf(const sw_io_key& k) {
-    const uint64_t tag = sw_io_tag(k.dev, k.op, k.cgroup);
-    uint32_t s = static_cast<uint32_t>(tag >> (64 - SW_IO_KEY_BITS));
+    auto [tag, s] = firstSlotOf(k);
     for (int way = 0; way < SW_IO_KEY_WAYS; ++way) {
       if (keys_[s].tag == tag && keys_[s].key == k) return s;
       if (keys_[s].tag == 0) return claim(s, tag, k);
@@ -104,8 +109,7 @@ TEST(IoLatencyTable, AKeyStillBeingWrittenIsReadLaterWithEveryCompletionSinceIts
   HistogramTable table;
   readOnce(table, p, true);
   const sw_io_key k = keyOf(7 << 20 | 3, 0, 99);
-  const uint64_t tag = sw_io_tag(k.dev, k.op, k.cgroup);
-  const uint32_t s = static_cast<uint32_t>(tag >> (64 - SW_IO_KEY_BITS));
+  const auto [tag, s] = firstSlotOf(k);
   p.claim(s, tag, k, /*key_written=*/false);
   p.complete(s, 4, 3);
   EXPECT_TRUE(readOnce(table, p).empty());  // its key does not match its tag yet
@@ -123,8 +127,7 @@ TEST(IoLatencyTable, OneKeyInTwoSlotsIsReportedFromBoth) {
   HistogramTable table;
   readOnce(table, p, true);
   const sw_io_key k = keyOf(8 << 20 | 16, 1, 5);
-  const uint64_t tag = sw_io_tag(k.dev, k.op, k.cgroup);
-  const uint32_t s = static_cast<uint32_t>(tag >> (64 - SW_IO_KEY_BITS));
+  const auto [tag, s] = firstSlotOf(k);
   p.claim(s, tag, k);
   p.claim((s + 1) & (SW_IO_MAX_KEYS - 1), tag, k);
   p.complete(s, 2, 5);
@@ -168,8 +171,7 @@ TEST(IoLatencyTable, KeysAreLookedForOnlyWhenTheProgramClaimedASlot) {
   HistogramTable table;
   readOnce(table, p, true);
   const sw_io_key k = keyOf(8 << 20, 0, 7);
-  const uint64_t tag = sw_io_tag(k.dev, k.op, k.cgroup);
-  const uint32_t s = static_cast<uint32_t>(tag >> (64 - SW_IO_KEY_BITS));
+  const auto [tag, s] = firstSlotOf(k);
   p.owner(s).tag = tag;  // claimed without the count moving: not looked for
   p.owner(s).key = k;
   p.complete(s, 2, 1);
