@@ -27,9 +27,10 @@ for dev in $devs; do
         --socket "$work/dl.sock" > "$work/agent.log" 2>&1 &
       agent=$!
       sleep 2
-      # A second of reads and a tick: the agent settles how it times a request's start first.
+      # A second of reads and eleven ticks: the agent settles how it times a request's start
+      # first, then leaves the start's program after ten ticks without need (issue 47).
       python3 "$here/direct_reads.py" "$dev" 1 > /dev/null
-      sleep 1.5
+      sleep 11.5
       echo 1 > $stats
       before=$(progs)
       reads=$(for r in $(seq 1 "$readers"); do python3 "$here/direct_reads.py" "$dev" "$secs" & done | awk '{n += $1} END {print n}')
