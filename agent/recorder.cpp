@@ -276,11 +276,14 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   // Collector events wait here until the writer exists (the collectors are made first: the
   // run records their names).
   std::shared_ptr<storage::SampleWriter> writer;
-  CollectorSet collectors(options.enabled_collectors, options.collector_config,
-                          [&writer](storage::AgentEvent e) { writer->submitEvent(std::move(e)); });
+  // The metrics port before the collectors: making them can take a while (the per-I/O program's
+  // load parses the kernel's BTF), and a client that sees the dataloader socket appear (the
+  // jobs collector's) finds the port already open.
   LiveOptions live_options = options.live;
   if (live_options.host.empty()) live_options.host = hostName();
   LivePipeline live(live_options);
+  CollectorSet collectors(options.enabled_collectors, options.collector_config,
+                          [&writer](storage::AgentEvent e) { writer->submitEvent(std::move(e)); });
   writer = startWriter(options, collectors.names(), wallTimeMs());
   HealthWiring health(options, *writer, live);
 
