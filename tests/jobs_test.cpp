@@ -238,6 +238,34 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
   }
 }
 
+// Whether the job's cgroups have the io controller, from each one's cgroup.controllers: only
+// then does a request's bio name the job's cgroup (the per-I/O collector's one-program mode).
+TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
+  const fs::path root = dir_.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  testing::writeFile(root / "proc/101/cgroup", "0::/job/rank0\n");
+  testing::writeFile(root / "proc/102/cgroup", "0::/job/rank1\n");
+  const fs::path cg = root / "sys/fs/cgroup/job";
+  testing::writeFile(cg / "rank0/cgroup.controllers", "cpuset cpu io memory pids\n");
+  testing::writeFile(cg / "rank1/cgroup.controllers", "cpu io\n");
+  makeTracker();
+  const SampleBatch with_io = tick(1);
+  const JobSample* s = sampleOf(with_io, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->cgroup_ids.size(), 2u);
+  EXPECT_TRUE(s->cgroups_have_io);
+  // One rank's parent enabled fewer controllers ("iocost" is not "io"): the job's bios may name
+  // an ancestor.
+  testing::writeFile(cg / "rank1/cgroup.controllers", "memory iocost\n");
+  makeTracker();
+  const SampleBatch without_io = tick(1);
+  s = sampleOf(without_io, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(s->cgroups_have_io);
+}
+
 // A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds
 // the job as much as its own: it is read, named with its level, and the job's reads are judged
 // against it through the tenant's io.stat, which sums every cgroup below it.

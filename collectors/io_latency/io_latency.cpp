@@ -149,8 +149,7 @@ class IoLatencyCollector : public Collector {
     // The counters first: the count of slots claimed tells the table to look for new keys.
     CollectResult result = CollectResult::data();
     result.notice = readCounters();
-    if (std::string said = traceStartsWhereNeeded(out.jobs); !said.empty())
-      result.notice += (result.notice.empty() ? "" : "; ") + said;
+    addTo(result.notice, traceStartsWhereNeeded(out.jobs));
     table_.read(
         arrays_, dropped_[SW_IO_SLOTS_CLAIMED], first,
         [&](const sw_io_key& k, const sw_io_hist& h) {
@@ -198,6 +197,11 @@ class IoLatencyCollector : public Collector {
                                               BTF_KIND_TYPEDEF) > 0;
     btf__free(vmlinux);
     return found;
+  }
+
+  // TEXT added to a tick's NOTICE, the two parts joined by "; " (nothing for no text).
+  static void addTo(std::string& notice, const std::string& text) {
+    if (!text.empty()) notice += (notice.empty() ? "" : "; ") + text;
   }
 
   // MAP's array, mapped read-write (the table gives idle slots back, the in-flight table is
@@ -283,14 +287,13 @@ class IoLatencyCollector : public Collector {
   // attached once a completion came without the kernel's issue stamp (each said in the notice).
   std::string readCounters() {
     std::string notice;
-    const auto say = [&notice](const std::string& text) {
-      notice += (notice.empty() ? "" : "; ") + text;
-    };
+    const auto say = [&notice](const std::string& text) { addTo(notice, text); };
     for (uint32_t i = 0; i < SW_IO_DROPPED_KINDS; ++i) {
       const uint64_t v = __atomic_load_n(&counters_[i], __ATOMIC_RELAXED);
       if (v == dropped_[i]) continue;
       if (dropped_[i] == 0 && i < 2) {
-        say(i == 0 ? "per-I/O latency: requests in flight fill their slots, some are not measured"
+        say(i == 0 ? "per-I/O latency: requests in flight fill their slots, some are timed from "
+                     "the kernel's stamps or not measured"
                    : "per-I/O latency: the histogram slots are full, some completions are not "
                      "counted");
       }

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 
 #include "collectors/jobs/jobs.h"
 #include "collectors/proc_file.h"
+#include "collectors/text_scan.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -24,13 +26,10 @@ constexpr size_t kMaxNeighbourFiles = 64;
 bool hasIoController(const std::filesystem::path& dir) {
   const auto text = readTextFile(dir / "cgroup.controllers");
   if (!text) return false;
-  size_t at = 0;
-  while (at < text->size()) {
-    const size_t end = std::min(text->find_first_of(" \n", at), text->size());
-    if (std::string_view(*text).substr(at, end - at) == "io") return true;
-    at = end + 1;
-  }
-  return false;
+  std::string_view names[16];  // the kernel has 11 controllers
+  const std::string_view line = std::string_view(*text).substr(0, text->find('\n'));
+  const size_t n = std::min(splitFields(line, names), std::size(names));
+  return std::find(names, names + n, "io") != names + n;
 }
 
 }  // namespace

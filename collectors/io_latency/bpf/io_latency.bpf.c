@@ -2,8 +2,9 @@
 // Per-I/O latency on the block layer (issue 33): each request's time from its start (or its
 // issue, where the kernel has no start tracepoint) to its completion, into log-linear histograms
 // keyed by device, operation and the cgroup whose I/O it is, with the sums of those times and of
-// the service times from issue to completion. Two programs on each request's path where the
-// kernel stamps its issue (issue 47). Read by the agent every interval through a memory map; no
+// the service times from issue to completion. One program on a request's path (its completion)
+// where the kernel's stamps and the bio's cgroup serve, two where a followed job needs its start
+// traced (issue 47). Read by the agent every interval through a memory map; no
 // per-I/O event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
 // against the running kernel's BTF) and embedded in the agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
@@ -52,7 +53,8 @@ struct {
   __type(value, struct sw_io_hist);
 } histograms SEC(".maps");
 
-// [0] requests not measured (both their slots held), [1] completions not counted (their key's
+// [0] requests without an in-flight slot (both held: timed from the kernel's stamps once they
+// are agreed, else not measured), [1] completions not counted (their key's
 // four slots held by others), [2] slots taken over from a request whose completion never came, [3]
 // completions without an issue time (the kernel kept none and on_issue was not attached yet), [4]
 // and [5] the kernel's start stamps within 10 us of the programs' clock and further apart, [6]
