@@ -38,43 +38,53 @@ SampleWriter::~SampleWriter() {
 }
 
 void SampleWriter::submit(collectors::SampleBatch batch) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     stats_.dropped_batches += batches_.push(std::move(batch));
+    wake = wantsWaking();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void SampleWriter::submitDevices(collectors::DeviceTree tree, int64_t seen_ms) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     devices_.emplace(std::move(tree), seen_ms);
+    wake = wantsWaking();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void SampleWriter::submitEvent(AgentEvent event) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     events_.push(std::move(event));
+    wake = wantsWaking();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     incident_events_.push(std::move(event));
+    wake = wantsWaking();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void SampleWriter::submitHealth(HealthRecord record) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     health_.push(std::move(record));
+    wake = wantsWaking();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 WriterStats SampleWriter::stats() const {
@@ -207,13 +217,24 @@ std::string SampleWriter::replaceCorrupt(const std::string& why) {
   }
 }
 
+// Called with the lock held. Each submit would otherwise wake the thread once a tick only for it
+// to find the flush interval not over and sleep again: a context switch a second on a cold CPU
+// for nothing (issue 47). Stopping notifies whatever the thread waits for.
+bool SampleWriter::wantsWaking() const {
+  return waiting_ == Waiting::kForWork || (waiting_ == Waiting::kForFlush && halfFull());
+}
+
+bool SampleWriter::halfFull() const { return batches_.size() >= batches_.capacity() / 2; }
+
 void SampleWriter::run() {
   std::unique_lock lock(mutex_);
   while (true) {
+    waiting_ = Waiting::kForWork;
     wake_.wait(lock, [this] {
       return stopping_ || !batches_.empty() || !events_.empty() || !incident_events_.empty() ||
              !health_.empty() || devices_;
     });
+    waiting_ = Waiting::kNot;
     if (stopping_) break;
     if (retain_.count() > 0 && std::chrono::steady_clock::now() >= next_prune_) {
       lock.unlock();
@@ -228,8 +249,9 @@ void SampleWriter::run() {
     }
     // Let the next flush interval's batches gather; finish() or a half-full queue cuts it short.
     if (flush_interval_.count() > 0) {
-      wake_.wait_for(lock, flush_interval_,
-                     [this] { return stopping_ || batches_.size() >= batches_.capacity() / 2; });
+      waiting_ = Waiting::kForFlush;
+      wake_.wait_for(lock, flush_interval_, [this] { return stopping_ || halfFull(); });
+      waiting_ = Waiting::kNot;
       if (stopping_) break;
     }
   }

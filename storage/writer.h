@@ -62,6 +62,8 @@ class SampleWriter {
 
  private:
   void run();
+  bool wantsWaking() const;
+  bool halfFull() const;
   bool writePending(std::unique_lock<std::mutex>& lock);
   std::string replaceCorrupt(const std::string& why);
 
@@ -79,6 +81,8 @@ class SampleWriter {
   common::DropOldestQueue<HealthRecord> health_;
   std::optional<std::pair<collectors::DeviceTree, int64_t>> devices_;
   bool stopping_ = false;
+  // What the writer thread waits for, if anything: submit() wakes it only when that has come.
+  enum class Waiting { kNot, kForWork, kForFlush } waiting_ = Waiting::kNot;
   WriterStats stats_;
   // A run of failed writes (disk full, DB locked, the DB's disk hung): recorded as one event
   // when writes succeed again, with how many intervals were dropped meanwhile.
