@@ -31,9 +31,10 @@ struct Migration {
 
 // Each entry takes the DB from version-1 to version. Append; never edit a shipped one.
 const Migration kMigrations[] = {
-    {1, kSchemaV1Sql}, {2, kSchemaV2Sql},   {3, kSchemaV3Sql},   {4, kSchemaV4Sql},
-    {5, kSchemaV5Sql}, {6, kSchemaV6Sql},   {7, kSchemaV7Sql},   {8, kSchemaV8Sql},
-    {9, kSchemaV9Sql}, {10, kSchemaV10Sql}, {11, kSchemaV11Sql}, {12, kSchemaV12Sql},
+    {1, kSchemaV1Sql},   {2, kSchemaV2Sql},   {3, kSchemaV3Sql},   {4, kSchemaV4Sql},
+    {5, kSchemaV5Sql},   {6, kSchemaV6Sql},   {7, kSchemaV7Sql},   {8, kSchemaV8Sql},
+    {9, kSchemaV9Sql},   {10, kSchemaV10Sql}, {11, kSchemaV11Sql}, {12, kSchemaV12Sql},
+    {13, kSchemaV13Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -121,9 +122,15 @@ bool beginsAsSqlite(const fs::path& path) {
 Store::Store(const fs::path& path, int busy_timeout_ms)
     // URIs on: an export ATTACHes a recording on a read-only mount as one (readOnlyMountUri).
     // The DB's own name is a plain path, never read as a URI (it does not start with "file:").
+    // No mutex of SQLite's around each call: a Store is used by one thread at a time (the
+    // recorder's writer thread, then the one that finishes it), and the locking was 7 % of the
+    // writer's instructions (issue 47).
     : db_(path.is_absolute() || path.string().rfind("file:", 0) != 0 ? path.string()
                                                                      : "./" + path.string(),
-          SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_URI, busy_timeout_ms) {}
+          SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_URI | SQLite::OPEN_NOMUTEX,
+          busy_timeout_ms) {}
+
+Store::~Store() = default;
 
 std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   prepareFile(path);
@@ -144,25 +151,25 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
   }
   auto& db = store->db_;
   try {
-    store->insert_disk_ = std::make_unique<SQLite::Statement>(
+    store->insert_disk_ = std::make_unique<NamedStatement>(
         db, insertSql("disk_samples",
                       "ts_ms, device_id, interval_ms, reads_per_second, writes_per_second, "
                       "read_bytes_per_second, write_bytes_per_second, r_await_ms, w_await_ms, "
                       "discards_per_second, d_await_ms, flushes_per_second, f_await_ms, aqu_sz, "
                       "util_percent, in_flight"));
-    store->insert_nfs_ = std::make_unique<SQLite::Statement>(
+    store->insert_nfs_ = std::make_unique<NamedStatement>(
         db, insertSql("nfs_samples",
                       "ts_ms, device_id, read_rtt_ms, write_rtt_ms, metadata_ops_per_second, "
                       "metadata_await_ms, retransmissions_per_second, timeouts_per_second"));
-    store->insert_pressure_ = std::make_unique<SQLite::Statement>(
+    store->insert_pressure_ = std::make_unique<NamedStatement>(
         db, insertSql("pressure_samples", "ts_ms, interval_ms, resource, some_ratio, full_ratio"));
-    store->insert_io_latency_ = std::make_unique<SQLite::Statement>(
+    store->insert_io_latency_ = std::make_unique<NamedStatement>(
         db, insertSql("io_latency_samples",
                       "ts_ms, device_id, interval_ms, op, job_id, count, mean_ms, service_mean_ms, "
                       "p50_ms, p99_ms, p999_ms, slots"));
-    store->insert_cpu_ = std::make_unique<SQLite::Statement>(
+    store->insert_cpu_ = std::make_unique<NamedStatement>(
         db, insertSql("cpu_samples", "ts_ms, interval_ms, busy_cores, iowait_cores, online_cpus"));
-    store->insert_gpu_ = std::make_unique<SQLite::Statement>(
+    store->insert_gpu_ = std::make_unique<NamedStatement>(
         db,
         insertSql(
             "gpu_samples",
@@ -170,10 +177,10 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
             "memory_utilization_percent, memory_used_bytes, sm_clock_mhz, "
             "pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, power_watts, sm_active_percent, "
             "sm_occupancy_percent, tensor_active_percent, dram_active_percent"));
-    store->insert_gpu_process_ = std::make_unique<SQLite::Statement>(
+    store->insert_gpu_process_ = std::make_unique<NamedStatement>(
         db, insertSql("gpu_process_samples",
                       "ts_ms, gpu_id, pid, sm_utilization_percent, memory_utilization_percent"));
-    store->insert_job_sample_ = std::make_unique<SQLite::Statement>(
+    store->insert_job_sample_ = std::make_unique<NamedStatement>(
         db, insertSql(
                 "job_samples",
                 "ts_ms, job_id, interval_ms, processes, workers, read_bytes_per_second, "
@@ -186,7 +193,7 @@ std::unique_ptr<Store> Store::open(const fs::path& path, int busy_timeout_ms) {
                 "main_thread_runqueue_ratio, stopped_processes, workers_sleep_wchan, cpus_allowed, "
                 "cgroup_read_limit, main_thread_loader_wait_ratio, main_thread_futex_wait_ratio, "
                 "pin_memory"));
-    store->insert_rank_sample_ = std::make_unique<SQLite::Statement>(
+    store->insert_rank_sample_ = std::make_unique<NamedStatement>(
         db,
         insertSql("rank_samples",
                   "ts_ms, job_id, rank, interval_ms, processes, workers, read_bytes_per_second, "

@@ -24,7 +24,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 12;
+inline constexpr int kSchemaVersion = 13;
 
 class StoreError : public std::runtime_error {
  public:
@@ -64,6 +64,8 @@ struct LiveIncidentEvent {
   bool notified = false;
 };
 
+class NamedStatement;  // sql_row.h
+
 class Store {
  public:
   // Opens or creates the DB (mode 0600 when created, parent directory created 0750), sets
@@ -81,6 +83,7 @@ class Store {
   // True for an error that says the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
   static bool isCorruption(const std::exception& e);
 
+  ~Store();  // where NamedStatement is whole
   SQLite::Database& db() { return db_; }
   int schemaVersion();
 
@@ -116,21 +119,21 @@ class Store {
   void writeBatchesInTransaction(const std::vector<collectors::SampleBatch>& batches);
 
   SQLite::Database db_;
-  std::unique_ptr<SQLite::Statement> insert_disk_;
+  std::unique_ptr<NamedStatement> insert_disk_;
   std::map<int64_t, std::string> cgroup_limits_written_;  // by job_id: the last written
-  std::unique_ptr<SQLite::Statement> insert_nfs_;
-  std::unique_ptr<SQLite::Statement> insert_pressure_;
-  std::unique_ptr<SQLite::Statement> insert_cpu_;
-  std::unique_ptr<SQLite::Statement> insert_gpu_;
-  std::unique_ptr<SQLite::Statement> insert_gpu_process_;
-  std::unique_ptr<SQLite::Statement> touch_device_;
+  std::unique_ptr<NamedStatement> insert_nfs_;
+  std::unique_ptr<NamedStatement> insert_pressure_;
+  std::unique_ptr<NamedStatement> insert_cpu_;
+  std::unique_ptr<NamedStatement> insert_gpu_;
+  std::unique_ptr<NamedStatement> insert_gpu_process_;
+  std::unique_ptr<NamedStatement> touch_device_;
   std::map<std::tuple<std::string, uint32_t, uint32_t>, int64_t> device_ids_;
   std::map<std::string, int64_t> gpu_ids_;
   std::map<std::string, int64_t> job_ids_;
   std::map<uint64_t, int64_t> live_incident_ids_;  // live_id -> incident_id
-  std::unique_ptr<SQLite::Statement> insert_job_sample_;
-  std::unique_ptr<SQLite::Statement> insert_rank_sample_;
-  std::unique_ptr<SQLite::Statement> insert_io_latency_;
+  std::unique_ptr<NamedStatement> insert_job_sample_;
+  std::unique_ptr<NamedStatement> insert_rank_sample_;
+  std::unique_ptr<NamedStatement> insert_io_latency_;
 };
 
 // The SQL that takes a database from VERSION-1 to VERSION (1-based); null past the last.

@@ -133,6 +133,41 @@ TEST(Store, MigratesVersion1WithItsData) {
   EXPECT_FALSE(migrationSql(kSchemaVersion + 1));
 }
 
+// Version 13 rewrote the CHECKs of the rows written every interval from IN lists (a temporary
+// b-tree built per row) to ORs: they still refuse what they refused, and a DB that had rows
+// before keeps them.
+TEST(Store, TheIntervalTablesChecksStillRefuseAfterTheirRewrite) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "v12.db";
+  {
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    for (int v = 1; v <= 12; ++v) db.exec(migrationSql(v));
+    db.exec("PRAGMA user_version = 12");
+    db.exec("INSERT INTO pressure_samples VALUES (1000, 1000, 'io', 0.5, 0.25)");
+  }
+  auto store = Store::open(path);
+  auto& db = store->db();
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM pressure_samples").getInt(), 1);
+  for (const char* table : {"pressure_samples", "job_processes"}) {
+    const std::string sql =
+        db.execAndGet(std::string("SELECT sql FROM sqlite_schema WHERE name = '") + table + "'")
+            .getString();
+    EXPECT_EQ(sql.find(" IN ("), std::string::npos) << sql;
+    EXPECT_NE(sql.find("CHECK ("), std::string::npos) << sql;
+  }
+  for (const char* resource : {"io", "cpu", "memory"}) {
+    db.exec(std::string("INSERT INTO pressure_samples VALUES (2000, 1000, '") + resource +
+            "', 0, 0)");
+  }
+  EXPECT_THROW(db.exec("INSERT INTO pressure_samples VALUES (3000, 1000, 'disk', 0, 0)"),
+               SQLite::Exception);
+  db.exec("INSERT INTO jobs (job_key, root_pid, started_ms, last_seen_ms) VALUES ('k', 1, 1, 1)");
+  db.exec("INSERT INTO job_processes VALUES (1, 10, 'worker', 'python3', 1)");
+  EXPECT_THROW(db.exec("INSERT INTO job_processes VALUES (1, 11, 'helper', 'python3', 1)"),
+               SQLite::Exception);
+  EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+}
+
 // The report reads the job's GPU utilisation from its own samples where the recorder wrote
 // it, and averages the job's GPUs' samples for recordings that lack it.
 TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {
