@@ -306,9 +306,9 @@ void renderStalls(const MetricsSnapshot& s, MetricSink& w) {
            "(\"all\": every rank starved alike; empty: a one-rank job).");
   // The rank label only where the job has ranks: one-rank jobs keep the series they had.
   auto stallLabels = [](const correlator::ActiveStall& st) {
-    MetricSink::Labels labels{
+    std::vector<Label> labels{
         {"training_job", st.job_key}, {"class", model::toString(st.cls)}, {"device", st.device}};
-    if (!st.rank.empty()) labels.emplace_back("rank", st.rank);
+    if (!st.rank.empty()) labels.push_back({"rank", st.rank});
     return labels;
   };
   for (const auto& st : s.stalls) w.sample(stallLabels(st), 1);
@@ -372,10 +372,10 @@ void renderHealth(const MetricsSnapshot& s, MetricSink& w) {
 
 void writeMetrics(const MetricsSnapshot& s, const std::optional<collectors::SelfProcess>& process,
                   MetricSink& w) {
-  std::map<std::string, MetricSink::Labels> pods;
+  std::map<std::string, MetricSink::OwnedLabels, std::less<>> pods;
   for (const auto& j : s.jobs) {
     if (!j.pod) continue;
-    MetricSink::Labels& l = pods[j.key];
+    MetricSink::OwnedLabels& l = pods[j.key];
     l = {{"namespace", j.pod->ns}, {"pod", j.pod->name}};
     if (!j.pod->container.empty()) l.emplace_back("container", j.pod->container);
   }

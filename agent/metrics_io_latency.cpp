@@ -50,7 +50,7 @@ void renderFamily(const std::vector<IoLatencyMetric>& totals, bool jobs, MetricS
   }
   for (const auto& m : totals) {
     if (m.training_job.empty() == jobs) continue;
-    MetricSink::Labels labels = {{"device", m.device}, {"op", m.op}};
+    std::vector<Label> labels = {{"device", m.device}, {"op", m.op}};
     if (jobs) labels.insert(labels.begin(), {"training_job", m.training_job});
     w.histogram(labels, kIoLatencyBounds.data(), m.at_or_below.data(), kIoLatencyBounds.size(),
                 m.count, m.sum_seconds);

@@ -124,9 +124,6 @@ void renderJobs(const MetricsSnapshot& s, MetricSink& w) {
 // run's nodes (deploy/prometheus/stallwatch-fleet.rules.yml). Bounded: a node has as many
 // ranks as GPUs, and a run's series end with it.
 void renderRanks(const MetricsSnapshot& s, MetricSink& w) {
-  auto labels = [&](const RankMetric& r) {
-    return MetricSink::Labels{{"run", r.run}, {"rank", std::to_string(r.rank)}, {"node", s.node}};
-  };
   struct Family {
     const char* name;
     const char* help;
@@ -149,7 +146,9 @@ void renderRanks(const MetricsSnapshot& s, MetricSink& w) {
                &RankMetric::steps_per_second, 1.0}}) {
     w.family(f.name, "gauge", f.help);
     for (const auto& r : s.ranks) {
-      if (const auto& v = r.*(f.value)) w.sample(labels(r), *v * f.scale);
+      if (const auto& v = r.*(f.value))
+        w.sample({{"run", r.run}, {"rank", std::to_string(r.rank)}, {"node", s.node}},
+                 *v * f.scale);
     }
   }
   w.family(
@@ -160,9 +159,10 @@ void renderRanks(const MetricsSnapshot& s, MetricSink& w) {
   for (const auto& j : s.jobs) {
     const auto it = s.job_runs.find(j.key);
     if (it == s.job_runs.end()) continue;
-    MetricSink::Labels info{{"run", it->second.run}, {"node", s.node}, {"training_job", j.key}};
-    if (it->second.world_size)
-      info.emplace_back("world_size", std::to_string(*it->second.world_size));
+    const std::string world_size =
+        it->second.world_size ? std::to_string(*it->second.world_size) : std::string();
+    std::vector<Label> info{{"run", it->second.run}, {"node", s.node}, {"training_job", j.key}};
+    if (!world_size.empty()) info.push_back({"world_size", world_size});
     w.sample(info, 1);
   }
 }

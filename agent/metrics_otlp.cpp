@@ -15,7 +15,7 @@ using json = nlohmann::json;
 // OTLP's JSON encoding writes 64-bit integers as decimal strings (protobuf's JSON mapping).
 json u64(uint64_t v) { return std::to_string(v); }
 
-json stringAttribute(const char* key, const std::string& value) {
+json stringAttribute(const char* key, std::string_view value) {
   return {{"key", key}, {"value", {{"stringValue", value}}}};
 }
 
@@ -43,14 +43,14 @@ class OtlpWriter final : public MetricSink {
     points_ = json::array();
   }
 
-  void sample(const Labels& labels, double value) override {
+  void sample(std::span<const Label> labels, double value) override {
     if (!std::isfinite(value) || histogram_) return;
     json point = {{"attributes", attributes(labels)}, {"timeUnixNano", now_}, {"asDouble", value}};
     if (counter_) point["startTimeUnixNano"] = start_;
     points_.push_back(std::move(point));
   }
 
-  void histogram(const Labels& labels, const double* bounds, const uint64_t* per_bound,
+  void histogram(std::span<const Label> labels, const double* bounds, const uint64_t* per_bound,
                  size_t n_bounds, uint64_t count, double sum) override {
     json counts = json::array(), explicit_bounds = json::array();
     uint64_t counted = 0;
@@ -76,9 +76,9 @@ class OtlpWriter final : public MetricSink {
   }
 
  private:
-  json attributes(const Labels& labels) const {
+  json attributes(std::span<const Label> labels) const {
     json out = json::array();
-    forEachLabel(labels, [&](const char* name, const std::string& value) {
+    forEachLabel(labels, [&](const char* name, std::string_view value) {
       out.push_back(stringAttribute(name, value));
     });
     return out;

@@ -25,7 +25,7 @@ constexpr size_t kMaxLabelValueBytes = 1024;
 // mark the target down), bounded, and backslash, double quote and newline escaped, as the
 // text format requires; appended to OUT.
 template <typename Out>
-void appendEscaped(const std::string& raw, Out& out) {
+void appendEscaped(std::string_view raw, Out& out) {
   // Most values are short ASCII with nothing to escape (device, collector and job names): one
   // pass to see it, then one append (issue 47: the UTF-8 check and the escape loop were an
   // eighth of a page's instructions).
@@ -120,15 +120,18 @@ class Writer final : public MetricSink {
       put(part);
   }
   using MetricSink::sample;
-  void sample(const Labels& labels, double value) override { line("", labels, nullptr, value); }
+  void sample(std::span<const Label> labels, double value) override {
+    line("", labels, nullptr, value);
+  }
   // The family's _bucket series (cumulative, "+Inf" last), then _sum and _count.
-  void histogram(const Labels& labels, const double* bounds, const uint64_t* per_bound,
+  void histogram(std::span<const Label> labels, const double* bounds, const uint64_t* per_bound,
                  size_t n_bounds, uint64_t count, double sum) override {
     uint64_t cumulative = 0;
     for (size_t i = 0; i < n_bounds; ++i) {
       cumulative += per_bound[i];
-      const std::string le = number(bounds[i]);
-      line("_bucket", labels, le.c_str(), static_cast<double>(cumulative));
+      char le[64];
+      *formatNumber(bounds[i], le) = '\0';  // the bounds are finite
+      line("_bucket", labels, le, static_cast<double>(cumulative));
     }
     line("_bucket", labels, "+Inf", static_cast<double>(count));
     line("_sum", labels, nullptr, sum);
@@ -138,13 +141,13 @@ class Writer final : public MetricSink {
 
  private:
   // NAME_SUFFIX{LABELS[,le="LE"]} VALUE
-  void line(const char* suffix, const Labels& labels, const char* le, double value) {
+  void line(const char* suffix, std::span<const Label> labels, const char* le, double value) {
     put(name_);
     put(suffix);
     if (!labels.empty() || le) {
       put("{");
       bool first = true;
-      const auto label = [&](const char* name, const std::string& v) {
+      const auto label = [&](const char* name, std::string_view v) {
         if (!first) put(",");
         put(name);
         put("=\"");
