@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,40 +64,40 @@ bool headerSays(std::string_view head, std::string_view name, std::string_view v
 
 }  // namespace
 
-HttpAnswer httpResponse(
-    std::string_view head,
-    const std::function<std::optional<std::string>(std::string_view)>& body_for) {
+HttpAnswer httpResponse(std::string_view head,
+                        const std::function<HttpBody(std::string_view)>& body_for) {
   const std::string_view line = head.substr(0, head.find_first_of("\r\n"));
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  auto reply = [](int code, const char* reason, std::string_view type, const std::string& body,
+  auto reply = [](int code, const char* reason, std::string_view type, HttpBody body,
                   bool with_body, bool keep, const char* extra = "") {
     return HttpAnswer{"HTTP/1.1 " + std::to_string(code) + " " + reason +
                           "\r\nContent-Type: " + std::string(type) +
-                          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
-                          (keep ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n") +
-                          (with_body ? body : std::string()),
-                      keep};
+                          "\r\nContent-Length: " + std::to_string(body->size()) + "\r\n" + extra +
+                          (keep ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"),
+                      with_body ? std::move(body) : nullptr, keep};
   };
+  auto text = [](const char* t) { return std::make_shared<const std::string>(t); };
   if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
       line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0) {
-    return reply(400, "Bad Request", "text/plain", "bad request\n", true, false);
+    return reply(400, "Bad Request", "text/plain", text("bad request\n"), true, false);
   }
   const std::string_view method = line.substr(0, sp1);
   std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
   path = path.substr(0, path.find('?'));
   if (method != "GET" && method != "HEAD") {
-    return reply(405, "Method Not Allowed", "text/plain", "GET or HEAD\n", true, false,
+    return reply(405, "Method Not Allowed", "text/plain", text("GET or HEAD\n"), true, false,
                  "Allow: GET, HEAD\r\n");
   }
   // HTTP/1.1 keeps the connection unless the client asks to close it; 1.0 closes it.
   const bool keep =
       line.substr(sp2 + 1).rfind("HTTP/1.1", 0) == 0 && !headerSays(head, "Connection", "close");
-  const auto body = body_for(path);
-  if (!body) return reply(404, "Not Found", "text/plain", "not found\n", method == "GET", keep);
+  HttpBody body = body_for(path);
+  if (!body)
+    return reply(404, "Not Found", "text/plain", text("not found\n"), method == "GET", keep);
   const std::string_view type =
       path == "/metrics" ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain";
-  return reply(200, "OK", type, *body, method == "GET", keep);
+  return reply(200, "OK", type, std::move(body), method == "GET", keep);
 }
 
 namespace {
@@ -183,20 +184,21 @@ MetricsServer::~MetricsServer() {
   close(wake_[1]);
 }
 
-std::optional<std::string> MetricsServer::bodyFor(std::string_view path) const {
+HttpBody MetricsServer::bodyFor(std::string_view path) const {
   if (path == "/metrics") {
     // One rendering per interval's snapshot, however many scrape it (two Prometheus servers in
     // HA, a person's curl): the page is a function of the snapshot alone.
     const auto snapshot = board_.latest();
-    if (!snapshot) return std::string();
+    if (!snapshot) return std::make_shared<const std::string>();
     if (snapshot != page_of_) {
-      page_ = renderMetrics(*snapshot, self_.read());
+      page_ = std::make_shared<const std::string>(renderMetrics(*snapshot, self_.read()));
       page_of_ = snapshot;
     }
     return page_;
   }
-  if (path == "/") return std::string("stallwatch agent: metrics at /metrics\n");
-  return std::nullopt;
+  if (path == "/")
+    return std::make_shared<const std::string>("stallwatch agent: metrics at /metrics\n");
+  return nullptr;
 }
 
 bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
@@ -221,7 +223,8 @@ bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
       } else if (end != std::string::npos) {
         HttpAnswer answer = httpResponse(std::string_view(c.in).substr(0, end),
                                          [this](std::string_view path) { return bodyFor(path); });
-        c.out = std::move(answer.bytes);
+        c.out = std::move(answer.head);
+        c.out_body = std::move(answer.body);
         c.keep_alive = answer.keep_alive;
         c.in.erase(0, end);
         c.deadline = now + kRequestTimeout;
@@ -229,14 +232,30 @@ bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
         return false;
       }
     }
-    // Sent at once where the socket takes it (a page fits a loopback or LAN socket's buffer).
-    const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    // Sent at once where the socket takes it (a page fits a loopback or LAN socket's buffer):
+    // the head and the shared page in one call, neither copied into the other.
+    const size_t total = c.out.size() + (c.out_body ? c.out_body->size() : 0);
+    iovec parts[2];
+    int n_parts = 0;
+    if (c.sent < c.out.size()) {
+      parts[n_parts++] = {c.out.data() + c.sent, c.out.size() - c.sent};
+    }
+    if (c.out_body) {
+      const size_t body_sent = c.sent > c.out.size() ? c.sent - c.out.size() : 0;
+      parts[n_parts++] = {const_cast<char*>(c.out_body->data()) + body_sent,
+                          c.out_body->size() - body_sent};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<size_t>(n_parts);
+    const ssize_t n = sendmsg(c.fd, &message, MSG_NOSIGNAL);
     if (n > 0) c.sent += static_cast<size_t>(n);
     if (n < 0 && errno != EAGAIN && errno != EINTR) return true;
-    if (c.sent < c.out.size()) return false;
+    if (c.sent < total) return false;
     if (!c.keep_alive) return true;
     // Answered, and kept for the next request: idle until it comes.
     c.out.clear();
+    c.out_body.reset();
     c.sent = 0;
     c.deadline = now + kIdleTimeout;
     if (headEnd(c.in) == std::string::npos) return false;  // none pipelined behind it
@@ -279,7 +298,7 @@ void MetricsServer::run() {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         if (connections.size() >= kMaxConnections) drop(0);  // the oldest makes room
-        connections.push_back({fd, now + kRequestTimeout, {}, {}, 0, false});
+        connections.push_back({fd, now + kRequestTimeout, {}, {}, nullptr, 0, false});
         // A scraper sends its request with the connection: read and answer it now, not a
         // round of poll later for each step (two wake-ups a scrape fewer).
         if (serve(connections.back(), now)) drop(connections.size() - 1);

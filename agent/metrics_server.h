@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,17 +37,21 @@ struct ListenAddress {
 // HOST is empty for every interface.
 std::optional<ListenAddress> parseListenAddress(const std::string& text);
 
-// The response to one request head (up to the blank line), as sent: status line, headers and,
-// except for HEAD, the body; and whether the connection stays open for the next request (an
-// HTTP/1.1 request that does not ask to close, answered without an error). BODY_FOR gives the
-// body of a path served ("/metrics", "/").
+// A body served: shared, not copied, from the page rendered once an interval.
+using HttpBody = std::shared_ptr<const std::string>;
+
+// The response to one request head (up to the blank line), as sent: status line and headers,
+// then, except for HEAD, the body; and whether the connection stays open for the next request
+// (an HTTP/1.1 request that does not ask to close, answered without an error). BODY_FOR gives
+// the body of a path served ("/metrics", "/"), null for one that is not.
 struct HttpAnswer {
-  std::string bytes;
+  std::string head;
+  HttpBody body;  // null: none sent (HEAD)
   bool keep_alive = false;
+  std::string bytes() const { return body ? head + *body : head; }
 };
-HttpAnswer httpResponse(
-    std::string_view head,
-    const std::function<std::optional<std::string>(std::string_view)>& body_for);
+HttpAnswer httpResponse(std::string_view head,
+                        const std::function<HttpBody(std::string_view)>& body_for);
 
 class MetricsServer {
  public:
@@ -67,20 +72,22 @@ class MetricsServer {
   struct Connection {
     int fd;
     Clock::time_point deadline;
-    std::string in, out;
-    size_t sent = 0;
-    bool keep_alive = false;  // the answer in OUT leaves the connection open
+    std::string in;
+    std::string out;          // the answer's head, then
+    HttpBody out_body;        // its body, sent from the shared page
+    size_t sent = 0;          // of both
+    bool keep_alive = false;  // the answer leaves the connection open
   };
   void run();
   // Reads what CONNECTION's client sent and, once its request is whole, answers it; true when
   // it is done with (answered, failed or closed by the client).
   bool serve(Connection& connection, Clock::time_point now) const;
-  std::optional<std::string> bodyFor(std::string_view path) const;
+  HttpBody bodyFor(std::string_view path) const;
 
   const MetricsBoard& board_;
   // The page last rendered and the snapshot it is of (the serving thread's alone).
   mutable std::shared_ptr<const MetricsSnapshot> page_of_;
-  mutable std::string page_;
+  mutable HttpBody page_;
   mutable collectors::SelfProcessReader self_;  // the serving thread's alone
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the loop

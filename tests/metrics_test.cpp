@@ -477,25 +477,29 @@ TEST(ListenAddress, EveryInterfaceUnlessAnAddressIsGiven) {
 // Prometheus keeps its scrape connection (HTTP/1.1 keep-alive): the answer says whether the
 // connection stays open, and errors, HTTP/1.0 and a client's "Connection: close" close it.
 TEST(HttpResponse, KeepsAnHttp11ConnectionUnlessAskedOrInError) {
-  auto page = [](std::string_view path) -> std::optional<std::string> {
-    if (path == "/metrics") return std::string("up 1\n");
-    return std::nullopt;
+  auto page = [](std::string_view path) -> HttpBody {
+    if (path == "/metrics") return std::make_shared<const std::string>("up 1\n");
+    return nullptr;
   };
   const auto kept = httpResponse("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", page);
   EXPECT_TRUE(kept.keep_alive);
-  EXPECT_NE(kept.bytes.find("Connection: keep-alive\r\n"), std::string::npos);
-  EXPECT_NE(kept.bytes.find("Content-Length: 5\r\n"), std::string::npos);
-  EXPECT_TRUE(kept.bytes.ends_with("\r\n\r\nup 1\n"));
+  EXPECT_NE(kept.bytes().find("Connection: keep-alive\r\n"), std::string::npos);
+  EXPECT_NE(kept.bytes().find("Content-Length: 5\r\n"), std::string::npos);
+  EXPECT_TRUE(kept.bytes().ends_with("\r\n\r\nup 1\n"));
+  // HEAD: the same head, no body.
+  const auto head_only = httpResponse("HEAD /metrics HTTP/1.1\r\n\r\n", page);
+  EXPECT_EQ(head_only.head, kept.head);
+  EXPECT_EQ(head_only.bytes(), kept.head);
   for (const char* head :
        {"GET /metrics HTTP/1.1\r\nconnection: Close\r\n\r\n", "GET /metrics HTTP/1.0\r\n\r\n",
         "POST /metrics HTTP/1.1\r\n\r\n", "nonsense\r\n\r\n"}) {
     const auto closed = httpResponse(head, page);
     EXPECT_FALSE(closed.keep_alive) << head;
-    EXPECT_NE(closed.bytes.find("Connection: close\r\n"), std::string::npos) << head;
+    EXPECT_NE(closed.bytes().find("Connection: close\r\n"), std::string::npos) << head;
   }
   // A path not served is answered as such, and the connection kept.
   const auto missing = httpResponse("GET /x HTTP/1.1\r\n\r\n", page);
-  EXPECT_NE(missing.bytes.find("404"), std::string::npos);
+  EXPECT_NE(missing.bytes().find("404"), std::string::npos);
   EXPECT_TRUE(missing.keep_alive);
 }
 
