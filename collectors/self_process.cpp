@@ -1,6 +1,8 @@
 #include "collectors/self_process.h"
 
+#include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -78,28 +80,58 @@ std::optional<uint64_t> parseBootTime(std::string_view proc_stat) {
   return std::nullopt;
 }
 
-SelfProcessReader::SelfProcessReader(std::filesystem::path proc)
+std::optional<std::pair<uint64_t, uint64_t>> parseStatm(std::string_view statm, long page_size) {
+  // "size resident shared text lib data dt", in pages (proc(5)).
+  const size_t space = statm.find(' ');
+  if (space == std::string_view::npos || page_size <= 0) return std::nullopt;
+  std::string_view rest = statm.substr(space + 1);
+  const auto size = number(statm.substr(0, space));
+  const auto resident = number(rest.substr(0, rest.find_first_of(" \n")));
+  if (!size || !resident) return std::nullopt;
+  const auto page = static_cast<uint64_t>(page_size);
+  return std::pair{*size * page, *resident * page};
+}
+
+std::optional<double> SelfProcessReader::processCpuSeconds() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return std::nullopt;
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+SelfProcessReader::SelfProcessReader(std::filesystem::path proc, CpuSeconds cpu_seconds)
     : proc_(std::move(proc)),
       fd_dir_(proc_ / "self" / "fd"),
-      stat_(proc_ / "self" / "stat", ProcFile::Shape::kOneRecord) {}
+      cpu_seconds_(std::move(cpu_seconds)),
+      statm_(proc_ / "self" / "statm", ProcFile::Shape::kOneRecord) {}
+
+SelfProcessReader::~SelfProcessReader() {
+  if (fd_dir_fd_ >= 0) ::close(fd_dir_fd_);
+}
 
 std::optional<SelfProcess> SelfProcessReader::read() {
-  if (!stat_.read(text_, error_)) return std::nullopt;
+  if (!statm_.read(text_, error_)) return std::nullopt;
   static const long ticks = ::sysconf(_SC_CLK_TCK), page = ::sysconf(_SC_PAGESIZE);
-  auto p = parseSelfStat(text_, ticks, page);
-  if (!p) return std::nullopt;
-  // starttime is in ticks since boot: Unix time with btime; without it, none. /proc/stat is
-  // large on a many-core host (a line per CPU, one of every interrupt's counts) and the kernel
-  // writes all of it for each read: read until it gives a boot time, then never again.
-  if (!boot_time_) {
-    const auto text = readTextFile(proc_ / "stat");
-    boot_time_ = text ? parseBootTime(*text) : std::nullopt;
+  const auto memory = parseStatm(text_, page);
+  const auto cpu = cpu_seconds_ ? cpu_seconds_() : std::nullopt;
+  if (!memory || !cpu) return std::nullopt;
+  SelfProcess p;
+  p.cpu_seconds = *cpu;
+  p.virtual_bytes = memory->first;
+  p.resident_bytes = memory->second;
+  // starttime is in ticks since boot: Unix time with btime. Both are fixed: read until had,
+  // then never again (/proc/stat is large on a many-core host, and written whole each read).
+  if (!start_time_seconds_) {
+    const auto stat = readTextFile(proc_ / "self" / "stat");
+    const auto parsed = stat ? parseSelfStat(*stat, ticks, page) : std::nullopt;
+    const auto proc_stat =
+        parsed && parsed->start_time_seconds ? readTextFile(proc_ / "stat") : std::nullopt;
+    if (const auto boot = proc_stat ? parseBootTime(*proc_stat) : std::nullopt)
+      start_time_seconds_ = *parsed->start_time_seconds + static_cast<double>(*boot);
   }
-  if (p->start_time_seconds && boot_time_) {
-    *p->start_time_seconds += static_cast<double>(*boot_time_);
-  } else {
-    p->start_time_seconds.reset();
-  }
+  p.start_time_seconds = start_time_seconds_;
   // The limit changes only by prlimit(1) from outside: a minute late at most.
   const auto now = std::chrono::steady_clock::now();
   if (!limits_read_ || now - *limits_read_ >= std::chrono::minutes(1)) {
@@ -107,16 +139,18 @@ std::optional<SelfProcess> SelfProcessReader::read() {
     max_fds_ = limits ? parseMaxOpenFiles(*limits) : std::nullopt;
     limits_read_ = now;
   }
-  p->max_fds = max_fds_;
-  // Since Linux 6.2 the directory's size is its count of open files: one stat, where listing
+  p.max_fds = max_fds_;
+  // Since Linux 6.2 the directory's size is its count of open files: one fstat, where listing
   // it makes the kernel build an entry for each.
-  if (!fd_dir_on_proc_) {
+  if (fd_dir_fd_ == -1) {
     struct statfs fs {};
-    fd_dir_on_proc_ = ::statfs(fd_dir_.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+    const bool on_proc = ::statfs(fd_dir_.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+    fd_dir_fd_ = on_proc ? ::open(fd_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -2;
+    if (fd_dir_fd_ < 0) fd_dir_fd_ = -2;
   }
   struct stat st {};
-  if (*fd_dir_on_proc_ && ::stat(fd_dir_.c_str(), &st) == 0 && st.st_size > 0) {
-    p->open_fds = static_cast<uint64_t>(st.st_size);
+  if (fd_dir_fd_ >= 0 && ::fstat(fd_dir_fd_, &st) == 0 && st.st_size > 0) {
+    p.open_fds = static_cast<uint64_t>(st.st_size);  // counting the one kept open here
     return p;
   }
   std::error_code ec;
@@ -124,7 +158,7 @@ std::optional<SelfProcess> SelfProcessReader::read() {
   for (auto it = std::filesystem::directory_iterator(fd_dir_, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++fds;
-  if (!ec) p->open_fds = fds;
+  if (!ec) p.open_fds = fds;
   return p;
 }
 

@@ -114,38 +114,73 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
 }
 
 // The reader the endpoint keeps: a captured root's fd/ is a plain folder (its size no count), so
-// its entries are counted; a rewritten stat is read afresh; the limits are read once a minute.
-TEST(SelfProcess, AKeptReaderCountsACapturedRootsFilesAndSeesItsStatChange) {
+// its entries are counted; a rewritten statm and a CPU time that moved are read afresh; the start
+// is read once, the limits once a minute.
+TEST(SelfProcess, AKeptReaderCountsACapturedRootsFilesAndSeesItsMemoryAndCpuChange) {
   namespace fs = std::filesystem;
   const fs::path root =
       fs::temp_directory_path() / ("stallwatch-self-" + std::to_string(::getpid()));
   fs::remove_all(root);
   fs::create_directories(root / "self" / "fd");
   for (const char* fd : {"0", "1", "2"}) writeFile(root / "self" / "fd" / fd, "");
-  const std::string stat_head = "4242 (sw) S 1 4242 4242 0 -1 4194560 100 0 0 0 ";
-  const std::string stat_tail = " 0 0 20 0 9 0 12345 33513472 3835 18446744073709551615 1 1\n";
-  writeFile(root / "self" / "stat", stat_head + "250 50" + stat_tail);
+  writeFile(root / "self" / "stat",
+            "4242 (sw) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 12345 33513472 "
+            "3835 18446744073709551615 1 1\n");
+  writeFile(root / "self" / "statm", "8182 3835 1000 10 0 2000 0\n");
   writeFile(root / "self" / "limits",
             "Max open files            20000                524288    files\n");
   writeFile(root / "stat", "cpu  1 2 3\nbtime 1795600000\n");
-  SelfProcessReader reader(root);
+  double cpu = 3.0;
+  SelfProcessReader reader(root, [&cpu]() -> std::optional<double> { return cpu; });
   const auto first = reader.read();
   ASSERT_TRUE(first);
+  EXPECT_DOUBLE_EQ(first->cpu_seconds, 3.0);
+  EXPECT_EQ(first->resident_bytes, 3835u * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+  EXPECT_EQ(first->virtual_bytes, 8182u * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
   EXPECT_EQ(first->open_fds, 3u);
   EXPECT_EQ(first->max_fds, 20000u);
   ASSERT_TRUE(first->start_time_seconds);
-  EXPECT_DOUBLE_EQ(*first->start_time_seconds, 1795600000 + 123.45);
-  writeFile(root / "self" / "stat", stat_head + "350 50" + stat_tail);
+  EXPECT_DOUBLE_EQ(*first->start_time_seconds,
+                   1795600000 + 12345.0 / static_cast<double>(::sysconf(_SC_CLK_TCK)));
+  cpu = 4.0;
+  writeFile(root / "self" / "statm", "8182 4000 1000 10 0 2000 0\n");
   writeFile(root / "self" / "fd" / "3", "");
   writeFile(root / "self" / "limits",
             "Max open files            10                524288    files\n");
+  writeFile(root / "self" / "stat", "garbage");  // the start is not read again
   const auto second = reader.read();
   ASSERT_TRUE(second);
-  EXPECT_DOUBLE_EQ(second->cpu_seconds, first->cpu_seconds + 1.0);  // 100 ticks more
+  EXPECT_DOUBLE_EQ(second->cpu_seconds, 4.0);
+  EXPECT_EQ(second->resident_bytes, 4000u * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
   EXPECT_EQ(second->open_fds, 4u);
   EXPECT_EQ(second->max_fds, 20000u);  // within the minute: as first read
+  EXPECT_EQ(second->start_time_seconds, first->start_time_seconds);
   fs::remove_all(root);
-  EXPECT_FALSE(reader.read());  // its stat gone: nothing, not the last figures
+  EXPECT_FALSE(reader.read());  // its statm gone: nothing, not the last figures
+}
+
+TEST(SelfProcess, ParsesStatm) {
+  EXPECT_EQ(parseStatm("8182 3835 1000 10 0 2000 0\n", 4096),
+            (std::pair<uint64_t, uint64_t>{8182u * 4096u, 3835u * 4096u}));
+  EXPECT_FALSE(parseStatm("8182\n", 4096));
+  EXPECT_FALSE(parseStatm("x 1 2", 4096));
+  EXPECT_FALSE(parseStatm("", 4096));
+}
+
+// This process's CPU time, as the live reader has it: it grows with work done.
+TEST(SelfProcess, TheLiveReadersCpuTimeGrowsWithWork) {
+  SelfProcessReader reader;
+  const auto before = reader.read();
+  ASSERT_TRUE(before);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  volatile uint64_t spin = 0;
+  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  const auto after = reader.read();
+  ASSERT_TRUE(after);
+  EXPECT_GE(after->cpu_seconds - before->cpu_seconds, 0.02);
+  EXPECT_GT(after->resident_bytes, 0u);
+  EXPECT_GE(after->virtual_bytes, after->resident_bytes);
+  EXPECT_TRUE(after->start_time_seconds);
 }
 
 // On the live /proc the count the kernel gives (or the listing where it gives none) follows the
