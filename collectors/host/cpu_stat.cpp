@@ -62,7 +62,9 @@ namespace {
 
 class CpuStatCollector final : public Collector {
  public:
-  explicit CpuStatCollector(const SystemRoot& root) : file_(root.proc / "stat") {}
+  // The kernel writes it in one go (single_open_size): no read to find the end (issue 47).
+  explicit CpuStatCollector(const SystemRoot& root)
+      : file_(root.proc / "stat", ProcFile::Shape::kOneRecord) {}
   std::string_view name() const override { return "cpu"; }
 
   CollectResult collect(const Tick&, SampleBatch& out) override {

@@ -77,9 +77,15 @@ namespace {
 class PressureCollector final : public Collector {
  public:
   explicit PressureCollector(const SystemRoot& root)
-      : resources_{Resource{"io", ProcFile(root.proc / "pressure" / "io"), {}},
-                   Resource{"cpu", ProcFile(root.proc / "pressure" / "cpu"), {}},
-                   Resource{"memory", ProcFile(root.proc / "pressure" / "memory"), {}}} {}
+      // The kernel writes each in one go (single_open): no read to find the end (issue 47).
+      : resources_{
+            Resource{
+                "io", ProcFile(root.proc / "pressure" / "io", ProcFile::Shape::kOneRecord), {}},
+            Resource{
+                "cpu", ProcFile(root.proc / "pressure" / "cpu", ProcFile::Shape::kOneRecord), {}},
+            Resource{"memory",
+                     ProcFile(root.proc / "pressure" / "memory", ProcFile::Shape::kOneRecord),
+                     {}}} {}
 
   std::string_view name() const override { return "pressure"; }
 
