@@ -15,9 +15,10 @@
 
 namespace stallwatch::agent {
 
-// One label of a sample: a name, and a value that outlives the call it is passed to.
+// One label of a sample: a name, and a value that outlives the call it is passed to. Views both:
+// a literal's length is known where it is written, no strlen a label.
 struct Label {
-  const char* name;
+  std::string_view name;
   std::string_view value;
 };
 
@@ -57,7 +58,7 @@ class MetricSink {
   void forEachLabel(std::span<const Label> labels, Fn fn) const {
     for (const auto& [name, value] : labels) {
       fn(name, value);
-      if (job_labels_.empty() || std::string_view(name) != "training_job") continue;
+      if (job_labels_.empty() || name != "training_job") continue;
       if (auto it = job_labels_.find(value); it != job_labels_.end()) {
         for (const auto& [extra, extra_value] : it->second)
           fn(extra, std::string_view(extra_value));

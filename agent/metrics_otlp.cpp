@@ -15,7 +15,7 @@ using json = nlohmann::json;
 // OTLP's JSON encoding writes 64-bit integers as decimal strings (protobuf's JSON mapping).
 json u64(uint64_t v) { return std::to_string(v); }
 
-json stringAttribute(const char* key, std::string_view value) {
+json stringAttribute(std::string_view key, std::string_view value) {
   return {{"key", key}, {"value", {{"stringValue", value}}}};
 }
 
@@ -78,7 +78,7 @@ class OtlpWriter final : public MetricSink {
  private:
   json attributes(std::span<const Label> labels) const {
     json out = json::array();
-    forEachLabel(labels, [&](const char* name, std::string_view value) {
+    forEachLabel(labels, [&](std::string_view name, std::string_view value) {
       out.push_back(stringAttribute(name, value));
     });
     return out;

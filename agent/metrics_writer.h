@@ -147,7 +147,7 @@ class Writer final : public MetricSink {
     if (!labels.empty() || le) {
       put("{");
       bool first = true;
-      const auto label = [&](const char* name, std::string_view v) {
+      const auto label = [&](std::string_view name, std::string_view v) {
         if (!first) put(",");
         put(name);
         put("=\"");
