@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "collectors/self_process.h"
+#include "collectors/text_scan.h"
 
 namespace stallwatch::collectors {
 namespace {
@@ -76,6 +77,19 @@ TEST(Environ, SplitsOnNulAndKeepsEqualsInValues) {
   EXPECT_EQ(env.at("EMPTY"), "");
   EXPECT_EQ(env.at("X"), "a=b");
   EXPECT_EQ(env.count("junk"), 0u);
+}
+
+// Every /proc and /sys parser's numbers: decimal digits only, the whole token, within 64 bits.
+TEST(TextScan, ParsesUnsignedDecimalsAndRefusesTheRest) {
+  EXPECT_EQ(parseUnsigned("0"), 0u);
+  EXPECT_EQ(parseUnsigned("007"), 7u);
+  EXPECT_EQ(parseUnsigned("69501353"), 69501353u);
+  EXPECT_EQ(parseUnsigned("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parseUnsigned("000000000000000000000000018446744073709551615"), UINT64_MAX);
+  for (const char* bad : {"", "18446744073709551616", "99999999999999999999", "-1", "+1", " 1",
+                          "1 ", "1x", "x1", "0x10", "1.5", "1e3", "\xff"}) {
+    EXPECT_FALSE(parseUnsigned(bad)) << bad;
+  }
 }
 
 TEST(PidList, SkipsJunk) {
