@@ -300,6 +300,9 @@ void Store::migrate() {
                      ", newer than this stallwatch understands (" + std::to_string(kSchemaVersion) +
                      "); use a newer stallwatch");
   }
+  // Schema 13 edits a CHECK's text in sqlite_schema, which a connection in defensive mode may
+  // not (a build of SQLite that turns it on by default; Debian's does not).
+  if (current < 13) sqlite3_db_config(db_.getHandle(), SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
   for (const Migration& m : kMigrations) {
     if (m.version <= current) continue;
     SQLite::Transaction tx(db_);
