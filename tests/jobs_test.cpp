@@ -158,6 +158,18 @@ class JobTrackerTest : public ::testing::Test {
     tracker_->setDeviceTree(loopOverVda());
   }
 
+  // A cgroup v2 host whose ranks 101 and 102 sit in the cgroups RANK0 and RANK1 ("/job/rank0");
+  // the cgroup mount's directory.
+  fs::path placeRanksInCgroups(const std::string& rank0, const std::string& rank1) {
+    const fs::path root = dir_.path();
+    testing::writeFile(root / "proc/self/mountinfo",
+                       "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                       "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+    testing::writeFile(root / "proc/101/cgroup", "0::" + rank0 + "\n");
+    testing::writeFile(root / "proc/102/cgroup", "0::" + rank1 + "\n");
+    return root / "sys/fs/cgroup";
+  }
+
   SampleBatch tick(int64_t second) {
     SampleBatch b;
     tracker_->collect({second * 1'000'000'000, second * 1000}, b);
@@ -200,13 +212,8 @@ TEST_F(JobTrackerTest, JobsPastTheCapAreNotTrackedAndAreSaid) {
 // Each rank in a cgroup of its own, rank 1's with an io.max limit: the job's figures are rank
 // 1's reads against its limit, and the limit is described with the device's name.
 TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
-  const fs::path root = dir_.path();
-  testing::writeFile(root / "proc/self/mountinfo",
-                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
-                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  testing::writeFile(root / "proc/101/cgroup", "0::/job/rank0\n");
-  testing::writeFile(root / "proc/102/cgroup", "0::/job/rank1\n");
-  const fs::path rank1 = root / "sys/fs/cgroup/job/rank1";
+  const fs::path cgroups = placeRanksInCgroups("/job/rank0", "/job/rank1");
+  const fs::path rank1 = cgroups / "job/rank1";
   testing::writeFile(rank1 / "io.max", "254:0 rbps=4194304 wbps=max riops=max wiops=max\n");
   testing::writeFile(rank1 / "cpu.max", "max 100000\n");
   auto io_stat = [&](uint64_t mib) {
@@ -214,7 +221,7 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
                                               " wbytes=0 rios=10 wios=0 dbytes=0 dios=0\n");
   };
   io_stat(0);
-  testing::writeFile(root / "sys/fs/cgroup/job/rank0/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  testing::writeFile(cgroups / "job/rank0/io.stat", "254:0 rbytes=0 wbytes=0\n");
   makeTracker();
   const SampleBatch first = tick(1);
   io_stat(4);
@@ -241,13 +248,7 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
 // Whether the job's cgroups have the io controller, from each one's cgroup.controllers: only
 // then does a request's bio name the job's cgroup (the per-I/O collector's one-program mode).
 TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
-  const fs::path root = dir_.path();
-  testing::writeFile(root / "proc/self/mountinfo",
-                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
-                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  testing::writeFile(root / "proc/101/cgroup", "0::/job/rank0\n");
-  testing::writeFile(root / "proc/102/cgroup", "0::/job/rank1\n");
-  const fs::path cg = root / "sys/fs/cgroup/job";
+  const fs::path cg = placeRanksInCgroups("/job/rank0", "/job/rank1") / "job";
   testing::writeFile(cg / "rank0/cgroup.controllers", "cpuset cpu io memory pids\n");
   testing::writeFile(cg / "rank1/cgroup.controllers", "cpu io\n");
   makeTracker();
@@ -271,13 +272,8 @@ TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
 // against it through the tenant's io.stat, which sums every cgroup below it.
 TEST_F(JobTrackerTest, ALimitAboveTheJobsCgroupIsNamedWithItsLevel) {
   const fs::path root = dir_.path();
-  testing::writeFile(root / "proc/self/mountinfo",
-                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
-                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  testing::writeFile(root / "proc/101/cgroup", "0::/tenant/job\n");
-  testing::writeFile(root / "proc/102/cgroup", "0::/tenant/job\n");
+  const fs::path tenant = placeRanksInCgroups("/tenant/job", "/tenant/job") / "tenant";
   testing::writeFile(root / "proc/101/status", "Name:\tpython3\nCpus_allowed_list:\t0-7\n");
-  const fs::path tenant = root / "sys/fs/cgroup/tenant";
   testing::writeFile(tenant / "io.max", "254:0 rbps=15728640 wbps=max riops=max wiops=max\n");
   testing::writeFile(tenant / "cpu.max", "400000 100000\n");
   testing::writeFile(tenant / "memory.high", "8589934592\n");
@@ -311,13 +307,7 @@ TEST_F(JobTrackerTest, ALimitAboveTheJobsCgroupIsNamedWithItsLevel) {
 // A read limit set on the parent between discovery ticks is news at the next tick: the parent's
 // io.max is read every tick (its other limits once a discovery period).
 TEST_F(JobTrackerTest, AParentsReadLimitIsSeenAtTheNextTick) {
-  const fs::path root = dir_.path();
-  testing::writeFile(root / "proc/self/mountinfo",
-                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
-                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  testing::writeFile(root / "proc/101/cgroup", "0::/tenant/job\n");
-  testing::writeFile(root / "proc/102/cgroup", "0::/tenant/job\n");
-  const fs::path tenant = root / "sys/fs/cgroup/tenant";
+  const fs::path tenant = placeRanksInCgroups("/tenant/job", "/tenant/job") / "tenant";
   testing::writeFile(tenant / "io.max", "");
   testing::writeFile(tenant / "io.stat", "254:0 rbytes=0 wbytes=0 rios=0 wios=0\n");
   testing::writeFile(tenant / "job/io.stat", "254:0 rbytes=0 wbytes=0\n");
