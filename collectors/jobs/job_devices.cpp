@@ -196,13 +196,16 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
       if (auto dir = cgroups_.cgroupOf(pid)) {
         job.cgroups.insert(*dir);
         job.cgroup_of_root[pid] = *dir;
-        // Its id, as the block layer tags the job's I/O (the cgroup directory's inode); not
-        // the root cgroup's, which is everyone's.
-        struct stat st {};
-        if (*dir != cgroups_.base() && ::stat(dir->c_str(), &st) == 0)
-          job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
-        if (!hasIoController(*dir)) job.cgroups_have_io = false;
       }
+    }
+    // Each cgroup once, however many ranks share it: its id, as the block layer tags the job's
+    // I/O (the directory's inode; not the root cgroup's, which is everyone's), and whether it has
+    // the io controller.
+    for (const auto& dir : job.cgroups) {
+      struct stat st {};
+      if (dir != cgroups_.base() && ::stat(dir.c_str(), &st) == 0)
+        job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
+      if (!hasIoController(dir)) job.cgroups_have_io = false;
     }
     // The cgroups above them: a limit there binds the job as much as one on its own.
     job.ancestors.clear();
