@@ -37,54 +37,36 @@ SampleWriter::~SampleWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SampleWriter::submit(collectors::SampleBatch batch) {
+// PUSH runs under the lock; the thread is woken only where it waits for what came.
+template <typename Push>
+void SampleWriter::enqueue(Push push) {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    stats_.dropped_batches += batches_.push(std::move(batch));
+    push();
     wake = wantsWaking();
   }
   if (wake) wake_.notify_one();
+}
+
+void SampleWriter::submit(collectors::SampleBatch batch) {
+  enqueue([&] { stats_.dropped_batches += batches_.push(std::move(batch)); });
 }
 
 void SampleWriter::submitDevices(collectors::DeviceTree tree, int64_t seen_ms) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    devices_.emplace(std::move(tree), seen_ms);
-    wake = wantsWaking();
-  }
-  if (wake) wake_.notify_one();
+  enqueue([&] { devices_.emplace(std::move(tree), seen_ms); });
 }
 
 void SampleWriter::submitEvent(AgentEvent event) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    events_.push(std::move(event));
-    wake = wantsWaking();
-  }
-  if (wake) wake_.notify_one();
+  enqueue([&] { events_.push(std::move(event)); });
 }
 
 void SampleWriter::submitIncidentEvent(LiveIncidentEvent event) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    incident_events_.push(std::move(event));
-    wake = wantsWaking();
-  }
-  if (wake) wake_.notify_one();
+  enqueue([&] { incident_events_.push(std::move(event)); });
 }
 
 void SampleWriter::submitHealth(HealthRecord record) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    health_.push(std::move(record));
-    wake = wantsWaking();
-  }
-  if (wake) wake_.notify_one();
+  enqueue([&] { health_.push(std::move(record)); });
 }
 
 WriterStats SampleWriter::stats() const {

@@ -62,6 +62,8 @@ class SampleWriter {
 
  private:
   void run();
+  template <typename Push>
+  void enqueue(Push push);
   bool wantsWaking() const;
   bool halfFull() const;
   bool writePending(std::unique_lock<std::mutex>& lock);
