@@ -1,0 +1,45 @@
+#include "agent/tick_schedule.h"
+
+#include <cmath>
+
+namespace stallwatch::agent {
+
+TickSchedule::TickSchedule(Clock::duration interval, Clock::time_point start)
+    : interval_(interval), lead_(interval / 10), due_(start + interval), last_(start) {}
+
+Clock::time_point TickSchedule::wakeAt() const {
+  const bool awaited =
+      expected_scrape_ && *expected_scrape_ < due_ + lead_ && due_ < *expected_scrape_ + lead_;
+  return awaited ? due_ + lead_ : due_;
+}
+
+bool TickSchedule::onScrape(Clock::time_point now, std::optional<Clock::duration> since_previous) {
+  bool steady = false;
+  if (since_previous && *since_previous >= interval_ - lead_) {
+    const double whole = std::round(std::chrono::duration<double>(*since_previous) /
+                                    std::chrono::duration<double>(interval_));
+    const auto off = *since_previous - std::chrono::duration_cast<Clock::duration>(
+                                           interval_ * static_cast<int64_t>(whole));
+    steady = whole >= 1 && off < lead_ && -off < lead_;
+  }
+  if (steady) expected_scrape_ = now + *since_previous;
+  if (now >= due_ - lead_) return true;
+  if (!steady) return false;
+  if (now - last_ >= interval_ / 2) return true;
+  due_ = now + interval_;  // too soon after the last: the next one moves to this scrape's phase
+  return false;
+}
+
+uint64_t TickSchedule::ticked(Clock::time_point at, Clock::time_point finished, bool by_scrape) {
+  // A scraper awaited by a timer's tick that did not come has gone or moved.
+  if (!by_scrape && expected_scrape_ && *expected_scrape_ < at + lead_) expected_scrape_.reset();
+  last_ = at;
+  due_ = (by_scrape ? at : due_) + interval_;
+  if (finished < due_) return 0;
+  // Overran: the ticks it missed are skipped, not fired back to back.
+  const auto skipped = static_cast<uint64_t>((finished - due_) / interval_) + 1;
+  due_ += interval_ * static_cast<int64_t>(skipped);
+  return skipped;
+}
+
+}  // namespace stallwatch::agent
