@@ -75,6 +75,8 @@ class LivePipeline {
   NotifierStats notifierStats() const { return notifier_.stats(); }
   const std::array<uint64_t, 3>& eventCounts() const { return events_; }
   std::optional<int> metricsPort() const;
+  // The endpoint (--listen), for its owner's loop to serve; null without one.
+  MetricsServer* metricsServer() { return server_.get(); }
   // The metrics page as of the last batch (empty before the first, or with neither --listen nor
   // keep_metrics).
   std::string metricsPage() const;

@@ -163,11 +163,6 @@ MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& b
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   setNonBlocking(listen_fd_);
-  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    close(listen_fd_);
-    throw std::runtime_error("cannot create the metrics server's wake-up pipe");
-  }
-  thread_ = std::thread([this] { run(); });
   spdlog::info("metrics at http://{}:{}/metrics (every interface where no host is given)",
                address.host.empty()                          ? std::string("*")
                : address.host.find(':') != std::string::npos ? "[" + address.host + "]"
@@ -176,12 +171,38 @@ MetricsServer::MetricsServer(const ListenAddress& address, const MetricsBoard& b
 }
 
 MetricsServer::~MetricsServer() {
-  const char stop = 1;
-  [[maybe_unused]] const ssize_t n = write(wake_[1], &stop, 1);
-  thread_.join();
+  if (thread_.joinable()) {
+    const char stop = 1;
+    [[maybe_unused]] const ssize_t n = write(wake_[1], &stop, 1);
+    thread_.join();
+    close(wake_[0]);
+    close(wake_[1]);
+  }
+  for (size_t i = connections_.size(); i-- > 0;) drop(i);
   close(listen_fd_);
-  close(wake_[0]);
-  close(wake_[1]);
+}
+
+void MetricsServer::serveOnOwnThread() {
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error("cannot create the metrics server's wake-up pipe");
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sw-metrics");  // per-thread CPU in top -H, the benches
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.assign({{wake_[0], POLLIN, 0}});
+      const auto until = pollFds(fds);
+      // Asleep until a connection's deadline, or (none open) until one comes.
+      const auto now = Clock::now();
+      const int timeout = until == Clock::time_point::max()
+                              ? -1
+                              : static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(
+                                                     std::max(until - now, Clock::duration::zero()))
+                                                     .count());
+      if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+      if (fds[0].revents & POLLIN) break;
+      serve(std::span(fds).subspan(1), Clock::now());
+    }
+  });
 }
 
 HttpBody MetricsServer::bodyFor(std::string_view path) const {
@@ -201,7 +222,7 @@ HttpBody MetricsServer::bodyFor(std::string_view path) const {
   return nullptr;
 }
 
-bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
+bool MetricsServer::serveConnection(Connection& c, Clock::time_point now) {
   for (;;) {
     if (c.out.empty()) {
       if (headEnd(c.in) == std::string::npos) {
@@ -221,8 +242,14 @@ bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
             "Connection: close\r\n\r\n";
         c.keep_alive = false;
       } else if (end != std::string::npos) {
-        HttpAnswer answer = httpResponse(std::string_view(c.in).substr(0, end),
-                                         [this](std::string_view path) { return bodyFor(path); });
+        const std::optional<Clock::duration> since =
+            c.last_request ? std::optional(now - *c.last_request) : std::nullopt;
+        c.last_request = now;
+        HttpAnswer answer =
+            httpResponse(std::string_view(c.in).substr(0, end), [&](std::string_view path) {
+              if (path == "/metrics" && on_page_) on_page_(now, since);
+              return bodyFor(path);
+            });
         c.out = std::move(answer.head);
         c.out_body = std::move(answer.body);
         c.keep_alive = answer.keep_alive;
@@ -262,50 +289,44 @@ bool MetricsServer::serve(Connection& c, Clock::time_point now) const {
   }
 }
 
-void MetricsServer::run() {
-  pthread_setname_np(pthread_self(), "sw-metrics");  // per-thread CPU in top -H, the benches
-  std::vector<Connection> connections;
-  auto drop = [&](size_t i) {
-    close(connections[i].fd);
-    connections.erase(connections.begin() + static_cast<long>(i));
-  };
-  std::vector<pollfd> fds;
-  for (;;) {
-    fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    auto now = Clock::now();
-    // Asleep until a connection's deadline, or (none open) until one comes: no wake-up a
-    // second while idle (a context switch costs this thread's time, issue 47).
-    std::chrono::milliseconds wait = kIdleTimeout;  // no deadline is further off
-    for (const Connection& c : connections) {
-      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
-      wait = std::min(
-          wait, std::max(std::chrono::milliseconds(0),
-                         std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now)));
-    }
-    const int timeout = connections.empty() ? -1 : static_cast<int>(wait.count());
-    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
-    if (fds[0].revents & POLLIN) break;
-    now = Clock::now();
-    // Served, failed or past its deadline: closed. Newest last, so indices shift only behind.
-    for (size_t i = connections.size(); i-- > 0;) {
-      const short revents = fds[i + 2].revents;
-      const bool done = now >= connections[i].deadline || (revents & (POLLERR | POLLNVAL)) ||
-                        ((revents & (POLLIN | POLLHUP | POLLOUT)) && serve(connections[i], now));
-      if (done) drop(i);
-    }
-    if (fds[1].revents & POLLIN) {
-      for (;;) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        if (connections.size() >= kMaxConnections) drop(0);  // the oldest makes room
-        connections.push_back({fd, now + kRequestTimeout, {}, {}, nullptr, 0, false});
-        // A scraper sends its request with the connection: read and answer it now, not a
-        // round of poll later for each step (two wake-ups a scrape fewer).
-        if (serve(connections.back(), now)) drop(connections.size() - 1);
-      }
-    }
+void MetricsServer::drop(size_t i) {
+  close(connections_[i].fd);
+  connections_.erase(connections_.begin() + static_cast<long>(i));
+}
+
+MetricsServer::Clock::time_point MetricsServer::pollFds(std::vector<pollfd>& fds) const {
+  fds.push_back({listen_fd_, POLLIN, 0});
+  // No wake-up while idle but for a connection's deadline (a context switch costs this
+  // process's time, issue 47).
+  Clock::time_point until = Clock::time_point::max();
+  for (const Connection& c : connections_) {
+    fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+    until = std::min(until, c.deadline);
   }
-  for (size_t i = connections.size(); i-- > 0;) drop(i);
+  return until;
+}
+
+void MetricsServer::serve(std::span<const pollfd> ready, Clock::time_point now) {
+  // Served, failed or past its deadline: closed. Newest last, so indices shift only behind.
+  for (size_t i = connections_.size(); i-- > 0;) {
+    const short revents = i + 1 < ready.size() ? ready[i + 1].revents : 0;
+    const bool done =
+        now >= connections_[i].deadline || (revents & (POLLERR | POLLNVAL)) ||
+        ((revents & (POLLIN | POLLHUP | POLLOUT)) && serveConnection(connections_[i], now));
+    if (done) drop(i);
+  }
+  if (ready.empty() || !(ready[0].revents & POLLIN)) return;
+  // At most a full house a round: a flood of connections does not hold the loop (and the
+  // tick it runs) in accept.
+  for (size_t n = 0; n < kMaxConnections; ++n) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    if (connections_.size() >= kMaxConnections) drop(0);  // the oldest makes room
+    connections_.push_back({fd, now + kRequestTimeout, {}, {}, nullptr, 0, false, std::nullopt});
+    // A scraper sends its request with the connection: read and answer it now, not a round of
+    // poll later for each step (two wake-ups a scrape fewer).
+    if (serveConnection(connections_.back(), now)) drop(connections_.size() - 1);
+  }
 }
 
 }  // namespace stallwatch::agent

@@ -1,25 +1,29 @@
 // The Prometheus endpoint: GET /metrics renders the board's latest snapshot.
 //
-// Served by a small poll loop of its own rather than cpp-httplib: Debian 12's httplib (0.11.4)
-// gives each connection a worker thread and a per-read timeout only, so four clients that send
-// a header line every few seconds held both workers and every scrape waited (issue 19). Here
-// one thread serves at most kMaxConnections at once, each with a whole-request deadline (the
-// request head within kRequestTimeout, the response out within as long again); when all are
-// taken, the oldest connection is closed for the new one, so a flood of slow clients delays a
-// scrape by at most one deadline. A client that keeps its connection (HTTP/1.1 without
+// Served by a small poll loop rather than cpp-httplib: Debian 12's httplib (0.11.4) gives each
+// connection a worker thread and a per-read timeout only, so four clients that send a header
+// line every few seconds held both workers and every scrape waited (issue 19). Here one
+// thread serves at most kMaxConnections at once, never waiting on one, each with a whole-request
+// deadline (the request head within kRequestTimeout, the response out within as long again); when
+// all are taken, the oldest connection is closed for the new one, so a flood of slow clients delays
+// a scrape by at most one deadline. A client that keeps its connection (HTTP/1.1 without
 // "Connection: close", as Prometheus does) keeps it idle up to kIdleTimeout between requests:
 // no connection set up and torn down each scrape (issue 47, the agent's CPU beside
 // node_exporter's).
 #pragma once
+
+#include <poll.h>
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "agent/metrics.h"
 #include "collectors/self_process.h"
@@ -53,8 +57,12 @@ struct HttpAnswer {
 HttpAnswer httpResponse(std::string_view head,
                         const std::function<HttpBody(std::string_view)>& body_for);
 
+// Served by whoever owns it: the recorder's own loop polls its descriptors beside the tick's
+// timer, so that a scrape and the tick it takes share one wake-up (TickSchedule); replay, whose
+// loop sleeps between batches, has it serve on a thread of its own.
 class MetricsServer {
  public:
+  using Clock = std::chrono::steady_clock;
   static constexpr size_t kMaxConnections = 64;
   static constexpr std::chrono::seconds kRequestTimeout{5};
   static constexpr std::chrono::seconds kIdleTimeout{120};  // a kept connection between requests
@@ -67,30 +75,47 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
   int port() const { return port_; }
 
+  // Called before the page is taken from the board for a request of /metrics, with the time and
+  // how long since that connection's previous request (none: its first): the recorder takes a
+  // tick due about now here, so that the page is of this moment. Set before serving.
+  using PageRequested = std::function<void(Clock::time_point, std::optional<Clock::duration>)>;
+  void onPageRequest(PageRequested fn) { on_page_ = std::move(fn); }
+
+  // The owner's loop: appends the descriptors to wait on to FDS and returns the time by which
+  // serve() must run even if none is ready (a connection's deadline; max() when none is open).
+  Clock::time_point pollFds(std::vector<pollfd>& fds) const;
+  // After a poll of what pollFds() appended (READY: those entries, in order): takes the new
+  // connections, reads, answers, and closes what is done or past its deadline.
+  void serve(std::span<const pollfd> ready, Clock::time_point now);
+  // Or a thread of its own serves it until destruction.
+  void serveOnOwnThread();
+
  private:
-  using Clock = std::chrono::steady_clock;
   struct Connection {
     int fd;
     Clock::time_point deadline;
     std::string in;
-    std::string out;          // the answer's head, then
-    HttpBody out_body;        // its body, sent from the shared page
-    size_t sent = 0;          // of both
-    bool keep_alive = false;  // the answer leaves the connection open
+    std::string out;                                // the answer's head, then
+    HttpBody out_body;                              // its body, sent from the shared page
+    size_t sent = 0;                                // of both
+    bool keep_alive = false;                        // the answer leaves the connection open
+    std::optional<Clock::time_point> last_request;  // when its previous request came
   };
-  void run();
   // Reads what CONNECTION's client sent and, once its request is whole, answers it; true when
   // it is done with (answered, failed or closed by the client).
-  bool serve(Connection& connection, Clock::time_point now) const;
+  bool serveConnection(Connection& connection, Clock::time_point now);
   HttpBody bodyFor(std::string_view path) const;
+  void drop(size_t i);
 
   const MetricsBoard& board_;
+  PageRequested on_page_;
   // The page last rendered and the snapshot it is of (the serving thread's alone).
   mutable std::shared_ptr<const MetricsSnapshot> page_of_;
   mutable HttpBody page_;
   mutable collectors::SelfProcessReader self_;  // the serving thread's alone
+  std::vector<Connection> connections_;
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the loop
+  int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the own thread's loop
   int port_ = 0;
   std::thread thread_;
 };

@@ -1,10 +1,13 @@
 #include "agent/recorder.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <future>
 #include <map>
@@ -14,6 +17,7 @@
 
 #include "agent/collector_set.h"
 #include "agent/device_topology.h"
+#include "agent/tick_schedule.h"
 #include "common/service_manager.h"
 #include "storage/writer.h"
 #include "storage/writer_lock.h"
@@ -32,30 +36,6 @@ int64_t wallTimeMs() {
 int64_t monotonicNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
-}
-
-// Sleeps until DEADLINE unless a stop signal arrives first; true means "stop". SIGHUP is not
-// a stop: it calls ON_RELOAD and the sleep goes on.
-bool sleepUntil(Clock::time_point deadline, const sigset_t& stop_signals,
-                const std::function<void()>& on_reload) {
-  while (true) {
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
-    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
-    const int sig = ::sigtimedwait(&stop_signals, nullptr, &ts);
-    if (sig == SIGHUP && on_reload) {
-      on_reload();
-      continue;
-    }
-    if (sig > 0) {
-      spdlog::info("received signal {}, flushing and stopping", sig);
-      return true;
-    }
-    if (errno != EAGAIN && errno != EINTR) return false;
-  }
 }
 
 // The writer thread, with this run begun in the DB (a corrupt DB moved aside first).
@@ -159,75 +139,161 @@ class HealthWiring {
 };
 
 // The ticks: one batch per interval from the collectors, through the live half, to the
-// writer, until the duration passes or a stop signal arrives.
-void runTicks(const RecorderOptions& options, const sigset_t& stop_signals,
-              CollectorSet& collectors, DeviceTopology* topology, LivePipeline& live,
-              storage::SampleWriter& writer, RecorderSummary& summary) {
-  collectors::Tick previous{monotonicNs(), wallTimeMs()};
-  if (auto facts = collectors.prime(previous); facts.hasFacts()) writer.submit(std::move(facts));
-  const auto start = Clock::now();
-  // Under systemd (Type=notify): the DB is open, the endpoint bound, the collectors primed.
-  if (const std::string why = common::notifyServiceManager("READY=1"); !why.empty())
-    spdlog::warn("telling systemd the agent is ready: {}", why);
-  auto next_progress = start + options.progress_every;
-  // --duration D records the ticks that fall within D, one interval each.
-  const uint64_t last_tick =
-      options.duration ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
-                       : UINT64_MAX;
-  auto reload = [&] {
+// writer, until the duration passes or a stop signal arrives. The endpoint is served from this
+// loop, between ticks: a scrape that comes when a tick is due takes it (TickSchedule), one
+// wake-up for both and a page of that moment.
+class TickLoop {
+ public:
+  TickLoop(const RecorderOptions& options, const sigset_t& stop_signals, CollectorSet& collectors,
+           DeviceTopology* topology, LivePipeline& live, storage::SampleWriter& writer,
+           RecorderSummary& summary)
+      : options_(options),
+        collectors_(collectors),
+        topology_(topology),
+        live_(live),
+        writer_(writer),
+        summary_(summary),
+        server_(live.metricsServer()),
+        // The stop signals are blocked in every thread: read here, between ticks.
+        signal_fd_(signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK)),
+        // --duration D records the ticks that fall within D, one interval each.
+        last_tick_(options.duration
+                       ? static_cast<uint64_t>(options.duration->count() / options.interval.count())
+                       : UINT64_MAX) {
+    if (signal_fd_ < 0) throw std::runtime_error("cannot take the stop signals (signalfd)");
+  }
+  ~TickLoop() { close(signal_fd_); }
+  TickLoop(const TickLoop&) = delete;
+  TickLoop& operator=(const TickLoop&) = delete;
+
+  void run() {
+    previous_ = {monotonicNs(), wallTimeMs()};
+    if (auto facts = collectors_.prime(previous_); facts.hasFacts())
+      writer_.submit(std::move(facts));
+    const auto start = Clock::now();
+    schedule_.emplace(options_.interval, start);
+    next_progress_ = start + options_.progress_every;
+    if (server_) {
+      server_->onPageRequest([this](Clock::time_point now, std::optional<Clock::duration> since) {
+        if (ticks_ < last_tick_ && schedule_->onScrape(now, since)) tick(now, true);
+      });
+    }
+    // Under systemd (Type=notify): the DB is open, the endpoint bound, the collectors primed.
+    if (const std::string why = common::notifyServiceManager("READY=1"); !why.empty())
+      spdlog::warn("telling systemd the agent is ready: {}", why);
+    while (ticks_ < last_tick_) {
+      const Woke woke = wait();
+      if (woke == Woke::kStop) break;
+      if (woke == Woke::kTick) tick(schedule_->due(), false);
+    }
+    if (server_) server_->onPageRequest(nullptr);
+  }
+
+ private:
+  enum class Woke { kTick, kStop, kDone };
+
+  // Serves the endpoint until the next tick is due, a stop signal comes, or a scrape took the
+  // last tick of --duration.
+  Woke wait() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      if (ticks_ >= last_tick_) return Woke::kDone;
+      auto now = Clock::now();
+      const auto wake = schedule_->wakeAt();
+      if (now >= wake) return Woke::kTick;
+      fds.assign({{signal_fd_, POLLIN, 0}});
+      const auto until = server_ ? std::min(wake, server_->pollFds(fds)) : wake;
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::max(until - now, Clock::duration::zero()));
+      const timespec ts{static_cast<time_t>(left.count() / 1'000'000'000),
+                        static_cast<long>(left.count() % 1'000'000'000)};
+      if (ppoll(fds.data(), fds.size(), &ts, nullptr) < 0) {
+        if (errno == EINTR) continue;
+        spdlog::error("waiting for the next tick: {}", std::strerror(errno));
+        return Woke::kStop;
+      }
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info{};
+        while (::read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+          if (info.ssi_signo != SIGHUP) {
+            spdlog::info("received signal {}, flushing and stopping", info.ssi_signo);
+            return Woke::kStop;
+          }
+          reload();
+        }
+      }
+      if (server_) server_->serve(std::span(fds).subspan(1), Clock::now());
+    }
+  }
+
+  // SIGHUP is not a stop: what can change without a restart is read again.
+  void reload() {
     spdlog::info("received SIGHUP: reading the settings again");
     common::notifyServiceManager(common::reloadingState());
-    if (auto fresh = options.reload ? options.reload() : std::nullopt) {
-      live.reconfigure(*fresh);
+    if (auto fresh = options_.reload ? options_.reload() : std::nullopt) {
+      live_.reconfigure(*fresh);
     } else {
       spdlog::warn("SIGHUP: the settings in force are kept");
     }
     common::notifyServiceManager("READY=1");
-  };
-  uint64_t k = 0;
-  while (k < last_tick) {
-    ++k;
-    if (sleepUntil(start + k * options.interval, stop_signals, reload)) break;
+  }
+
+  // One tick, due AT (the timer's) or taken now by a scrape (BY_SCRAPE).
+  void tick(Clock::time_point at, bool by_scrape) {
+    ++ticks_;
     collectors::Tick tick{monotonicNs(), wallTimeMs()};
     collectors::SampleBatch batch;
     batch.wall_time_ms = tick.wall_time_ms;
-    batch.interval_seconds = static_cast<double>(tick.monotonic_ns - previous.monotonic_ns) / 1e9;
-    collectors.collect(tick, batch);
-    previous = tick;
+    batch.interval_seconds = static_cast<double>(tick.monotonic_ns - previous_.monotonic_ns) / 1e9;
+    collectors_.collect(tick, batch);
+    previous_ = tick;
     collectors::attachJobGpuUtilization(batch);
-    ++summary.intervals;
+    ++summary_.intervals;
+    if (by_scrape) ++summary_.ticks_by_scrape;
     {
       // The agent's own figures only matter to the endpoint: not gathered every tick without it.
-      AgentCounters counters{summary.intervals, summary.late_ticks, nullptr, {}};
+      AgentCounters counters{summary_.intervals, summary_.late_ticks, nullptr, {}};
       std::vector<CollectorStats> stats;
-      if (live.metricsPort()) {
-        stats = collectors.stats();
+      if (server_) {
+        stats = collectors_.stats();
         counters.collectors = &stats;
-        counters.writer = writer.stats();
+        counters.writer = writer_.stats();
       }
-      live.onBatch(batch, &writer, counters);
+      live_.onBatch(batch, &writer_, counters);
     }
     const auto now = Clock::now();
-    if (topology) topology->afterTick(batch, now);
+    if (topology_) topology_->afterTick(batch, now);
     const size_t jobs = batch.jobs.size();
-    writer.submit(std::move(batch));
-    if (options.on_progress && now >= next_progress) {
-      next_progress = now + options.progress_every;
-      const auto& events = live.eventCounts();
-      const auto stats = writer.stats();
-      options.on_progress({summary.intervals, summary.late_ticks, jobs,
-                           events[0] - std::min(events[0], events[2]), stats.written_batches,
-                           stats.dropped_batches});
+    writer_.submit(std::move(batch));
+    if (options_.on_progress && now >= next_progress_) {
+      next_progress_ = now + options_.progress_every;
+      const auto& events = live_.eventCounts();
+      const auto stats = writer_.stats();
+      options_.on_progress({summary_.intervals, summary_.late_ticks, jobs,
+                            events[0] - std::min(events[0], events[2]), stats.written_batches,
+                            stats.dropped_batches});
     }
     // A cycle that overran (a stopped process, a loaded host) skips the ticks it missed
     // instead of firing them back to back.
-    const uint64_t due = static_cast<uint64_t>((now - start) / options.interval);
-    if (due > k) {
-      summary.late_ticks += due - k;
-      k = due;
-    }
+    const uint64_t skipped = schedule_->ticked(at, now, by_scrape);
+    summary_.late_ticks += skipped;
+    ticks_ += skipped;
   }
-}
+
+  const RecorderOptions& options_;
+  CollectorSet& collectors_;
+  DeviceTopology* topology_;
+  LivePipeline& live_;
+  storage::SampleWriter& writer_;
+  RecorderSummary& summary_;
+  MetricsServer* server_;
+  const int signal_fd_;
+  const uint64_t last_tick_;
+  uint64_t ticks_ = 0;  // taken or skipped
+  std::optional<TickSchedule> schedule_;
+  collectors::Tick previous_{};
+  Clock::time_point next_progress_;
+};
 
 // The final flush on a thread of its own, waited for at most STOP_TIMEOUT: on a frozen or hung
 // filesystem a write does not return, and systemd would SIGKILL an agent that waits. Past the
@@ -305,8 +371,9 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   }
 
   RecorderSummary summary;
-  runTicks(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer,
-           summary);
+  TickLoop(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer,
+           summary)
+      .run();
 
   common::notifyServiceManager("STOPPING=1");
   for (const auto& line : collectors.finalReports()) spdlog::info("{}", line);

@@ -58,7 +58,8 @@ struct RecorderOptions {
 
 struct RecorderSummary {
   uint64_t intervals = 0;
-  uint64_t late_ticks = 0;  // ticks skipped because a cycle overran the interval
+  uint64_t late_ticks = 0;       // ticks skipped because a cycle overran the interval
+  uint64_t ticks_by_scrape = 0;  // taken when a scrape of /metrics came (TickSchedule)
   uint64_t written_batches = 0;
   uint64_t dropped_batches = 0;
   std::vector<CollectorStats> collectors;
@@ -76,7 +77,7 @@ struct RecorderSummary {
 
 // Records until the duration passes or one of STOP_SIGNALS arrives. The caller must have
 // blocked STOP_SIGNALS in every thread (sigprocmask before starting any), so that they are
-// taken here with sigtimedwait and the last interval is flushed. Throws storage::StoreError
+// taken here (signalfd) and the last interval is flushed. Throws storage::StoreError
 // when the DB cannot be opened, std::runtime_error when --listen cannot be bound.
 RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_signals);
 

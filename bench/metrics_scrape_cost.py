@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""The CPU one scrape of /metrics costs the agent's endpoint thread (sw-metrics), split into
-what the page's rendering costs and what serving it does (accept, read the request, send the
-page, close):
+"""The CPU one scrape of /metrics costs the agent, split into what the page's rendering costs
+and what serving it does (accept, read the request, send the page, close):
 
   served:   the same snapshot scraped again and again (--interval 5s: the page is rendered
             once and served from its cache about 45 times);
@@ -11,8 +10,10 @@ Both scrape every 100 ms, N scrapes: the thread wakes cold for each, as it does 
 Prometheus scraping every few seconds (back to back, a cached page cost a quarter as much).
 
 Both runs use `stallwatch record` with its default collectors but the GPU's, on a real SQLite
-file; the thread's CPU comes from /proc/PID/task/TID/schedstat (ns). Prints the median of
---runs alternating pairs.
+file. The endpoint is served by the recorder's own loop (since 2026-11-27; a thread of its own,
+sw-metrics, before): a scrape's cost is the process's CPU over the scrapes less its CPU over as
+long a window just before without them, from /proc/PID/task/*/schedstat (ns). Prints the median
+of --runs alternating pairs.
 
 Usage: bench/metrics_scrape_cost.py [--stallwatch build/stallwatch] [--runs 3] [--scrapes 100]"""
 
@@ -28,17 +29,15 @@ import urllib.request
 PORT = 19179
 
 
-def metrics_thread_cpu(pid):
+def process_cpu(pid):
+    total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() != "sw-metrics":
-                    continue
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                return int(f.read().split()[0]) / 1e9
+                total += int(f.read().split()[0])
         except OSError:
-            pass
-    raise RuntimeError("no sw-metrics thread")
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def scrape():
@@ -66,13 +65,16 @@ def measure(binary, interval, scrapes, pause):
         if size == 0:
             raise RuntimeError("the agent published no page")
         time.sleep(0.5)
-        before = metrics_thread_cpu(agent.pid)
+        quiet_start, quiet_cpu = time.monotonic(), process_cpu(agent.pid)
+        time.sleep(scrapes * pause)
+        quiet = (process_cpu(agent.pid) - quiet_cpu) / (time.monotonic() - quiet_start)
+        start, before = time.monotonic(), process_cpu(agent.pid)
         for _ in range(scrapes):
             scrape()
             if pause:
                 time.sleep(pause)
-        after = metrics_thread_cpu(agent.pid)
-        return (after - before) / scrapes * 1e6, size
+        spent = process_cpu(agent.pid) - before - quiet * (time.monotonic() - start)
+        return spent / scrapes * 1e6, size
     finally:
         agent.terminate()
         agent.wait()

@@ -195,9 +195,11 @@ bool toTimings(const RecordArgs& args, agent::RecorderOptions& options) {
 
 // What the run did, for the log: its intervals, each collector's cost, the drives' reads.
 void logSummary(const agent::RecorderSummary& summary, const std::filesystem::path& db_path) {
-  spdlog::info("recorded {} intervals to {}: {} written, {} dropped, {} late ticks",
-               summary.intervals, db_path.string(), summary.written_batches,
-               summary.dropped_batches, summary.late_ticks);
+  spdlog::info(
+      "recorded {} intervals to {}: {} written, {} dropped, {} late ticks, {} taken "
+      "by a scrape of /metrics",
+      summary.intervals, db_path.string(), summary.written_batches, summary.dropped_batches,
+      summary.late_ticks, summary.ticks_by_scrape);
   for (const auto& c : summary.collectors) {
     const uint64_t runs = c.data + c.no_data + c.errors;
     spdlog::info(

@@ -49,7 +49,10 @@ int runReplay(const ReplayArgs& args) {
   try {
     auto recording = storage::Recording::open(args.db);
     agent::LivePipeline live(*options);
-    if (auto port = live.metricsPort()) std::cerr << "metrics on port " << *port << "\n";
+    if (auto* server = live.metricsServer()) {
+      server->serveOnOwnThread();  // this loop sleeps between batches
+      std::cerr << "metrics on port " << server->port() << "\n";
+    }
     // Each event as one JSON line on stdout, as a hook would receive it.
     live.onEvent([&](const model::IncidentEvent& e) {
       std::cout << agent::incidentJson(e, options->host) << std::endl;

@@ -392,6 +392,34 @@ scrape_configs:
         # The standing verdict's panels and the lost GPU-hours' rest on series the agent exports.
         self.assertTrue(query('stallwatch_gpu_seconds_lost_total{class="disk-slow"}'))
 
+    def test_prometheus_scrapes_take_the_ticks(self):
+        """Prometheus scraping every interval: after the first scrapes each one takes the tick it
+        comes at, so the page it gets was collected at that scrape (one wake-up for both), not up
+        to an interval before it."""
+        agent_port = free_port()
+        agent = self.start([BIN, "record", "--db", os.path.join(self.tmp, "sw.db"), "--interval", "1s",
+                            "--no-collector.gpu", "--listen", f"127.0.0.1:{agent_port}"])
+        query = self.prometheus([agent_port], [], scrape="1s")
+        # Each scrape's age of the page: Prometheus' timestamp of the scrape less the tick's, from
+        # the raw samples of the last 20 s.
+        ages, deadline = [], time.monotonic() + 60
+        while len(ages) < 14 and time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                result = query("stallwatch_last_sample_timestamp_seconds[20s]")
+            except (OSError, ValueError):
+                continue
+            if result:
+                ages = [float(t) - float(v) for t, v in result[0]["values"]]
+        self.assertGreaterEqual(len(ages), 14, ages)
+        # The first few may find the tick elsewhere; from then on the page is of the scrape's moment.
+        self.assertLess(sorted(ages)[len(ages) // 2], 0.05, f"ages of the pages scraped (s): {ages}")
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=20)
+        m = re.search(r"recorded (\d+) intervals .* (\d+) taken by a scrape of /metrics", err)
+        self.assertTrue(m, err[-2000:])
+        self.assertGreaterEqual(int(m.group(2)), int(m.group(1)) // 2, m.group(0))
+
     def test_prometheus_sees_a_spike_between_scrapes_through_rate(self):
         """A 3 s read-latency spike on loop1 (a captured tree whose diskstats the test advances)
         placed between two 15 s scrapes: the last-interval gauge never shows it, rate() of the
