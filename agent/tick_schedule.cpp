@@ -22,9 +22,15 @@ bool TickSchedule::onScrape(Clock::time_point now, std::optional<Clock::duration
                                            interval_ * static_cast<int64_t>(whole));
     steady = whole >= 1 && off < lead_ && -off < lead_;
   }
-  if (steady) expected_scrape_ = now + *since_previous;
-  if (now >= due_ - lead_) return true;
-  if (!steady) return false;
+  if (now >= due_ - lead_) {
+    if (steady) expected_scrape_ = now + *since_previous;
+    return true;
+  }
+  // Only a schedule no scraper holds moves: while one is expected, a second steady scraper (a
+  // Prometheus pair at another phase) gets the page as it is, rather than the two taking turns.
+  const bool held = expected_scrape_ && now < *expected_scrape_ + lead_;
+  if (!steady || held) return false;
+  expected_scrape_ = now + *since_previous;
   if (now - last_ >= interval_ / 2) return true;
   due_ = now + interval_;  // too soon after the last: the next one moves to this scrape's phase
   return false;

@@ -7,9 +7,11 @@
 // A scrape takes the tick when the tick is due within a tenth of the interval. A steady scraper
 // (one connection asking every whole number of intervals, within that tenth) that finds the
 // tick elsewhere moves it to itself once: the tick is taken at once when at least half an
-// interval has passed since the last, else the next one is put an interval after this scrape.
-// The tick a steady scraper is expected at waits a tenth of the interval more for it, so that
-// a scrape a little late still takes it. Without a scraper the ticks keep the interval.
+// interval has passed since the last, else the next one is put an interval after this scrape;
+// only while no steady scraper holds the ticks (none is expected), so that a second one at
+// another phase does not take turns with the first. The tick a steady scraper is
+// expected at waits a tenth of the interval more for it, so that a scrape a little late still
+// takes it. Without a scraper the ticks keep the interval.
 #pragma once
 
 #include <chrono>

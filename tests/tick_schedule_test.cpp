@@ -125,6 +125,40 @@ TEST(TickSchedule, ScrapesFasterThanTheIntervalDoNotShortenIt) {
   EXPECT_GE(taken.size(), 19u);
 }
 
+TEST(TickSchedule, TwoSteadyScrapersAtOtherPhasesDoNotTakeTurns) {
+  // A Prometheus pair, each every interval on its own connection, half an interval apart (and
+  // at other offsets): one holds the ticks, the other gets the page as it is; never two ticks
+  // an interval.
+  for (const auto offset : {500ms, 300ms, 700ms, 950ms}) {
+    TickSchedule schedule(1s, t0);
+    std::vector<Clock::duration> taken;
+    Clock::time_point a = t0 + 1200ms, b = a + offset;
+    std::optional<Clock::time_point> a_prev, b_prev;
+    while (true) {
+      const auto wake = schedule.wakeAt();
+      const auto now = std::min({a, b, wake});
+      if (now - t0 > 30s) break;
+      if (now == wake && now < a && now < b) {
+        schedule.ticked(schedule.due(), now + 300us, false);
+        taken.push_back(now - t0);
+        continue;
+      }
+      auto& prev = now == a ? a_prev : b_prev;
+      std::optional<Clock::duration> since;
+      if (prev) since = now - *prev;
+      prev = now;
+      (now == a ? a : b) += 1s;
+      if (schedule.onScrape(now, since)) {
+        schedule.ticked(now, now + 300us, true);
+        taken.push_back(now - t0);
+      }
+    }
+    EXPECT_LE(taken.size(), 31u) << offset.count();
+    for (size_t i = 4; i < taken.size(); ++i)
+      EXPECT_EQ(taken[i] - taken[i - 1], 1s) << offset.count() << " tick " << i;
+  }
+}
+
 TEST(TickSchedule, AnOverrunSkipsTheTicksItMissed) {
   TickSchedule schedule(1s, t0);
   EXPECT_EQ(schedule.ticked(t0 + 1s, t0 + 1500ms, false), 0u);
