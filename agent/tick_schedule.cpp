@@ -7,7 +7,7 @@ namespace stallwatch::agent {
 TickSchedule::TickSchedule(Clock::duration interval, Clock::time_point start)
     : interval_(interval), lead_(interval / 10), due_(start + interval), last_(start) {}
 
-Clock::time_point TickSchedule::wakeAt() const {
+TickSchedule::Clock::time_point TickSchedule::wakeAt() const {
   const bool awaited =
       expected_scrape_ && *expected_scrape_ < due_ + lead_ && due_ < *expected_scrape_ + lead_;
   return awaited ? due_ + lead_ : due_;
