@@ -559,6 +559,53 @@ class HostileE2E(unittest.TestCase):
                 answer = s.recv(64)
             self.assertIn(expect, answer, size)
 
+    def test_clients_that_abuse_the_endpoint_do_not_hold_the_ticks(self):
+        """The endpoint is served by the sampling loop itself: slow clients, a connection flood,
+        a client that never reads its answers and pipelined requests by the hundred must cost
+        the ticks nothing (none late, none missing) while a scrape is still answered."""
+        port = free_port()
+        agent = self.start_agent("--listen", f"127.0.0.1:{port}")
+        deadline = time.monotonic() + 10
+        while b"stallwatch_intervals_total" not in get(f"http://127.0.0.1:{port}/metrics", timeout=2):
+            self.assertLess(time.monotonic(), deadline, "no page")
+            time.sleep(0.1)
+        held = []
+        for _ in range(80):  # past the 64 connections the endpoint keeps: the oldest are closed
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /metrics HTTP/1.1\r\n")  # and never the rest (slowloris)
+            held.append(c)
+        # Requests by the hundred on one connection, whose answers are never read.
+        glutton = socket.create_connection(("127.0.0.1", port), timeout=5)
+        glutton.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        glutton.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 400)
+        held.append(glutton)
+
+        def counters():
+            page = get(f"http://127.0.0.1:{port}/metrics", timeout=3).decode()
+            values = dict(re.findall(r"^(stallwatch_intervals_total|stallwatch_late_ticks_total) (\S+)$",
+                                     page, re.M))
+            return float(values["stallwatch_intervals_total"]), float(values["stallwatch_late_ticks_total"])
+
+        t0 = time.monotonic()
+        first, late0 = counters()
+        while time.monotonic() - t0 < 3:  # and a flood of connections opened and dropped meanwhile
+            for _ in range(20):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        started = time.monotonic()
+        last, late1 = counters()
+        self.assertLess(time.monotonic() - started, 1.0, "a scrape waited behind the abusers")
+        elapsed = time.monotonic() - t0
+        # 200 ms ticks: about five a second, as many as the time allows, none skipped.
+        self.assertGreaterEqual(last - first, elapsed / 0.2 - 3, (first, last, elapsed))
+        self.assertEqual(late1 - late0, 0)
+        for c in held:
+            c.close()
+        self.assertIsNone(agent.poll())
+
     def test_a_reload_refuses_an_unknown_key_and_says_what_it_cannot_change(self):
         config = os.path.join(self.tmp, "sw.conf")
         with open(config, "w") as f:
