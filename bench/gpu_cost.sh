@@ -16,6 +16,8 @@
 # AFTER_BIN: the after agent (default CARRY_DIR/sw; swapped with BEFORE_BIN, an order check).
 # NPROC: the job's ranks (default one per GPU; more share the GPUs, through gloo: what a job of
 # many ranks costs the jobs collector on a host with few GPUs).
+# SCRAPE=1: both agents serve /metrics and are scraped once a second over a kept connection (as
+# Prometheus scrapes), and their CPU is also counted in ns from their threads' schedstat.
 # Usage (root, on the GPU host): [BEFORE_BIN=OLD] [NPROC=N] bench/gpu_cost.sh CARRY_DIR OUT_DIR [WINDOW=60]
 set -uo pipefail
 carry=${1:?}; out=${2:?}; window=${3:-60}
@@ -30,16 +32,37 @@ echo "$ngpu GPUs, a job of $nproc ranks x 8 workers: $(nvidia-smi --query-gpu=na
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
+cpu_ns() { cat /proc/$1/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
+listen_before=(); listen_after=()
+if [ "${SCRAPE:-0}" = 1 ]; then listen_before=(--listen 127.0.0.1:19281); listen_after=(--listen 127.0.0.1:19282); fi
+
 mkdir -p -m 0755 "$work/before" "$work/after"
 if [ -n "${BEFORE_BIN:-}" ]; then
-  "$BEFORE_BIN" record --db "$out/before.db" --interval 1s --socket "$work/before/dl.sock" 2> "$out/before.log" &
+  "$BEFORE_BIN" record --db "$out/before.db" --interval 1s --socket "$work/before/dl.sock" "${listen_before[@]}" 2> "$out/before.log" &
 else
   "$bin" record --db "$out/before.db" --interval 1s --gpu-utilization samples --gpu-process-every 1 \
-    --socket "$work/before/dl.sock" 2> "$out/before.log" &
+    --socket "$work/before/dl.sock" "${listen_before[@]}" 2> "$out/before.log" &
 fi
 before=$!
-"$bin" record --db "$out/after.db" --interval 1s --socket "$work/after/dl.sock" 2> "$out/after.log" &
+"$bin" record --db "$out/after.db" --interval 1s --socket "$work/after/dl.sock" "${listen_after[@]}" 2> "$out/after.log" &
 after=$!
+scraper=
+if [ "${SCRAPE:-0}" = 1 ]; then
+  python3 - "$((window + 40))" <<'PY' > "$out/scrape.log" 2>&1 &
+import http.client, sys, time
+end = time.monotonic() + int(sys.argv[1])
+conns = {}
+while time.monotonic() < end:
+    for port in (19281, 19282):
+        try:
+            c = conns.setdefault(port, http.client.HTTPConnection("127.0.0.1", port, timeout=5))
+            c.request("GET", "/metrics"); c.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            conns.pop(port, None)
+    time.sleep(1 - time.monotonic() % 1)
+PY
+  scraper=$!
+fi
 PYTHONPATH="$here/python" OMP_NUM_THREADS=2 python3 -m torch.distributed.run --standalone \
   --nproc-per-node "$nproc" "$here/tests/gpu/train_ddp.py" "$work/mnt/train" --seconds $((window + 50)) \
   --workers 8 --decode-us 2000 > "$out/job.log" 2>&1 &
@@ -48,17 +71,18 @@ sleep 30  # the job's start: NCCL, CUDA contexts, the first batches
 nvidia-smi dmon -s u -d 1 > "$out/dmon.log" 2>&1 &
 dmon=$!
 sleep 2
-b0=$(cpu_ticks $before); a0=$(cpu_ticks $after); d0=$(cpu_ticks $dmon)
+b0=$(cpu_ticks $before); a0=$(cpu_ticks $after); d0=$(cpu_ticks $dmon); bn0=$(cpu_ns $before); an0=$(cpu_ns $after)
 t0=$(date +%s%3N)
 LD_LIBRARY_PATH="$carry/lib" "$carry/nvml_call_bench" --floor "$((window + 5))" > "$out/floor.log" 2>&1 &
 floor=$!
 sleep "$window"
-b1=$(cpu_ticks $before); a1=$(cpu_ticks $after); d1=$(cpu_ticks $dmon)
+b1=$(cpu_ticks $before); a1=$(cpu_ticks $after); d1=$(cpu_ticks $dmon); bn1=$(cpu_ns $before); an1=$(cpu_ns $after)
 t1=$(date +%s%3N)
 for p in $before $after $floor; do grep -E "^(RssAnon|RssFile|VmHWM)" "/proc/$p/status" | tr -s ' \t' ' ' | tr '\n' ' '; echo; done > "$out/rss.txt"
 cat "/proc/$after/smaps" > "$out/after.smaps"
 wait $floor
 kill $dmon; wait $dmon 2>/dev/null
+[ -n "$scraper" ] && { kill $scraper; wait $scraper 2>/dev/null; }
 wait $job; echo "job exit $?: $(grep -h 'steps in' "$out/job.log" | tr '\n' ' ')"
 kill -TERM $before $after; wait $before $after
 umount "$work/mnt"; losetup -d "$loop"; rm -rf "$work"
@@ -73,6 +97,7 @@ per before "$b0" "$b1"
 per after "$a0" "$a1"
 cat "$out/floor.log"
 per dmon "$d0" "$d1"
+echo "== the agents' threads (schedstat, ns): before $(( (bn1 - bn0) / window / 1000 )) us, after $(( (an1 - an0) / window / 1000 )) us of CPU per second$([ "${SCRAPE:-0}" = 1 ] && echo ", each scraped once a second")"
 echo "== RSS at the end of the window (kB): before, after, floor"
 cat "$out/rss.txt"
 echo "== NVML's zero-filled tables (the agents' logs)"
