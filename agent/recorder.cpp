@@ -374,6 +374,15 @@ RecorderSummary record(const RecorderOptions& options, const sigset_t& stop_sign
   TickLoop(options, stop_signals, collectors, topology ? &*topology : nullptr, live, *writer,
            summary)
       .run();
+  // The stop's last steps (hooks, the final write) may take up to twice --stop-timeout: a
+  // scrape meanwhile gets the last page from a thread of the endpoint's own, not a hang.
+  if (MetricsServer* server = live.metricsServer()) {
+    try {
+      server->serveOnOwnThread();
+    } catch (const std::exception& e) {
+      spdlog::warn("the endpoint is not served while stopping: {}", e.what());
+    }
+  }
 
   common::notifyServiceManager("STOPPING=1");
   for (const auto& line : collectors.finalReports()) spdlog::info("{}", line);

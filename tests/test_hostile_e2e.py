@@ -754,14 +754,17 @@ class HostileE2E(unittest.TestCase):
     def test_stop_kills_a_hung_hook_and_its_setsid_child_at_stop_timeout(self):
         """A job whose steps stall opens an incident; its hook hangs and starts a setsid child.
         SIGTERM: the agent ends within --stop-timeout (not the hook's 60 s), counts the hook as
-        killed, and the child that left the hook's process group is gone too."""
+        killed, and the child that left the hook's process group is gone too. A scrape while it
+        stops gets the last page at once."""
         pids = os.path.join(self.tmp, "hook-pids")
         hook = os.path.join(self.tmp, "hook.sh")
         with open(hook, "w") as f:
             f.write(f"#!/bin/sh\nsetsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! >> {pids}\n"
                     f"echo $$ >> {pids}\nexec sleep 600\n")
         os.chmod(hook, 0o755)
+        port = free_port()
         agent = self.start_agent("--on-incident", hook, "--hook-timeout", "60s", "--stop-timeout", "2s",
+                                 "--listen", f"127.0.0.1:{port}",
                                  "--stall-open-after", "1s", "--stall-open-after-strong", "1s",
                                  "--idle-stall-open-after", "1s")  # the sleeping loop looks idle
         stall = """
@@ -788,6 +791,9 @@ for b in stallwatch.watch(batches()):
         child, hook_pid = [int(x) for x in open(pids).read().split()[:2]]
         t0 = time.monotonic()
         agent.terminate()
+        time.sleep(0.5)  # the loop has ended; the hook holds the stop for its 2 s
+        self.assertIsNone(agent.poll())
+        self.assertIn(b"stallwatch_intervals_total", get(f"http://127.0.0.1:{port}/metrics", timeout=1))
         _, err = agent.communicate(timeout=70)
         took = time.monotonic() - t0
         self.assertEqual(agent.returncode, 0, err)
