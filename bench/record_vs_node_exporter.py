@@ -9,7 +9,11 @@ the window (start-up excluded), summed over threads from /proc/<pid>/task/*/sche
 Each is scraped over one kept connection, as Prometheus scrapes (HTTP keep-alive);
 --new-connections opens one a scrape, as this bench did before 2026-11-26.
 
-Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch]
+--no-collectors runs the agent with every host collector and the drive health thread off: what
+it costs only to wake for the scrape, render its own figures and write its intervals (the floor
+under the default collectors' reads).
+
+Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch] [--no-collectors]
 Needs Debian's prometheus-node-exporter (scripts/install-deps.sh --bench)."""
 
 import argparse
@@ -59,6 +63,8 @@ def main():
     ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
     ap.add_argument("--no-scrape", action="store_true", help="leave stallwatch's /metrics unserved")
     ap.add_argument("--new-connections", action="store_true", help="a new connection for each scrape")
+    ap.add_argument("--no-collectors", action="store_true",
+                    help="every host collector and the health thread off: the agent's floor")
     args = ap.parse_args()
     exporter_bin = shutil.which("prometheus-node-exporter")
     if not exporter_bin:
@@ -72,7 +78,9 @@ def main():
     recorder = subprocess.Popen(
         [args.stallwatch, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
          "--no-collector.gpu", "--log-level", "warn"]
-        + ([] if args.no_scrape else ["--listen", f"127.0.0.1:{STALLWATCH_PORT}"]),
+        + ([] if args.no_scrape else ["--listen", f"127.0.0.1:{STALLWATCH_PORT}"])
+        + ([f"--no-collector.{c}" for c in ("diskstats", "mounts", "pressure", "cpu", "jobs", "io_latency")]
+           + ["--health-interval", "0s"] if args.no_collectors else []),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     scrape_ms = []
     try:
@@ -114,7 +122,8 @@ def main():
     print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second of each, on {os.uname().release}, "
           f"{os.cpu_count()} CPUs, " + ("a new connection a scrape" if args.new_connections else "connections kept") +
           ("; stallwatch not scraped" if args.no_scrape else
-                                      f"; stallwatch's page {page_bytes} bytes"))
+                                      f"; stallwatch's page {page_bytes} bytes") +
+          ("; stallwatch with no collector" if args.no_collectors else ""))
     print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
         cpu = end[p.pid] - start[p.pid]
