@@ -1,7 +1,5 @@
 #include "agent/tick_schedule.h"
 
-#include <cmath>
-
 namespace stallwatch::agent {
 
 TickSchedule::TickSchedule(Clock::duration interval, Clock::time_point start)
@@ -14,12 +12,11 @@ TickSchedule::Clock::time_point TickSchedule::wakeAt() const {
 }
 
 bool TickSchedule::onScrape(Clock::time_point now, std::optional<Clock::duration> since_previous) {
+  // Steady: within a tenth of a whole number (one or more) of intervals since the last request.
   bool steady = false;
-  if (since_previous && *since_previous >= interval_ - lead_) {
-    const double whole = std::round(std::chrono::duration<double>(*since_previous) /
-                                    std::chrono::duration<double>(interval_));
-    const auto off = *since_previous - std::chrono::duration_cast<Clock::duration>(
-                                           interval_ * static_cast<int64_t>(whole));
+  if (since_previous) {
+    const auto whole = (*since_previous + interval_ / 2) / interval_;
+    const auto off = *since_previous - interval_ * whole;
     steady = whole >= 1 && off < lead_ && -off < lead_;
   }
   if (now >= due_ - lead_) {
