@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -186,9 +188,17 @@ TEST(SelfProcess, TheLiveReadersCpuTimeGrowsWithWork) {
   SelfProcessReader reader;
   const auto before = reader.read();
   ASSERT_TRUE(before);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  // 50 ms of this process's own CPU, by its CPU clock: a wall-clock spin got less than the 20 ms
+  // asserted below on a 2-core machine under a parallel test run.
+  const auto cpu_now = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+  };
+  const double cpu_until = cpu_now() + 0.05;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   volatile uint64_t spin = 0;
-  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  while (cpu_now() < cpu_until && std::chrono::steady_clock::now() < give_up) spin = spin + 1;
   const auto after = reader.read();
   ASSERT_TRUE(after);
   EXPECT_GE(after->cpu_seconds - before->cpu_seconds, 0.02);
