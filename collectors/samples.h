@@ -143,6 +143,9 @@ struct JobSample {
   // Whether each of those cgroups has the io controller (v2; not on a hybrid host, whose io is
   // v1's blkio): only then does a request's bio name the job's cgroup. Not stored.
   bool cgroups_have_io = false;
+  // And the memory controller (v2): then the pages its processes bring in or allocate are
+  // charged to the job's cgroup, and a request's first page names it. Not stored.
+  bool cgroups_have_memory = false;
   uint32_t processes = 0;
   uint32_t workers = 0;                         // processes other than the job's root(s)
   std::optional<double> read_bytes_per_second;  // block-layer reads (/proc/<pid>/io read_bytes)

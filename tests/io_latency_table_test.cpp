@@ -207,18 +207,49 @@ TEST(IoLatencyStarts, AFloodOfShortJobsWithoutTheControllerDoesNotDetachThemEver
   EXPECT_EQ(detaches, 0);
 }
 
-TEST(IoLatencyStarts, OnlyAJobWithACgroupOfItsOwnWithoutTheControllerNeedsThem) {
-  JobSample in_root, with_io, without_io;
+// How a completion alone tells a followed job's requests: their bios while every job's cgroups
+// have io; their first pages' memory cgroups while some lack io but every one has memory (a login
+// session's scope, a launcher's unit); else each request's start is traced.
+TEST(IoLatencyStarts, TheOwnersSourceIsTheBioThenThePagesThenTheStarts) {
+  const auto job = [](const char* key, uint64_t id, bool io, bool memory) {
+    JobSample j;
+    j.key = key;
+    j.cgroup_ids = {id};
+    j.cgroups_have_io = io;
+    j.cgroups_have_memory = memory;
+    return j;
+  };
+  JobSample in_root;
   in_root.key = "pid:1:1";  // no cgroup of its own: nobody's job, tagged or not
-  with_io.key = "cgroup:/kubepods/pod1";
-  with_io.cgroup_ids = {101};
-  with_io.cgroups_have_io = true;
-  without_io.key = "cgroup:/user.slice/session-3.scope";
-  without_io.cgroup_ids = {202};
-  EXPECT_EQ(jobWithoutIoController({in_root, with_io}), nullptr);
-  const std::vector<JobSample> jobs = {in_root, with_io, without_io};
-  ASSERT_NE(jobWithoutIoController(jobs), nullptr);
-  EXPECT_EQ(jobWithoutIoController(jobs)->key, without_io.key);
+  const JobSample pod = job("cgroup:/kubepods/pod1", 101, true, true);
+  const JobSample session = job("cgroup:/user.slice/session-3.scope", 202, false, true);
+  const JobSample bare = job("cgroup:/bare", 303, false, false);
+  const JobSample io_only = job("cgroup:/io-only", 404, true, false);
+
+  EXPECT_EQ(ownerSourceFor({}).kind, OwnerSource::kBio);
+  const OwnerSource bio = ownerSourceFor({in_root, pod, io_only});
+  EXPECT_EQ(bio.kind, OwnerSource::kBio);
+  EXPECT_EQ(bio.without_io, nullptr);
+
+  const std::vector<JobSample> with_session = {in_root, pod, session};
+  const OwnerSource pages = ownerSourceFor(with_session);
+  EXPECT_EQ(pages.kind, OwnerSource::kPages);
+  ASSERT_NE(pages.without_io, nullptr);
+  EXPECT_EQ(pages.without_io->key, session.key);
+  EXPECT_EQ(pages.without_memory, nullptr);
+
+  // A job whose cgroup has neither: its requests are told only at their start.
+  const std::vector<JobSample> with_bare = {pod, session, bare};
+  const OwnerSource starts = ownerSourceFor(with_bare);
+  EXPECT_EQ(starts.kind, OwnerSource::kStarts);
+  EXPECT_EQ(starts.without_io->key, session.key);
+  EXPECT_EQ(starts.without_memory->key, bare.key);
+  // Nor do the pages serve where another job's cgroup lacks memory: its pages name an ancestor.
+  const std::vector<JobSample> mixed = {io_only, session};
+  const OwnerSource neither = ownerSourceFor(mixed);
+  EXPECT_EQ(neither.kind, OwnerSource::kStarts);
+  EXPECT_EQ(neither.without_io->key, session.key);
+  EXPECT_EQ(neither.without_memory->key, io_only.key);
 }
 
 }  // namespace

@@ -245,9 +245,10 @@ TEST_F(JobTrackerTest, ReadsTheJobsCgroupsAndNamesTheirLimits) {
   }
 }
 
-// Whether the job's cgroups have the io controller, from each one's cgroup.controllers: only
-// then does a request's bio name the job's cgroup (the per-I/O collector's one-program mode).
-TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
+// Whether the job's cgroups have the io and memory controllers, from each one's
+// cgroup.controllers: only with io does a request's bio name the job's cgroup, with memory its
+// first page (the per-I/O collector's one-program modes).
+TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoAndMemoryControllers) {
   const fs::path cg = placeRanksInCgroups("/job/rank0", "/job/rank1") / "job";
   testing::writeFile(cg / "rank0/cgroup.controllers", "cpuset cpu io memory pids\n");
   testing::writeFile(cg / "rank1/cgroup.controllers", "cpu io\n");
@@ -257,6 +258,7 @@ TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->cgroup_ids.size(), 2u);
   EXPECT_TRUE(s->cgroups_have_io);
+  EXPECT_FALSE(s->cgroups_have_memory);  // rank1's parent did not enable it
   // One rank's parent enabled fewer controllers ("iocost" is not "io"): the job's bios may name
   // an ancestor.
   testing::writeFile(cg / "rank1/cgroup.controllers", "memory iocost\n");
@@ -265,6 +267,7 @@ TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoController) {
   s = sampleOf(without_io, "torchelastic:run7");
   ASSERT_NE(s, nullptr);
   EXPECT_FALSE(s->cgroups_have_io);
+  EXPECT_TRUE(s->cgroups_have_memory);  // both name it: a request's first page names the rank
 }
 
 // A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds

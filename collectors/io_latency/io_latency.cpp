@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "collectors/devices/block_devices.h"
 #include "collectors/io_latency/histogram_table.h"
@@ -106,7 +107,8 @@ class IoLatencyCollector : public Collector {
     arrays_.keys = static_cast<sw_io_key_slot*>(mapArray(skel_->maps.key_slots, keys_bytes_));
     arrays_.hists = static_cast<sw_io_hist*>(mapArray(skel_->maps.histograms, hists_bytes_));
     counters_ = static_cast<__u64*>(mapArray(skel_->maps.dropped, counters_bytes_));
-    if (!arrays_.keys || !arrays_.hists || !counters_ || !skel_->bss) {
+    memcg_owners_ = mapArray(skel_->maps.memcg_owners, memcg_owners_bytes_);
+    if (!arrays_.keys || !arrays_.hists || !counters_ || !memcg_owners_ || !skel_->bss) {
       giveUp("cannot map the program's arrays: " + std::string(std::strerror(errno)));
       return;
     }
@@ -144,6 +146,7 @@ class IoLatencyCollector : public Collector {
     for (const JobSample& j : out.jobs) {
       for (uint64_t id : j.cgroup_ids) job_of_cgroup.emplace(id, j.key);
     }
+    forgetMemcgOwnersIfJobsChanged(job_of_cgroup);
     std::map<std::tuple<uint32_t, uint32_t, std::string>, Sum> sums;
     const bool first = ticks_++ == 0;
     // The counters first: the count of slots claimed tells the table to look for new keys.
@@ -185,7 +188,9 @@ class IoLatencyCollector : public Collector {
            " (" + std::to_string(dropped_[4]) + " of " + std::to_string(dropped_[4] + dropped_[5]) +
            " compared within 10 us); " +
            (skel_->links.on_io_start ? std::string("each request's start traced")
-                                     : std::string("one program a request (starts not traced)")) +
+            : skel_->bss && skel_->bss->owner_from_pages
+                ? std::string("one program a request (starts not traced, owners from pages)")
+                : std::string("one program a request (starts not traced)")) +
            " at exit, starts traced again " + std::to_string(starts_attached_) + " times";
   }
 
@@ -214,7 +219,22 @@ class IoLatencyCollector : public Collector {
     void* at = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
     return at == MAP_FAILED ? nullptr : at;
   }
+  // The program's memory cgroups' owners, emptied when the followed jobs' cgroups change: a job
+  // whose cgroup is new may have a memory cgroup at an address a freed one had, which the program
+  // would still name by the old one's id. (Between the change and the tick that sees it, the
+  // job is not yet followed: its requests are others' either way.)
+  void forgetMemcgOwnersIfJobsChanged(const std::map<uint64_t, std::string>& job_of_cgroup) {
+    std::vector<uint64_t> ids;
+    ids.reserve(job_of_cgroup.size());
+    for (const auto& entry : job_of_cgroup) ids.push_back(entry.first);
+    if (ids == followed_cgroups_) return;
+    followed_cgroups_ = std::move(ids);
+    std::memset(memcg_owners_, 0, memcg_owners_bytes_);
+  }
+
   void unmap() {
+    if (memcg_owners_) ::munmap(memcg_owners_, memcg_owners_bytes_);
+    memcg_owners_ = nullptr;
     if (arrays_.keys) ::munmap(arrays_.keys, keys_bytes_);
     if (arrays_.hists) ::munmap(arrays_.hists, hists_bytes_);
     if (counters_) ::munmap(counters_, counters_bytes_);
@@ -229,49 +249,74 @@ class IoLatencyCollector : public Collector {
   }
 
   // One program a request where it serves (issue 47): on_io_start detached once the kernel's
-  // start stamps are agreed, no queue needs on_issue, and every followed job's cgroup has the io
-  // controller (a request's bio then names its cgroup), for StartTracing's ten ticks; attached
-  // again, on an emptied in-flight table, when a job's cgroup lacks it. Said in the notice when
-  // it changes.
+  // start stamps are agreed, no queue needs on_issue, and the completion alone can tell each
+  // followed job's requests (ownerSourceFor: their bios, or their first pages' memory cgroups),
+  // for StartTracing's ten ticks; attached again, on an emptied in-flight table, when neither
+  // serves. Said in the notice when it changes.
   std::string traceStartsWhereNeeded(const std::vector<JobSample>& jobs) {
     auto& links = skel_->links;
     if (!bpf_program__autoload(skel_->progs.on_io_start)) return {};  // on_issue is the start
-    const JobSample* untagged = jobWithoutIoController(jobs);
-    const bool needed = !skel_->bss->kernel_start_agreed || links.on_issue || untagged;
+    const OwnerSource owners = ownerSourceFor(jobs);
+    std::string notice;
+    const __u32 from_pages = owners.kind == OwnerSource::kPages ? 1 : 0;
+    if (skel_->bss->owner_from_pages != from_pages) {
+      skel_->bss->owner_from_pages = from_pages;
+      addTo(notice, from_pages ? "per-I/O latency: each request's cgroup from the memory cgroup "
+                                 "charged for its first page (job " +
+                                     owners.without_io->key +
+                                     "'s cgroup has no io controller, every followed job's has "
+                                     "memory)"
+                               : std::string("per-I/O latency: each request's cgroup from its bio "
+                                             "again"));
+    }
+    const bool needed =
+        !skel_->bss->kernel_start_agreed || links.on_issue || owners.kind == OwnerSource::kStarts;
     const StartTracing::Act act = start_tracing_.tick(needed, links.on_io_start != nullptr);
     if (act == StartTracing::Act::kDetach) {
       skel_->bss->starts_traced = 0;
       bpf_link__destroy(links.on_io_start);
       links.on_io_start = nullptr;
-      return "per-I/O latency: one program a request from now on (the kernel's start and issue "
-             "times; each request's cgroup from its bio: no followed job's cgroup lacks the io "
-             "controller)";
+      addTo(notice,
+            std::string("per-I/O latency: one program a request from now on (the "
+                        "kernel's start and issue times; each request's cgroup from ") +
+                (from_pages ? "its first page's memory cgroup)"
+                            : "its bio: no followed job's cgroup lacks the io controller)"));
+      return notice;
     }
-    if (act != StartTracing::Act::kAttach || attach_failed_) return {};
+    if (act != StartTracing::Act::kAttach || attach_failed_) return notice;
     // Emptied (no program writes it while detached), mapped only for that: a mapped array's
     // pages count in the agent's resident memory.
     size_t bytes = 0;
     void* in_flight = mapArray(skel_->maps.in_flight, bytes);
     if (!in_flight) {
       attach_failed_ = true;  // said once, not tried every tick
-      return std::string("per-I/O latency: cannot empty the in-flight table (") +
-             std::strerror(errno) + "): followed jobs' I/O may be counted as others'";
+      addTo(notice, std::string("per-I/O latency: cannot empty the in-flight table (") +
+                        std::strerror(errno) + "): followed jobs' I/O may be counted as others'");
+      return notice;
     }
     std::memset(in_flight, 0, bytes);
     ::munmap(in_flight, bytes);
     links.on_io_start = bpf_program__attach(skel_->progs.on_io_start);
     if (!links.on_io_start) {
       attach_failed_ = true;
-      return std::string("per-I/O latency: cannot attach to block_io_start again (") +
-             std::strerror(errno) + "): followed jobs' I/O may be counted as others'";
+      addTo(notice, std::string("per-I/O latency: cannot attach to block_io_start again (") +
+                        std::strerror(errno) + "): followed jobs' I/O may be counted as others'");
+      return notice;
     }
     skel_->bss->starts_traced = 1;
     ++starts_attached_;
-    return "per-I/O latency: " +
-           (untagged ? "job " + untagged->key +
-                           "'s cgroup has no io controller (its bio names another's): each "
-                           "request's start traced again, two programs a request"
-                     : std::string("each request's start traced again"));
+    addTo(notice, "per-I/O latency: " + whyStartsAreTraced(owners) +
+                      "each request's start traced again, two programs a request");
+    return notice;
+  }
+
+  static std::string whyStartsAreTraced(const OwnerSource& owners) {
+    if (owners.kind != OwnerSource::kStarts) return {};
+    const JobSample* io = owners.without_io;
+    const JobSample* memory = owners.without_memory;
+    return "job " + io->key + "'s cgroup has no io controller (its bio names another's), " +
+           (memory == io ? std::string("nor memory (nor do its pages): ")
+                         : "job " + memory->key + "'s no memory controller: ");
   }
 
   static std::string loadError(int err) {
@@ -328,7 +373,10 @@ class IoLatencyCollector : public Collector {
   std::string why_not_;
   std::shared_ptr<const DeviceTree> tree_;
   HistogramArrays arrays_;
-  __u64* counters_ = nullptr;  // the program's dropped map
+  __u64* counters_ = nullptr;     // the program's dropped map
+  void* memcg_owners_ = nullptr;  // its memcg_owners map
+  size_t memcg_owners_bytes_ = 0;
+  std::vector<uint64_t> followed_cgroups_;  // the followed jobs' cgroup ids, ascending
   size_t keys_bytes_ = 0, hists_bytes_ = 0, counters_bytes_ = 0;
   uint64_t starts_attached_ = 0;  // times on_io_start was attached again
   StartTracing start_tracing_;

@@ -22,6 +22,9 @@
 /* The dropped map's counters (see the program); the last counts the slots claimed. */
 #define SW_IO_DROPPED_KINDS 7
 #define SW_IO_SLOTS_CLAIMED 6
+/* The memory cgroups' owners seen: 2^8 slots, a charge's slot from its address. */
+#define SW_MEMCG_BITS 8
+#define SW_MEMCG_SLOTS (1 << SW_MEMCG_BITS)
 /* Operations: the kernel's REQ_OP_READ, WRITE, FLUSH, DISCARD; everything else. */
 #define SW_IO_OP_OTHER 4
 
@@ -55,6 +58,18 @@ static inline __attribute__((always_inline)) __u64 sw_io_tag(__u32 dev, __u32 op
   h ^= cgroup * 0xC2B2AE3D27D4EB4FULL;
   h ^= h >> 29;
   return h | 1;
+}
+
+/* A memory cgroup (its address, as a page's charge names it) and its cgroup's id, with a check
+   of the two (sw_memcg_check): an entry two CPUs wrote at once holds one that fails. */
+struct sw_memcg_owner {
+  __u64 memcg;
+  __u64 cgroup;
+  __u64 check;
+};
+
+static inline __attribute__((always_inline)) __u64 sw_memcg_check(__u64 memcg, __u64 cgroup) {
+  return memcg ^ (cgroup * 0x9E3779B97F4A7C15ULL);
 }
 
 /* One device, operation and cgroup's completions since its slot was claimed (never reset by

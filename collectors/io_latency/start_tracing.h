@@ -9,14 +9,34 @@
 
 namespace stallwatch::collectors {
 
-// The first followed job whose cgroup lacks the io controller (its requests' bios name another
-// cgroup, so their starts must be traced to be told as its); none where every one has it, or
-// the job has no cgroup of its own (the root's: nobody's job).
-inline const JobSample* jobWithoutIoController(const std::vector<JobSample>& jobs) {
+// How a request's completion alone tells whose I/O it is, for the followed jobs (issue 47):
+//  kBio    its bio's cgroup: every followed job's cgroups have the io controller, so the bio
+//          names the cgroup that submitted it;
+//  kPages  the memory cgroup charged for its first page: some job's cgroups lack io but every
+//          job's have memory (a login session's scope or a launcher's unit, where systemd turns on
+//          memory accounting by default and io not), so the pages its processes bring in or
+//          read into are charged to the job's own cgroup;
+//  kStarts neither serves: each request's start is traced in the submitter's context (a second
+//          program on the I/O path).
+// Named with it: the first job whose cgroups lack io (none for kBio) and, for kStarts, the
+// first whose lack memory. Jobs without a cgroup of their own (the root's: nobody's job) are
+// left out.
+struct OwnerSource {
+  enum Kind { kBio, kPages, kStarts } kind = kBio;
+  const JobSample* without_io = nullptr;
+  const JobSample* without_memory = nullptr;
+};
+
+inline OwnerSource ownerSourceFor(const std::vector<JobSample>& jobs) {
+  OwnerSource source;
   for (const JobSample& j : jobs) {
-    if (!j.cgroup_ids.empty() && !j.cgroups_have_io) return &j;
+    if (j.cgroup_ids.empty()) continue;
+    if (!j.cgroups_have_io && !source.without_io) source.without_io = &j;
+    if (!j.cgroups_have_memory && !source.without_memory) source.without_memory = &j;
   }
-  return nullptr;
+  if (source.without_io)
+    source.kind = source.without_memory ? OwnerSource::kStarts : OwnerSource::kPages;
+  return source;
 }
 
 class StartTracing {

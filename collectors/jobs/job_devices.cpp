@@ -21,15 +21,23 @@ constexpr double kProcessNeighbourFloor = 10e6;
 constexpr size_t kMaxProcessesWalked = 8192;
 constexpr size_t kMaxNeighbourFiles = 64;
 
-// Whether cgroup DIR (v2) has the io controller: its cgroup.controllers names it. Only then does
-// the block layer tag its processes' I/O with DIR's own id rather than an ancestor's.
-bool hasIoController(const std::filesystem::path& dir) {
+// Which of the io and memory controllers cgroup DIR (v2) has: its cgroup.controllers names
+// them. Only with io does the block layer tag its processes' I/O with DIR's own id rather than
+// an ancestor's; with memory, the pages they bring in or allocate are charged to DIR (issue 47:
+// a request's first page then names the job where its bio does not).
+struct Controllers {
+  bool io = false, memory = false;
+};
+Controllers controllersOf(const std::filesystem::path& dir) {
+  Controllers c;
   const auto text = readTextFile(dir / "cgroup.controllers");
-  if (!text) return false;
+  if (!text) return c;
   std::string_view names[16];  // the kernel has 11 controllers
   const std::string_view line = std::string_view(*text).substr(0, text->find('\n'));
   const size_t n = std::min(splitFields(line, names), std::size(names));
-  return std::find(names, names + n, "io") != names + n;
+  c.io = std::find(names, names + n, "io") != names + n;
+  c.memory = std::find(names, names + n, "memory") != names + n;
+  return c;
 }
 
 }  // namespace
@@ -191,6 +199,7 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     job.cgroup_of_root.clear();
     job.cgroup_ids.clear();
     job.cgroups_have_io = true;
+    job.cgroups_have_memory = true;
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
       if (auto dir = cgroups_.cgroupOf(pid)) {
@@ -200,12 +209,14 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     }
     // Each cgroup once, however many ranks share it: its id, as the block layer tags the job's
     // I/O (the directory's inode; not the root cgroup's, which is everyone's), and whether it has
-    // the io controller.
+    // the io and memory controllers.
     for (const auto& dir : job.cgroups) {
       struct stat st {};
       if (dir != cgroups_.base() && ::stat(dir.c_str(), &st) == 0)
         job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
-      if (!hasIoController(dir)) job.cgroups_have_io = false;
+      const Controllers c = controllersOf(dir);
+      job.cgroups_have_io = job.cgroups_have_io && c.io;
+      job.cgroups_have_memory = job.cgroups_have_memory && c.memory;
     }
     // The cgroups above them: a limit there binds the job as much as one on its own.
     job.ancestors.clear();

@@ -368,6 +368,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       readCgroups(job, discovery, have_interval ? elapsed : 0.0, sample);
       sample.cgroup_ids.assign(job.cgroup_ids.begin(), job.cgroup_ids.end());
       sample.cgroups_have_io = job.cgroups_have_io;
+      sample.cgroups_have_memory = job.cgroups_have_memory;
     }
     if (discovery && any_root) describeNeighbours(job, leaf_io, leaf_elapsed, tick, sample, out);
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;

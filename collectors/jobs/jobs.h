@@ -125,6 +125,8 @@ class JobTracker final : public Collector {
     std::set<uint64_t> cgroup_ids;  // theirs (directory inodes): how the block layer tags I/O
     // Whether each of those has the io controller: only then does a bio's cgroup name it.
     bool cgroups_have_io = false;
+    // And the memory controller: then the pages its processes bring in are charged to them.
+    bool cgroups_have_memory = false;
     // Whether its roots' cgroups were looked up since a root joined: a job in the root cgroup
     // (none of its own) is not looked up again every tick.
     bool cgroups_looked_up = false;

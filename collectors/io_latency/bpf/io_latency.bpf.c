@@ -3,9 +3,9 @@
 // issue, where the kernel has no start tracepoint) to its completion, into log-linear histograms
 // keyed by device, operation and the cgroup whose I/O it is, with the sums of those times and of
 // the service times from issue to completion. One program on a request's path (its completion)
-// where the kernel's stamps and the bio's cgroup serve, two where a followed job needs its start
-// traced (issue 47). Read by the agent every interval through a memory map; no
-// per-I/O event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
+// where the kernel's stamps and the bio's cgroup, or its first page's memory cgroup, tell whose
+// it is; two where a followed job needs its start traced (issue 47). Read by the agent every
+// interval through a memory map; no per-I/O event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
 // against the running kernel's BTF) and embedded in the agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
 // would sort this after them).
@@ -53,6 +53,20 @@ struct {
   __type(value, struct sw_io_hist);
 } histograms SEC(".maps");
 
+// The cgroup ids of the memory cgroups that pages' charges named (see page_owner): the chain from
+// a charge to its cgroup's id is three calls of bpf_probe_read_kernel, about 20 ns a request on
+// a 16-core host (issue 47), where a slot here is an address computed in place. Direct-mapped by
+// the charge; an entry that two CPUs wrote at once fails its check and reads as a miss. Emptied
+// by the agent when the followed jobs' cgroups change: a freed memory cgroup's address may be
+// a new one's.
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, SW_MEMCG_SLOTS);
+  __type(key, __u32);
+  __type(value, struct sw_memcg_owner);
+} memcg_owners SEC(".maps");
+
 // [0] requests without an in-flight slot (both held: timed from the kernel's stamps once they
 // are agreed, else not measured), [1] completions not counted (their key's
 // four slots held by others), [2] slots taken over from a request whose completion never came, [3]
@@ -77,6 +91,12 @@ __u32 kernel_start_agreed = 0;
 // on_io_start: on_complete alone then times each request from the kernel's stamps, one program a
 // request where there were two (issue 47).
 __u32 starts_traced = 0;
+
+// Set by the agent while some followed job's cgroup lacks the io controller (its bios name an
+// ancestor) but every followed job's has memory: a request then belongs to the memory cgroup
+// charged for its first page (see page_owner), so on_complete alone still tells the job's
+// requests (issue 47: one program a request, where the start's was traced for them).
+__u32 owner_from_pages = 0;
 
 static __always_inline void count_dropped(__u32 which) {
   __u64* v = bpf_map_lookup_elem(&dropped, &which);
@@ -134,6 +154,53 @@ static __always_inline __u64 cgroup_of(struct request* rq) {
   struct blkcg_gq* blkg = bio->bi_blkg;
   if (!blkg) return 0;
   return blkg->blkcg->css.cgroup->kn->id;
+}
+
+// The cgroup id of memory cgroup CHARGE: from memcg_owners, else read and kept there.
+static __always_inline __u64 owner_of_charge(unsigned long charge) {
+  __u32 s = (__u32)((charge * 0x9E3779B97F4A7C15ULL) >> (64 - SW_MEMCG_BITS));
+  struct sw_memcg_owner* o = bpf_map_lookup_elem(&memcg_owners, &s);
+  if (!o) return 0;
+  const __u64 known = o->cgroup;
+  if (o->memcg == charge && o->check == sw_memcg_check(charge, known)) return known;
+  const struct mem_cgroup* memcg = (const struct mem_cgroup*)charge;
+  const __u64 id = BPF_CORE_READ(memcg, css.cgroup, kn, id);
+  if (id) {
+    o->memcg = charge;
+    o->cgroup = id;
+    o->check = sw_memcg_check(charge, id);
+  }
+  return id;
+}
+
+// Whether CHARGE, a page's memcg_data, names a memory cgroup: an address in the kernel's half
+// without the low bits that flag other charges (kernel memory, slab objects). A tail page of a
+// large folio holds none (0), or the folio's own fields (its page count, a small number).
+static __always_inline int names_memcg(unsigned long charge) {
+  return (long)charge < 0 && !(charge & 3);
+}
+
+// The cgroup v2 id of the memory cgroup charged for RQ's first page (0: none, or a charge that is
+// no memory cgroup's). The pages a job's processes read into (page cache they brought in, or
+// their own buffers for direct I/O) and write back (pages they dirtied) are charged to the
+// cgroup they ran in at the time, where the kernel does it in their context: the job's, when its
+// cgroup has the memory controller. A tail page of a large folio names its head, which holds the
+// charge: read through bpf_probe_read_kernel, as the verifier types the word that says so as a
+// list's pointer (the union's first member).
+static __always_inline __u64 page_owner(struct request* rq) {
+  struct bio* bio = rq->bio;
+  if (!bio || !bio->bi_vcnt) return 0;
+  struct page* page = bio->bi_io_vec->bv_page;
+  if (!page || !bpf_core_field_exists(page->memcg_data)) return 0;
+  unsigned long charge = page->memcg_data;
+  if (!names_memcg(charge)) {
+    unsigned long head = 0;
+    if (bpf_probe_read_kernel(&head, sizeof head, &page->compound_head) || !(head & 1)) return 0;
+    const unsigned long at = head - 1 + bpf_core_field_offset(struct page, memcg_data);
+    if (bpf_probe_read_kernel(&charge, sizeof charge, (const void*)at) || !names_memcg(charge))
+      return 0;
+  }
+  return owner_of_charge(charge);
 }
 
 // The request's address as a number, offset by the in-flight map's own address (constant while
@@ -283,7 +350,10 @@ int BPF_PROG(on_complete, struct request* rq, blk_status_t error, unsigned int n
   // After the clock's call, apart from the slot's loads: the compiler would otherwise merge the
   // two into one instruction reading a map value or a kernel structure, which the verifier
   // refuses.
-  if (!i) cgroup = cgroup_of(rq);
+  if (!i) {
+    if (owner_from_pages) cgroup = page_owner(rq);
+    if (!cgroup) cgroup = cgroup_of(rq);
+  }
   // The kernel's stamp of the request's accounting start, where it has one.
   __u64 kernel_start = 0;
   if (bpf_core_enum_value_exists(enum rqf_flags, __RQF_IO_STAT) &&
