@@ -54,7 +54,9 @@ for dev in $devs; do
         agent=$!
       fi
       sleep 2
-      [ -n "${job:-}" ] && "${in_job[@]}" sleep $((secs + 20)) &
+      # A member from before the reads on (the job exists when they start); not this shell's job,
+      # so its end is not reported.
+      [ -n "${job:-}" ] && ( "${in_job[@]}" sleep $((secs + 20)) & )
       # A second of reads and eleven ticks: the agent settles how it times a request's start
       # first, then leaves the start's program after ten ticks without need (issue 47).
       settle=$("${in_job[@]}" $reader "$dev" 1)
