@@ -143,9 +143,12 @@ struct JobSample {
   // Whether each of those cgroups has the io controller (v2; not on a hybrid host, whose io is
   // v1's blkio): only then does a request's bio name the job's cgroup. Not stored.
   bool cgroups_have_io = false;
-  // And the memory controller (v2): then the pages its processes bring in or allocate are
-  // charged to the job's cgroup, and a request's first page names it. Not stored.
+  // Whether the job's processes are charged in memory cgroups of its own (its cgroups with the
+  // memory controller, or on a hybrid host the v1 memory cgroups that mirror them), and their
+  // ids: the pages its processes bring in or allocate are charged there, so a request's first
+  // page names the job (the per-I/O collector's pages mode). Not stored.
   bool cgroups_have_memory = false;
+  std::vector<uint64_t> memory_cgroup_ids;
   uint32_t processes = 0;
   uint32_t workers = 0;                         // processes other than the job's root(s)
   std::optional<double> read_bytes_per_second;  // block-layer reads (/proc/<pid>/io read_bytes)

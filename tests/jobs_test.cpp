@@ -3,8 +3,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "collectors/jobs/kubernetes_pod.h"
 #include "collectors/proc_file.h"
@@ -268,6 +272,63 @@ TEST_F(JobTrackerTest, SaysWhetherEveryOneOfTheJobsCgroupsHasTheIoAndMemoryContr
   ASSERT_NE(s, nullptr);
   EXPECT_FALSE(s->cgroups_have_io);
   EXPECT_TRUE(s->cgroups_have_memory);  // both name it: a request's first page names the rank
+  // Their memory cgroups are themselves.
+  EXPECT_EQ(s->memory_cgroup_ids, s->cgroup_ids);
+}
+
+// A hybrid host: the memory controller is cgroup v1's. A rank whose v1 memory cgroup mirrors its
+// v2 cgroup (the same path, as systemd keeps them) is charged in a memory cgroup of its own; one
+// in an ancestor's (shared with others) is not.
+TEST_F(JobTrackerTest, OnAHybridHostTheMemoryCgroupsThatMirrorTheJobsAreItsOwn) {
+  const fs::path root = dir_.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "1 0 254:0 / / rw - ext4 /dev/vda rw\n"
+                     "30 1 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+                     "31 1 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+                     "32 1 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n");
+  const fs::path v2 = root / "sys/fs/cgroup/unified", v1 = root / "sys/fs/cgroup/memory";
+  testing::writeFile(v2 / "job/rank0/cgroup.controllers", "\n");
+  testing::writeFile(v2 / "job/rank1/cgroup.controllers", "\n");
+  testing::writeFile(v1 / "job/rank0/memory.usage_in_bytes", "4096\n");
+  testing::writeFile(v1 / "job/memory.usage_in_bytes", "8192\n");
+  testing::writeFile(root / "proc/101/cgroup",
+                     "5:cpu,cpuacct:/job\n4:memory:/job/rank0\n0::/job/rank0\n");
+  testing::writeFile(root / "proc/102/cgroup",
+                     "5:cpu,cpuacct:/job\n4:memory:/job\n0::/job/rank1\n");
+  makeTracker();
+  const SampleBatch shared = tick(1);
+  const JobSample* s = sampleOf(shared, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->cgroup_ids.size(), 2u);
+  EXPECT_FALSE(s->cgroups_have_io);
+  EXPECT_FALSE(s->cgroups_have_memory);  // rank1 is charged in /job, which others may share
+  testing::writeFile(v1 / "job/rank1/memory.usage_in_bytes", "4096\n");
+  testing::writeFile(root / "proc/102/cgroup",
+                     "5:cpu,cpuacct:/job\n4:memory:/job/rank1\n0::/job/rank1\n");
+  makeTracker();
+  const SampleBatch mirrored = tick(1);
+  s = sampleOf(mirrored, "torchelastic:run7");
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->cgroups_have_memory);
+  // The v1 directories' ids, not the v2 ones.
+  struct stat st {};
+  std::vector<uint64_t> expected;
+  for (const char* rank : {"job/rank0", "job/rank1"}) {
+    ASSERT_EQ(::stat((v1 / rank).c_str(), &st), 0);
+    expected.push_back(st.st_ino);
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(s->memory_cgroup_ids, expected);
+}
+
+TEST(CgroupV1Path, FindsTheHierarchyThatHoldsTheController) {
+  const std::string text =
+      "12:cpu,cpuacct:/a\n4:memory:/user.slice/x.scope\n1:name=systemd:/u\n0::/v2\n";
+  EXPECT_EQ(cgroupV1Path(text, "memory").value_or("-"), "/user.slice/x.scope");
+  EXPECT_EQ(cgroupV1Path(text, "cpuacct").value_or("-"), "/a");
+  EXPECT_FALSE(cgroupV1Path(text, "mem"));
+  EXPECT_FALSE(cgroupV1Path("0::/only-v2\n", "memory"));
+  EXPECT_FALSE(cgroupV1Path("4:memory\n4:memory:\n::\n", "memory"));  // malformed: skipped
 }
 
 // A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds

@@ -141,10 +141,14 @@ class IoLatencyCollector : public Collector {
 
   CollectResult collect(const Tick& /*tick*/, SampleBatch& out) override {
     if (!skel_) return CollectResult::unavailableHere(why_not_);
-    // Whose I/O: a followed job's cgroups (the jobs collector ran first this tick).
+    // Whose I/O: a followed job's cgroups, and its memory cgroups for the keys a page's charge
+    // named (tagged: a hybrid host's memory ids are another hierarchy's). The jobs collector ran
+    // first this tick.
     std::map<uint64_t, std::string> job_of_cgroup;
     for (const JobSample& j : out.jobs) {
       for (uint64_t id : j.cgroup_ids) job_of_cgroup.emplace(id, j.key);
+      for (uint64_t id : j.memory_cgroup_ids)
+        job_of_cgroup.emplace(id | SW_IO_OWNER_FROM_PAGE, j.key);
     }
     forgetMemcgOwnersIfJobsChanged(job_of_cgroup);
     std::map<std::tuple<uint32_t, uint32_t, std::string>, Sum> sums;

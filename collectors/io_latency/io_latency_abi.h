@@ -22,6 +22,9 @@
 /* The dropped map's counters (see the program); the last counts the slots claimed. */
 #define SW_IO_DROPPED_KINDS 7
 #define SW_IO_SLOTS_CLAIMED 6
+/* A key's cgroup named by a page's charge: the memory cgroup's id with this bit set (on a hybrid
+   host the memory hierarchy is v1's, whose ids may be the io hierarchy's too). */
+#define SW_IO_OWNER_FROM_PAGE (1ULL << 63)
 /* The memory cgroups' owners seen: 2^8 slots, a charge's slot from its address. */
 #define SW_MEMCG_BITS 8
 #define SW_MEMCG_SLOTS (1 << SW_MEMCG_BITS)

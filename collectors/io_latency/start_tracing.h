@@ -14,8 +14,9 @@ namespace stallwatch::collectors {
 //          names the cgroup that submitted it;
 //  kPages  the memory cgroup charged for its first page: some job's cgroups lack io but every
 //          job's have memory (a login session's scope or a launcher's unit, where systemd turns on
-//          memory accounting by default and io not), so the pages its processes bring in or
-//          read into are charged to the job's own cgroup;
+//          memory accounting by default and io not; on a hybrid host, a v1 memory cgroup that
+//          mirrors the job's: JobSample::memory_cgroup_ids), so the pages its processes bring in
+//          or read into are charged to the job's own memory cgroup;
 //  kStarts neither serves: each request's start is traced in the submitter's context (a second
 //          program on the I/O path).
 // Named with it: the first job whose cgroups lack io (none for kBio) and, for kStarts, the

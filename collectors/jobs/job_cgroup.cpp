@@ -139,6 +139,23 @@ std::optional<std::string> cgroupV2Path(std::string_view text) {
   return path;
 }
 
+std::optional<std::string> cgroupV1Path(std::string_view text, std::string_view controller) {
+  std::optional<std::string> path;
+  forEachLine(text, [&](std::string_view line, size_t) {
+    const size_t first = line.find(':');
+    const size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos || second + 1 >= line.size() || line[second + 1] != '/')
+      return;
+    std::string_view names = line.substr(first + 1, second - first - 1);
+    while (!names.empty()) {
+      const size_t comma = names.find(',');
+      if (names.substr(0, comma) == controller) path = std::string(line.substr(second + 1));
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    }
+  });
+  return path;
+}
+
 std::string describeIoLimits(const std::vector<IoLimit>& limits, const std::string& where,
                              const std::function<std::string(uint32_t, uint32_t)>& name_of) {
   std::string out;
@@ -188,14 +205,22 @@ std::string cgroupWhere(const fs::path& dir, int levels_up) {
 CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
   auto mounts = readMountinfo(root);
   if (!mounts) return;
+  const auto under_root = [&root](const std::string& mount_point) -> fs::path {
+    if (root.isHost()) return mount_point;
+    if (mount_point.rfind("/sys/", 0) == 0)
+      return root.sys / mount_point.substr(5);  // a captured tree keeps it under its sys
+    return {};
+  };
   for (const MountInfo& m : mounts->mounts) {
-    if (m.fs_type != "cgroup2") continue;
-    if (root.isHost()) {
-      base_ = m.mount_point;
-    } else if (m.mount_point.rfind("/sys/", 0) == 0) {
-      base_ = root.sys / m.mount_point.substr(5);  // a captured tree keeps it under its sys
+    if (m.fs_type == "cgroup2" && base_.empty()) base_ = under_root(m.mount_point);
+    if (m.fs_type == "cgroup" && memory_v1_.empty()) {
+      std::string_view options = m.super_options;
+      while (!options.empty()) {
+        const size_t comma = options.find(',');
+        if (options.substr(0, comma) == "memory") memory_v1_ = under_root(m.mount_point);
+        options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
+      }
     }
-    if (!base_.empty()) return;
   }
 }
 
@@ -210,6 +235,16 @@ std::optional<fs::path> CgroupReader::cgroupOf(uint32_t pid) const {
   // The root cgroup is the whole node's: its figures are not the job's own.
   if (!path || *path == "/") return std::nullopt;
   return base_ / fs::path(*path).relative_path();
+}
+
+std::optional<fs::path> CgroupReader::mirroredMemoryCgroupOf(uint32_t pid) const {
+  if (memory_v1_.empty()) return std::nullopt;
+  const auto text = readTextFile(proc_ / std::to_string(pid) / "cgroup");
+  if (!text) return std::nullopt;
+  const auto v2 = cgroupV2Path(*text);
+  const auto memory = cgroupV1Path(*text, "memory");
+  if (!v2 || !memory || *memory == "/" || *memory != *v2) return std::nullopt;
+  return memory_v1_ / fs::path(*memory).relative_path();
 }
 
 CgroupReading CgroupReader::read(const fs::path& dir) const {

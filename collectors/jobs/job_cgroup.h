@@ -53,6 +53,10 @@ std::optional<CpuMax> parseCpuMax(std::string_view text);
 std::optional<CpuStat> parseCpuStat(std::string_view text);
 // The v2 path ("/job/rank1") from /proc/PID/cgroup, or none on a v1-only host.
 std::optional<std::string> cgroupV2Path(std::string_view proc_pid_cgroup);
+// The path of a /proc/PID/cgroup text's cgroup v1 hierarchy that holds CONTROLLER (a hybrid
+// host's "4:memory:/user.slice/..."; "7:cpu,cpuacct:/..." holds two); none without one.
+std::optional<std::string> cgroupV1Path(std::string_view proc_pid_cgroup,
+                                        std::string_view controller);
 
 // memory.max or memory.high: bytes, none for "max" (or unreadable).
 std::optional<uint64_t> parseMemoryLimit(std::string_view text);
@@ -142,6 +146,11 @@ class CgroupReader {
   // The cgroup directory of PID (ROOT/proc/PID/cgroup), or none (none either for the root
   // cgroup, which is the node's).
   std::optional<std::filesystem::path> cgroupOf(uint32_t pid) const;
+  // PID's cgroup in a hybrid host's cgroup v1 memory hierarchy, where it mirrors its v2 cgroup
+  // (the same path, as systemd and container runtimes keep them): the memory cgroup charged for
+  // its pages, its unit's own. None elsewhere: no v1 memory hierarchy, the root, or another path
+  // (an ancestor others share).
+  std::optional<std::filesystem::path> mirroredMemoryCgroupOf(uint32_t pid) const;
   CgroupReading read(const std::filesystem::path& dir) const;
   // Only the limits of DIR (io.max, cpu.max, memory.max, memory.high): the cgroups above a
   // job's, looked at once a discovery period; those that set one are read whole every tick.
@@ -158,7 +167,8 @@ class CgroupReader {
 
  private:
   std::filesystem::path proc_;
-  std::filesystem::path base_;  // where the cgroup2 hierarchy is mounted, under ROOT
+  std::filesystem::path base_;       // where the cgroup2 hierarchy is mounted, under ROOT
+  std::filesystem::path memory_v1_;  // where a v1 memory hierarchy is (hybrid hosts), or empty
 };
 
 // The figures of an interval from the previous and current readings of each of a job's

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <tuple>
 
 #include "collectors/jobs/jobs.h"
@@ -190,6 +191,42 @@ void JobTracker::describeDevices(Job& job, SampleBatch& out) {
   }
 }
 
+// The ids of the job's cgroups and memory cgroups, and which controllers they have (how the
+// per-I/O collector tells the job's requests).
+void JobTracker::identifyCgroups(Job& job) {
+  job.cgroups_have_io = true;
+  job.cgroups_have_memory = true;
+  job.memory_cgroup_ids.clear();
+  // Each cgroup once, however many ranks share it: its id, as the block layer tags the job's
+  // I/O (the directory's inode; not the root cgroup's, which is everyone's), and whether it has
+  // the io and memory controllers (with memory, its id is also its memory cgroup's).
+  std::set<std::filesystem::path> without_memory;
+  for (const auto& dir : job.cgroups) {
+    struct stat st {};
+    const bool known = dir != cgroups_.base() && ::stat(dir.c_str(), &st) == 0;
+    if (known) job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
+    const Controllers c = controllersOf(dir);
+    job.cgroups_have_io = job.cgroups_have_io && c.io;
+    if (c.memory && known) {
+      job.memory_cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
+    } else {
+      without_memory.insert(dir);
+    }
+  }
+  // A hybrid host's memory controller is v1's: a root process whose v2 cgroup has none is
+  // charged in its v1 memory cgroup, the job's own where it mirrors the v2 one.
+  for (const auto& [pid, dir] : job.cgroup_of_root) {
+    if (!without_memory.count(dir)) continue;
+    struct stat st {};
+    const auto mirror = cgroups_.mirroredMemoryCgroupOf(pid);
+    if (mirror && ::stat(mirror->c_str(), &st) == 0) {
+      job.memory_cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
+    } else {
+      job.cgroups_have_memory = false;
+    }
+  }
+}
+
 void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample) {
   if (!cgroups_.available()) return;
   const bool look_up = discovery || !job.cgroups_looked_up;
@@ -198,8 +235,6 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
     job.cgroups.clear();
     job.cgroup_of_root.clear();
     job.cgroup_ids.clear();
-    job.cgroups_have_io = true;
-    job.cgroups_have_memory = true;
     for (const auto& [pid, m] : job.members) {
       if (!m.root) continue;
       if (auto dir = cgroups_.cgroupOf(pid)) {
@@ -207,17 +242,7 @@ void JobTracker::readCgroups(Job& job, bool discovery, double elapsed, JobSample
         job.cgroup_of_root[pid] = *dir;
       }
     }
-    // Each cgroup once, however many ranks share it: its id, as the block layer tags the job's
-    // I/O (the directory's inode; not the root cgroup's, which is everyone's), and whether it has
-    // the io and memory controllers.
-    for (const auto& dir : job.cgroups) {
-      struct stat st {};
-      if (dir != cgroups_.base() && ::stat(dir.c_str(), &st) == 0)
-        job.cgroup_ids.insert(static_cast<uint64_t>(st.st_ino));
-      const Controllers c = controllersOf(dir);
-      job.cgroups_have_io = job.cgroups_have_io && c.io;
-      job.cgroups_have_memory = job.cgroups_have_memory && c.memory;
-    }
+    identifyCgroups(job);
     // The cgroups above them: a limit there binds the job as much as one on its own.
     job.ancestors.clear();
     for (const auto& dir : job.cgroups) {

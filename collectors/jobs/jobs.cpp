@@ -369,6 +369,7 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
       sample.cgroup_ids.assign(job.cgroup_ids.begin(), job.cgroup_ids.end());
       sample.cgroups_have_io = job.cgroups_have_io;
       sample.cgroups_have_memory = job.cgroups_have_memory;
+      sample.memory_cgroup_ids.assign(job.memory_cgroup_ids.begin(), job.memory_cgroup_ids.end());
     }
     if (discovery && any_root) describeNeighbours(job, leaf_io, leaf_elapsed, tick, sample, out);
     if (!any_root) job.description.ended_ms = tick.wall_time_ms;

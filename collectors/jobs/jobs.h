@@ -125,8 +125,11 @@ class JobTracker final : public Collector {
     std::set<uint64_t> cgroup_ids;  // theirs (directory inodes): how the block layer tags I/O
     // Whether each of those has the io controller: only then does a bio's cgroup name it.
     bool cgroups_have_io = false;
-    // And the memory controller: then the pages its processes bring in are charged to them.
+    // And whether each root process is charged in a memory cgroup of the job's own (its v2
+    // cgroup with the memory controller, or on a hybrid host the v1 memory cgroup that mirrors
+    // it), with their ids: the pages its processes bring in are charged there.
     bool cgroups_have_memory = false;
+    std::set<uint64_t> memory_cgroup_ids;
     // Whether its roots' cgroups were looked up since a root joined: a job in the root cgroup
     // (none of its own) is not looked up again every tick.
     bool cgroups_looked_up = false;
@@ -216,6 +219,8 @@ class JobTracker final : public Collector {
                             const std::vector<DiskSample>& disks, int64_t monotonic_ns,
                             std::vector<DeviceUser>& users);
   void describeDevices(Job& job, SampleBatch& out);
+  // The ids of its cgroups and memory cgroups, and their io and memory controllers.
+  void identifyCgroups(Job& job);
   // Reads the job's cgroups: this interval's figures into SAMPLE, their limits into the job's
   // description (marked changed when they change).
   void readCgroups(Job& job, bool discovery, double elapsed, JobSample& sample);

@@ -180,8 +180,8 @@ static __always_inline int names_memcg(unsigned long charge) {
   return (long)charge < 0 && !(charge & 3);
 }
 
-// The cgroup v2 id of the memory cgroup charged for RQ's first page (0: none, or a charge that is
-// no memory cgroup's). The pages a job's processes read into (page cache they brought in, or
+// The id of the memory cgroup charged for RQ's first page, tagged SW_IO_OWNER_FROM_PAGE (0: none,
+// or a charge that is no memory cgroup's). The pages a job's processes read into (page cache they brought in, or
 // their own buffers for direct I/O) and write back (pages they dirtied) are charged to the
 // cgroup they ran in at the time, where the kernel does it in their context: the job's, when its
 // cgroup has the memory controller. A tail page of a large folio names its head, which holds the
@@ -200,7 +200,8 @@ static __always_inline __u64 page_owner(struct request* rq) {
     if (bpf_probe_read_kernel(&charge, sizeof charge, (const void*)at) || !names_memcg(charge))
       return 0;
   }
-  return owner_of_charge(charge);
+  const __u64 owner = owner_of_charge(charge);
+  return owner ? owner | SW_IO_OWNER_FROM_PAGE : 0;
 }
 
 // The request's address as a number, offset by the in-flight map's own address (constant while
