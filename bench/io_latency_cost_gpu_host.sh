@@ -25,15 +25,30 @@ if [ -n "${JOB+set}" ]; then
   v2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
   parent=$v2/stallwatch-cost-$$ job=$v2/stallwatch-cost-$$/job
   mkdir "$parent"
-  for c in $JOB; do echo "+$c" > "$parent/cgroup.subtree_control"; done
+  # A hybrid host's memory is v1's: the job's v1 memory cgroup mirrors its v2 one (as systemd
+  # keeps them).
+  memory_v1=$(awk '{for (i = 7; i < NF; i++) if ($i == "-") {
+    if ($(i + 1) == "cgroup" && $(i + 3) ~ /(^|,)memory(,|$)/) {print $5; exit} }}' /proc/self/mountinfo)
+  mirror=$job
+  for c in $JOB; do
+    if [ "$c" = memory ] && [ -n "$memory_v1" ]; then
+      mirror=$memory_v1/stallwatch-cost-$$/job
+      mkdir -p "$mirror"
+    else
+      echo "+$c" > "$parent/cgroup.subtree_control"
+    fi
+  done
   mkdir "$job"
-  echo "job cgroup's controllers: $(cat "$job/cgroup.controllers")"
+  echo "job cgroup's controllers: $(cat "$job/cgroup.controllers")${memory_v1:+; its v1 memory cgroup $mirror}"
   job_args=(--cgroup "$job")
-  in_job=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$job")
+  in_job=(sh -c 'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"' "$job" "$mirror")
 fi
 cleanup() {
   echo "$was" > $stats
-  if [ -n "${job:-}" ]; then rmdir "$job" "$parent" 2>/dev/null; fi
+  if [ -n "${job:-}" ]; then
+    rmdir "$job" "$parent" 2>/dev/null
+    [ "$mirror" != "$job" ] && rmdir "$mirror" "$(dirname "$mirror")" 2>/dev/null
+  fi
 }
 trap cleanup EXIT
 progs() {  # name run_cnt run_time_ns, for the collector's programs
