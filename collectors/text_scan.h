@@ -40,6 +40,16 @@ size_t splitFields(std::string_view line, std::string_view (&fields)[N]) {
   return count;
 }
 
+// Whether NAME is one of LIST's items, separated by SEP ("rw,memory" holds "memory", not "mem").
+inline bool listHas(std::string_view list, std::string_view name, char sep = ',') {
+  while (!list.empty()) {
+    const size_t end = list.find(sep);
+    if (list.substr(0, end) == name) return true;
+    list = end == std::string_view::npos ? std::string_view() : list.substr(end + 1);
+  }
+  return false;
+}
+
 // The whole token as a decimal within 64 bits, as std::from_chars reads one; nothing else. A
 // loop of its own, kept inline: std::from_chars' general path (any base, out of line) was a sixth
 // of the tick's own instructions, most of it the 200 numbers of /proc/diskstats (issue 47).

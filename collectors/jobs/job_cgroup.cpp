@@ -146,12 +146,8 @@ std::optional<std::string> cgroupV1Path(std::string_view text, std::string_view 
     const size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos || second + 1 >= line.size() || line[second + 1] != '/')
       return;
-    std::string_view names = line.substr(first + 1, second - first - 1);
-    while (!names.empty()) {
-      const size_t comma = names.find(',');
-      if (names.substr(0, comma) == controller) path = std::string(line.substr(second + 1));
-      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-    }
+    if (listHas(line.substr(first + 1, second - first - 1), controller))
+      path = std::string(line.substr(second + 1));
   });
   return path;
 }
@@ -213,14 +209,8 @@ CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
   };
   for (const MountInfo& m : mounts->mounts) {
     if (m.fs_type == "cgroup2" && base_.empty()) base_ = under_root(m.mount_point);
-    if (m.fs_type == "cgroup" && memory_v1_.empty()) {
-      std::string_view options = m.super_options;
-      while (!options.empty()) {
-        const size_t comma = options.find(',');
-        if (options.substr(0, comma) == "memory") memory_v1_ = under_root(m.mount_point);
-        options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
-      }
-    }
+    if (m.fs_type == "cgroup" && memory_v1_.empty() && listHas(m.super_options, "memory"))
+      memory_v1_ = under_root(m.mount_point);
   }
 }
 

@@ -5,8 +5,9 @@
 // the service times from issue to completion. One program on a request's path (its completion)
 // where the kernel's stamps and the bio's cgroup, or its first page's memory cgroup, tell whose
 // it is; two where a followed job needs its start traced (issue 47). Read by the agent every
-// interval through a memory map; no per-I/O event leaves the kernel. Compiled once with clang (CO-RE: field offsets relocated at load
-// against the running kernel's BTF) and embedded in the agent as a skeleton.
+// interval through a memory map; no per-I/O event leaves the kernel. Compiled once with clang
+// (CO-RE: field offsets relocated at load against the running kernel's BTF) and embedded in the
+// agent as a skeleton.
 // The kernel's types first: libbpf's headers use them (not formatted by clang-format, which
 // would sort this after them).
 #include "vmlinux.h"
@@ -181,12 +182,12 @@ static __always_inline int names_memcg(unsigned long charge) {
 }
 
 // The id of the memory cgroup charged for RQ's first page, tagged SW_IO_OWNER_FROM_PAGE (0: none,
-// or a charge that is no memory cgroup's). The pages a job's processes read into (page cache they brought in, or
-// their own buffers for direct I/O) and write back (pages they dirtied) are charged to the
-// cgroup they ran in at the time, where the kernel does it in their context: the job's, when its
-// cgroup has the memory controller. A tail page of a large folio names its head, which holds the
-// charge: read through bpf_probe_read_kernel, as the verifier types the word that says so as a
-// list's pointer (the union's first member).
+// or a charge that is no memory cgroup's). The pages a job's processes read into (page cache
+// they brought in, or their own buffers for direct I/O) and write back (pages they dirtied) are
+// charged to the cgroup they ran in at the time, where the kernel does it in their context: the
+// job's, when its cgroup has the memory controller. A tail page of a large folio names its head,
+// which holds the charge: read through bpf_probe_read_kernel, as the verifier types the word that
+// says so as a list's pointer (the union's first member).
 static __always_inline __u64 page_owner(struct request* rq) {
   struct bio* bio = rq->bio;
   if (!bio || !bio->bi_vcnt) return 0;
