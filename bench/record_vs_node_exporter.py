@@ -9,11 +9,16 @@ the window (start-up excluded), summed over threads from /proc/<pid>/task/*/sche
 Each is scraped over one kept connection, as Prometheus scrapes (HTTP keep-alive);
 --new-connections opens one a scrape, as this bench did before 2026-11-26.
 
+--cgroup-tree N adds N empty cgroups (N/10 parents of 10) under the cgroup2 mount for the run, as
+a host's services, sessions and containers make them (a systemd host has tens to hundreds, a
+Kubernetes node more); removed after.
+
 --no-collectors runs the agent with every host collector and the drive health thread off: what
 it costs only to wake for the scrape, render its own figures and write its intervals (the floor
 under the default collectors' reads).
 
 Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch] [--no-collectors]
+       [--cgroup-tree N] [--agent-arg ARG ...] [--collector-costs]
 Needs Debian's prometheus-node-exporter (scripts/install-deps.sh --bench)."""
 
 import argparse
@@ -57,6 +62,34 @@ def peak_rss_mb(pid):
     return float("nan")
 
 
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup2":
+                return fields[4]
+    return None
+
+
+def make_cgroup_tree(n):
+    """N leaf cgroups under a folder of the cgroup2 mount; the folder, to remove."""
+    mount = cgroup2_mount()
+    if not mount:
+        sys.exit("--cgroup-tree: no cgroup2 mount")
+    top = os.path.join(mount, f"stallwatch-bench-{os.getpid()}")
+    for i in range(n):
+        os.makedirs(os.path.join(top, f"parent{i // 10}", f"leaf{i}"))
+    return top
+
+
+def remove_cgroup_tree(top):
+    for dirpath, dirnames, _ in os.walk(top, topdown=False):
+        for d in dirnames:
+            os.rmdir(os.path.join(dirpath, d))
+    os.rmdir(top)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=60)
@@ -65,11 +98,18 @@ def main():
     ap.add_argument("--new-connections", action="store_true", help="a new connection for each scrape")
     ap.add_argument("--no-collectors", action="store_true",
                     help="every host collector and the health thread off: the agent's floor")
+    ap.add_argument("--agent-arg", action="append", default=[],
+                    help="one more argument for `stallwatch record` (repeatable), e.g. --no-collector.jobs")
+    ap.add_argument("--cgroup-tree", type=int, default=0, metavar="N",
+                    help="N more cgroups under the cgroup2 mount for the run (removed after)")
+    ap.add_argument("--collector-costs", action="store_true",
+                    help="print the agent's exit report of each collector's cost")
     args = ap.parse_args()
     exporter_bin = shutil.which("prometheus-node-exporter")
     if not exporter_bin:
         sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
 
+    tree = make_cgroup_tree(args.cgroup_tree) if args.cgroup_tree else None
     tmp = tempfile.mkdtemp(prefix="stallwatch-bench-")
     exporter = subprocess.Popen(
         [exporter_bin, "--collector.disable-defaults", "--collector.diskstats", "--collector.pressure",
@@ -77,7 +117,8 @@ def main():
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     recorder = subprocess.Popen(
         [args.stallwatch, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
-         "--no-collector.gpu", "--log-level", "warn"]
+         "--no-collector.gpu", "--log-level", "info" if args.collector_costs else "warn"]
+        + args.agent_arg
         + ([] if args.no_scrape else ["--listen", f"127.0.0.1:{STALLWATCH_PORT}"])
         + ([f"--no-collector.{c}" for c in ("diskstats", "mounts", "pressure", "cpu", "jobs", "io_latency")]
            + ["--health-interval", "0s"] if args.no_collectors else []),
@@ -116,6 +157,8 @@ def main():
         _, err = recorder.communicate(timeout=10)
         exporter.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
+        if tree:
+            remove_cgroup_tree(tree)
     if recorder.returncode != 0:
         sys.exit(f"stallwatch exited {recorder.returncode}: {err}")
 
@@ -123,7 +166,8 @@ def main():
           f"{os.cpu_count()} CPUs, " + ("a new connection a scrape" if args.new_connections else "connections kept") +
           ("; stallwatch not scraped" if args.no_scrape else
                                       f"; stallwatch's page {page_bytes} bytes") +
-          ("; stallwatch with no collector" if args.no_collectors else ""))
+          ("; stallwatch with no collector" if args.no_collectors else "") +
+          (f"; {args.cgroup_tree} more cgroups" if args.cgroup_tree else ""))
     print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
         cpu = end[p.pid] - start[p.pid]
@@ -132,6 +176,11 @@ def main():
     print(f"stallwatch / node_exporter CPU: {1 / ratio:.2f}x; node_exporter / stallwatch: {ratio:.1f}x; "
           f"node_exporter's scrape round trip median "
           f"{statistics.median(scrape_ms):.2f} ms")
+    if args.collector_costs:
+        print("stallwatch's own figures at exit (whole run, start-up included):")
+        for line in err.splitlines():
+            if "] collector " in line or "recorded " in line or line.startswith("PROBE"):
+                print("  " + line.split("] ", 2)[-1])
     print("stallwatch per thread, same window:")
     for tid, (comm, secs) in sorted(recorder_threads.items()):
         before = recorder_threads_start.get(tid, (comm, 0.0))[1]
