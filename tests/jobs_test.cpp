@@ -121,6 +121,12 @@ TEST(JobKey, SlurmCgroupConfirmsOnlyItsOwnJob) {
 class JobTrackerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    placeProcesses();
+    makeTracker();
+  }
+
+  // The /proc tree described above.
+  void placeProcesses() {
     const std::string run7("TORCHELASTIC_RUN_ID=run7\0RANK=0\0", 32);
     const std::string run7_rank1("TORCHELASTIC_RUN_ID=run7\0RANK=1\0", 32);
     tree_.process(1, "init", 'S', 0, 0);
@@ -136,8 +142,6 @@ class JobTrackerTest : public ::testing::Test {
     tree_.openFile(103, 4, "socket:[1234]");
     tree_.mountinfo(
         101, "1 0 254:0 / / rw - ext4 /dev/vda rw\n2 1 7:1 / /data rw - ext4 /dev/loop1 rw\n");
-
-    makeTracker();
   }
 
   // Two GPUs: the ranks of run7 on GPU-0 (101, with 200 beside it) and GPU-1 (102).
@@ -150,6 +154,7 @@ class JobTrackerTest : public ::testing::Test {
     g1.info = {1, "GPU-1", "Fake", {}};
     g1.compute_processes = {{102, 1ull << 30}};
     driver->gpus = {g0, g1};
+    driver_ = driver.get();
     JobTrackerOptions options;
     options.listen_dataloader = false;
     options.discovery_every_ticks = discovery_every_ticks;
@@ -183,6 +188,7 @@ class JobTrackerTest : public ::testing::Test {
   testing::ScratchDir dir_;
   ProcTree tree_{dir_.path()};
   std::unique_ptr<JobTracker> tracker_;
+  testing::FakeGpuDriver* driver_ = nullptr;  // the tracker's
 };
 
 // --gpu 1: an agent for the job on GPU 1 finds it through that GPU only; pid 200, alone on
@@ -329,6 +335,50 @@ TEST(CgroupV1Path, FindsTheHierarchyThatHoldsTheController) {
   EXPECT_FALSE(cgroupV1Path(text, "mem"));
   EXPECT_FALSE(cgroupV1Path("0::/only-v2\n", "memory"));
   EXPECT_FALSE(cgroupV1Path("4:memory\n4:memory:\n::\n", "memory"));  // malformed: skipped
+}
+
+// Issue 47: who else reads the job's devices is read from the leaf cgroups only while a job is
+// followed (a host's tree is walked for nobody otherwise), and a job found again after a gap is
+// judged from its own walks: its first names no cgroup, its second the rate over one second,
+// never a rate against a reading from before the gap.
+TEST_F(JobTrackerTest, TheNeighboursCgroupsAreWalkedOnlyWhileAJobIsFollowed) {
+  const fs::path cgroups = placeRanksInCgroups("/job/rank0", "/job/rank1");
+  testing::writeFile(cgroups / "job/rank0/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  testing::writeFile(cgroups / "job/rank1/io.stat", "254:0 rbytes=0 wbytes=0\n");
+  auto backup_read = [&](uint64_t mib) {
+    testing::writeFile(cgroups / "backup/io.stat",
+                       "254:0 rbytes=" + std::to_string(mib << 20) + " wbytes=0\n");
+  };
+  auto named = [&](const SampleBatch& b) -> std::vector<DeviceUser> {
+    const JobSample* s = sampleOf(b, "torchelastic:run7");
+    return s && s->neighbour_io ? parseDeviceUsers(*s->neighbour_io) : std::vector<DeviceUser>{};
+  };
+  auto backup = [](const std::vector<DeviceUser>& users) -> std::optional<double> {
+    for (const DeviceUser& u : users)
+      if (u.cgroup == "/backup" && u.device == "vda") return u.read_bytes_per_second;
+    return std::nullopt;
+  };
+  backup_read(0);
+  makeTracker();
+  tick(1);
+  backup_read(10);
+  EXPECT_EQ(backup(named(tick(2))), 10 << 20);
+  // Every GPU process ends: no job is left to follow.
+  const auto gpus = driver_->gpus;
+  for (auto& g : driver_->gpus) g.compute_processes.clear();
+  for (uint32_t pid : {100u, 101u, 102u, 103u, 200u}) tree_.remove(pid);
+  tick(3);
+  for (int64_t second = 4; second <= 8; ++second) {
+    backup_read(10 + 20 * static_cast<uint64_t>(second - 3));
+    EXPECT_TRUE(tick(second).jobs.empty());
+  }
+  // The job again (the same processes), the backup still reading 10 MiB/s.
+  placeProcesses();
+  driver_->gpus = gpus;
+  backup_read(120);
+  EXPECT_EQ(backup(named(tick(9))), std::nullopt);
+  backup_read(130);
+  EXPECT_EQ(backup(named(tick(10))), 10 << 20);
 }
 
 // A limit set above the job's cgroup (a tenant's, as a Kubernetes pod or a slice sets it) binds

@@ -1,8 +1,13 @@
 #include "collectors/jobs/job_cgroup.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "collectors/counter_rates.h"
 #include "collectors/devices/mountinfo.h"
@@ -292,28 +297,60 @@ std::optional<uint32_t> CgroupReader::cpusAllowed(uint32_t pid) const {
   return count;
 }
 
+namespace {
+
+// The io.stat of the cgroup open as DIR, read relative to it (no path walked from the root);
+// nothing where it has none (no io controller) or cannot be read.
+std::optional<std::string> readIoStatAt(int dir) {
+  const int fd = ::openat(dir, "io.stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char chunk[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, chunk, sizeof chunk)) > 0 && text.size() < (1u << 20))
+    text.append(chunk, static_cast<size_t>(n));
+  ::close(fd);
+  return n < 0 ? std::nullopt : std::optional(std::move(text));
+}
+
+}  // namespace
+
 std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgroups) const {
   std::map<fs::path, std::vector<IoStat>> out;
   if (base_.empty()) return out;
+  // Read with the directory's entry types, only subdirectories made into paths: a cgroup holds
+  // 20-100 files, and a path object for each made a walk of 330 cgroups 6 ms (issue 47).
   std::vector<fs::path> to_visit{base_};  // depth first
   size_t seen = 0;
   while (!to_visit.empty() && seen < max_cgroups) {
     const fs::path dir = std::move(to_visit.back());
     to_visit.pop_back();
     ++seen;
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* entries = fd >= 0 ? ::fdopendir(fd) : nullptr;
+    if (!entries) {
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
     bool leaf = true;
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec) && !it->is_symlink(ec)) {
-        leaf = false;
-        to_visit.push_back(it->path());
+    while (const dirent* e = ::readdir(entries)) {
+      bool is_dir = e->d_type == DT_DIR;
+      if (e->d_type == DT_UNKNOWN) {  // a filesystem that does not say: asked, links not followed
+        struct stat st {};
+        is_dir = ::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+      }
+      if (!is_dir || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
+        continue;
+      leaf = false;
+      to_visit.push_back(dir / e->d_name);
+    }
+    if (leaf && dir != base_) {
+      if (auto text = readIoStatAt(fd)) {
+        auto stats = parseIoStat(*text);
+        if (!stats.empty()) out.emplace(dir, std::move(stats));
       }
     }
-    if (!leaf || dir == base_) continue;
-    if (auto text = readTextFile(dir / "io.stat")) {
-      auto stats = parseIoStat(*text);
-      if (!stats.empty()) out.emplace(dir, std::move(stats));
-    }
+    ::closedir(entries);
   }
   return out;
 }

@@ -307,10 +307,14 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
               " jobs at once: further processes are not tracked (their datagrams are counted, "
               "not attributed)";
   }
-  // Who else uses the jobs' devices: the leaf cgroups' io.stat, once per discovery period.
+  // Who else uses the jobs' devices: the leaf cgroups' io.stat, once per discovery period, and
+  // only while a job is followed: a host's tree is hundreds of cgroups, walked for nobody
+  // otherwise (issue 47). A job found later is judged from its second walk on, never against a
+  // reading from before it (forgotten below).
+  const bool walk_leaves = discovery && cgroups_.available() && !jobs_.empty();
   LeafIoStats leaf_io;
   double leaf_elapsed = 0;
-  if (discovery && cgroups_.available()) {
+  if (walk_leaves) {
     leaf_io = cgroups_.leafIoStats(kMaxCgroupsWalked);
     leaf_elapsed =
         leaf_io_ns_ != 0 ? static_cast<double>(tick.monotonic_ns - leaf_io_ns_) / 1e9 : 0;
@@ -393,9 +397,9 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
     sampler_->setRate(young ? options_.wait_sample_hz
                             : std::min(options_.wait_sample_hz, options_.wait_sample_steady_hz));
   }
-  if (discovery && cgroups_.available()) {
+  if (discovery) {
     leaf_io_ = std::move(leaf_io);
-    leaf_io_ns_ = tick.monotonic_ns;
+    leaf_io_ns_ = walk_leaves ? tick.monotonic_ns : 0;
   }
   if (discovery && process_io_tick_ != ticks_) {  // no job needed a walk: the next starts afresh
     process_io_.clear();
