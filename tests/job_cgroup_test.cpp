@@ -85,6 +85,29 @@ TEST(Cgroup, DeviceUsersAreTheOtherLeafCgroupsOnTheJobsDevices) {
   EXPECT_LE(reader.leafIoStats(2).size(), 1u);
 }
 
+// Issue 47: a cgroup's children have io.stat only where it hands them the io controller
+// (cgroup.subtree_control), so a subtree without it is not walked: most of a systemd host's
+// cgroups. (The fixture's io.stat below such a subtree stands for what a walk would have read.)
+TEST(Cgroup, ASubtreeWithoutTheIoControllerIsNotWalked) {
+  testing::ScratchDir dir;
+  const auto root = dir.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  const auto cg = root / "sys/fs/cgroup";
+  testing::writeFile(cg / "cgroup.subtree_control", "cpu io memory pids\n");
+  testing::writeFile(cg / "kubepods/cgroup.subtree_control", "cpu memory io\n");  // io last
+  testing::writeFile(cg / "system.slice/cgroup.subtree_control", "memory pids\n");
+  testing::writeFile(cg / "user.slice/cgroup.subtree_control", "\n");
+  for (const char* leaf :
+       {"kubepods/pod1", "system.slice/cron.service", "user.slice/session-1.scope"})
+    testing::writeFile(cg / leaf / "io.stat", "254:0 rbytes=4096 wbytes=0\n");
+  const CgroupReader reader(SystemRoot::under(root));
+  std::vector<std::string> walked;
+  for (const auto& [where, stats] : reader.leafIoStats(100))
+    walked.push_back(where.lexically_relative(cg).string());
+  EXPECT_EQ(walked, std::vector<std::string>{"kubepods/pod1"});
+}
+
 TEST(Cgroup, ParsesCpuMaxCpuStatAndTheV2Path) {
   EXPECT_FALSE(parseCpuMax("max 100000")->quota_us);
   EXPECT_EQ(parseCpuMax("50000 100000")->quota_us, 50000u);

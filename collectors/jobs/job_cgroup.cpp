@@ -299,10 +299,10 @@ std::optional<uint32_t> CgroupReader::cpusAllowed(uint32_t pid) const {
 
 namespace {
 
-// The io.stat of the cgroup open as DIR, read relative to it (no path walked from the root);
-// nothing where it has none (no io controller) or cannot be read.
-std::optional<std::string> readIoStatAt(int dir) {
-  const int fd = ::openat(dir, "io.stat", O_RDONLY | O_CLOEXEC);
+// A small file of the cgroup open as DIR, read relative to it (no path walked from the root);
+// nothing where it has none or cannot be read.
+std::optional<std::string> readFileAt(int dir, const char* name) {
+  const int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::string text;
   char chunk[4096];
@@ -332,6 +332,14 @@ std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgr
       if (fd >= 0) ::close(fd);
       continue;
     }
+    // Its children have io.stat only where it hands them the io controller, and theirs only
+    // where they hand it on: a subtree without it is not walked (systemd enables io only for
+    // units that account it; most of a host's cgroups have none). A tree that does not say (a
+    // test's fixture) is walked whole.
+    const auto handed_down = readFileAt(fd, "cgroup.subtree_control");
+    const bool descend =
+        !handed_down ||
+        listHas(std::string_view(*handed_down).substr(0, handed_down->find('\n')), "io", ' ');
     bool leaf = true;
     while (const dirent* e = ::readdir(entries)) {
       bool is_dir = e->d_type == DT_DIR;
@@ -342,10 +350,11 @@ std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgr
       if (!is_dir || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
         continue;
       leaf = false;
+      if (!descend) break;
       to_visit.push_back(dir / e->d_name);
     }
     if (leaf && dir != base_) {
-      if (auto text = readIoStatAt(fd)) {
+      if (auto text = readFileAt(fd, "io.stat")) {
         auto stats = parseIoStat(*text);
         if (!stats.empty()) out.emplace(dir, std::move(stats));
       }
