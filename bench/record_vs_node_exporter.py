@@ -11,7 +11,8 @@ Each is scraped over one kept connection, as Prometheus scrapes (HTTP keep-alive
 
 --cgroup-tree N adds N empty cgroups (N/10 parents of 10) under the cgroup2 mount for the run, as
 a host's services, sessions and containers make them (a systemd host has tens to hundreds, a
-Kubernetes node more); removed after.
+Kubernetes node more); removed after. --cgroup-tree-io hands those cgroups the io controller (where
+the mount's root has it), so that each has an io.stat, as under a Kubernetes node's kubepods.
 
 --no-collectors runs the agent with every host collector and the drive health thread off: what
 it costs only to wake for the scrape, render its own figures and write its intervals (the floor
@@ -72,14 +73,33 @@ def cgroup2_mount():
     return None
 
 
-def make_cgroup_tree(n):
-    """N leaf cgroups under a folder of the cgroup2 mount; the folder, to remove."""
+def make_cgroup_tree(n, with_io):
+    """N leaf cgroups under a folder of the cgroup2 mount (handed the io controller: WITH_IO);
+    the folder, to remove."""
     mount = cgroup2_mount()
     if not mount:
         sys.exit("--cgroup-tree: no cgroup2 mount")
     top = os.path.join(mount, f"stallwatch-bench-{os.getpid()}")
+    os.mkdir(top)
+
+    def hand_io(d):
+        try:
+            with open(os.path.join(d, "cgroup.subtree_control"), "w") as f:
+                f.write("+io")
+        except OSError as e:
+            remove_cgroup_tree(top)
+            sys.exit(f"--cgroup-tree-io: cannot hand {d} the io controller ({e.strerror}): "
+                     f"the io controller is not enabled at {mount}")
+
+    if with_io:
+        hand_io(top)
     for i in range(n):
-        os.makedirs(os.path.join(top, f"parent{i // 10}", f"leaf{i}"))
+        parent = os.path.join(top, f"parent{i // 10}")
+        if not os.path.isdir(parent):
+            os.mkdir(parent)
+            if with_io:
+                hand_io(parent)
+        os.mkdir(os.path.join(parent, f"leaf{i}"))
     return top
 
 
@@ -102,6 +122,8 @@ def main():
                     help="one more argument for `stallwatch record` (repeatable), e.g. --no-collector.jobs")
     ap.add_argument("--cgroup-tree", type=int, default=0, metavar="N",
                     help="N more cgroups under the cgroup2 mount for the run (removed after)")
+    ap.add_argument("--cgroup-tree-io", action="store_true",
+                    help="hand --cgroup-tree's cgroups the io controller")
     ap.add_argument("--collector-costs", action="store_true",
                     help="print the agent's exit report of each collector's cost")
     args = ap.parse_args()
@@ -109,7 +131,7 @@ def main():
     if not exporter_bin:
         sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
 
-    tree = make_cgroup_tree(args.cgroup_tree) if args.cgroup_tree else None
+    tree = make_cgroup_tree(args.cgroup_tree, args.cgroup_tree_io) if args.cgroup_tree else None
     tmp = tempfile.mkdtemp(prefix="stallwatch-bench-")
     exporter = subprocess.Popen(
         [exporter_bin, "--collector.disable-defaults", "--collector.diskstats", "--collector.pressure",
@@ -167,7 +189,8 @@ def main():
           ("; stallwatch not scraped" if args.no_scrape else
                                       f"; stallwatch's page {page_bytes} bytes") +
           ("; stallwatch with no collector" if args.no_collectors else "") +
-          (f"; {args.cgroup_tree} more cgroups" if args.cgroup_tree else ""))
+          (f"; {args.cgroup_tree} more cgroups" if args.cgroup_tree else "") +
+          (" with io" if args.cgroup_tree_io else ""))
     print(f"{'':28}{'CPU s':>8}{'CPU per cycle':>16}{'peak RSS':>11}")
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
         cpu = end[p.pid] - start[p.pid]
