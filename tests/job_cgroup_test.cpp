@@ -60,12 +60,12 @@ TEST(Cgroup, DeviceUsersAreTheOtherLeafCgroupsOnTheJobsDevices) {
   stat("system.slice", 0, 0);  // an inner cgroup: not a leaf
   const CgroupReader reader(SystemRoot::under(root));
   ASSERT_TRUE(reader.available());
-  const auto before = reader.leafIoStats(100);
+  const auto before = reader.leafIoStats(100).leaves;
   EXPECT_EQ(before.size(), 3u) << "job, backup.service and cron.service";
   stat("job", 900'000'000, 0);
   stat("system.slice/backup.service", 180'000'000, 50'000'000);
   stat("system.slice/cron.service", 3'000'000, 0);
-  const auto after = reader.leafIoStats(100);
+  const auto after = reader.leafIoStats(100).leaves;
   auto name = [](uint32_t, uint32_t minor) { return minor == 0 ? "vda" : "vdb"; };
   const auto users = deviceUsers(before, after, 1.0, {{254, 0}}, {cg / "job"}, cg, name);
   ASSERT_EQ(users.size(), 2u);
@@ -82,7 +82,7 @@ TEST(Cgroup, DeviceUsersAreTheOtherLeafCgroupsOnTheJobsDevices) {
   EXPECT_EQ(deviceUsers(before, after, 1.0, {{254, 0}}, {}, cg, name, 3, 5e6).size(), 2u)
       << "the job's own cgroup, when not left out, and the backup";
   // The cgroups walked are bounded.
-  EXPECT_LE(reader.leafIoStats(2).size(), 1u);
+  EXPECT_LE(reader.leafIoStats(2).leaves.size(), 1u);
 }
 
 // Issue 47: a cgroup's children have io.stat only where it hands them the io controller
@@ -103,9 +103,56 @@ TEST(Cgroup, ASubtreeWithoutTheIoControllerIsNotWalked) {
     testing::writeFile(cg / leaf / "io.stat", "254:0 rbytes=4096 wbytes=0\n");
   const CgroupReader reader(SystemRoot::under(root));
   std::vector<std::string> walked;
-  for (const auto& [where, stats] : reader.leafIoStats(100))
+  for (const auto& [where, stats] : reader.leafIoStats(100).leaves)
     walked.push_back(where.lexically_relative(cg).string());
   EXPECT_EQ(walked, std::vector<std::string>{"kubepods/pod1"});
+}
+
+// Issue 47: an inner cgroup's io.stat sums its subtree's, so a subtree whose sum did not move
+// since the last walk did no I/O: it is not walked again, and its leaves' readings from the last
+// walk stand (a Kubernetes node's idle pods). Where the sum moved, its leaves are read afresh.
+TEST(Cgroup, ASubtreeThatDidNoIoSinceTheLastWalkIsNotWalkedAgain) {
+  testing::ScratchDir dir;
+  const auto root = dir.path();
+  testing::writeFile(root / "proc/self/mountinfo",
+                     "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  const auto cg = root / "sys/fs/cgroup";
+  auto io = [&](const std::string& where, uint64_t rbytes) {
+    testing::writeFile(cg / where / "io.stat",
+                       "254:0 rbytes=" + std::to_string(rbytes) + " wbytes=0 rios=1 wios=0\n");
+  };
+  for (const char* inner : {"kubepods", "kubepods-besteffort", "system.slice"})
+    testing::writeFile(cg / inner / "cgroup.subtree_control", "cpu io memory\n");
+  io("kubepods", 300);
+  io("kubepods/pod1", 100);
+  io("kubepods/pod2", 200);
+  io("kubepods-besteffort", 50);  // a sibling whose name extends kubepods': not under it
+  io("kubepods-besteffort/pod3", 50);
+  io("system.slice", 7);
+  io("system.slice/backup.service", 7);
+  const CgroupReader reader(SystemRoot::under(root));
+  const IoStatWalk first = reader.leafIoStats(100);
+  ASSERT_EQ(first.leaves.size(), 4u);
+  EXPECT_EQ(first.inner.size(), 3u);
+  // pod1's file changes but kubepods' sum does not (the kernel would have moved both): its
+  // reading is the last walk's. The backup read more, and system.slice's sum says so.
+  io("kubepods/pod1", 999);
+  io("system.slice", 9);
+  io("system.slice/backup.service", 9);
+  io("kubepods-besteffort", 60);
+  io("kubepods-besteffort/pod3", 60);
+  const IoStatWalk second = reader.leafIoStats(100, &first);
+  auto read_of = [&](const IoStatWalk& w, const std::string& where) -> uint64_t {
+    const auto it = w.leaves.find(cg / where);
+    return it == w.leaves.end() || it->second.empty() ? 0 : it->second[0].rbytes;
+  };
+  EXPECT_EQ(read_of(second, "kubepods/pod1"), 100u) << "carried over, not read";
+  EXPECT_EQ(read_of(second, "kubepods/pod2"), 200u);
+  EXPECT_EQ(read_of(second, "kubepods-besteffort/pod3"), 60u);
+  EXPECT_EQ(read_of(second, "system.slice/backup.service"), 9u);
+  EXPECT_EQ(second.leaves.size(), 4u);
+  // Without the last walk, everything is read.
+  EXPECT_EQ(read_of(reader.leafIoStats(100), "kubepods/pod1"), 999u);
 }
 
 TEST(Cgroup, ParsesCpuMaxCpuStatAndTheV2Path) {

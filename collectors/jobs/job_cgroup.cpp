@@ -315,8 +315,20 @@ std::optional<std::string> readFileAt(int dir, const char* name) {
 
 }  // namespace
 
-std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgroups) const {
-  std::map<fs::path, std::vector<IoStat>> out;
+namespace {
+
+// Whether two readings of a cgroup's io.stat show no I/O between them.
+bool sameIo(const std::vector<IoStat>& a, const std::vector<IoStat>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const IoStat& x, const IoStat& y) {
+    return x.major == y.major && x.minor == y.minor && x.rbytes == y.rbytes &&
+           x.wbytes == y.wbytes && x.rios == y.rios && x.wios == y.wios;
+  });
+}
+
+}  // namespace
+
+IoStatWalk CgroupReader::leafIoStats(size_t max_cgroups, const IoStatWalk* last) const {
+  IoStatWalk out;
   if (base_.empty()) return out;
   // Read with the directory's entry types, only subdirectories made into paths: a cgroup holds
   // 20-100 files, and a path object for each made a walk of 330 cgroups 6 ms (issue 47).
@@ -340,7 +352,14 @@ std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgr
     const bool descend =
         !handed_down ||
         listHas(std::string_view(*handed_down).substr(0, handed_down->find('\n')), "io", ' ');
+    // Its own io.stat (not the root's, which is the host's): a leaf's is what it did, an inner
+    // cgroup's what its subtree did.
+    std::optional<std::vector<IoStat>> own;
+    if (dir != base_) {
+      if (auto text = readFileAt(fd, "io.stat")) own = parseIoStat(*text);
+    }
     bool leaf = true;
+    bool idle = false;  // an inner cgroup whose subtree did no I/O since LAST
     while (const dirent* e = ::readdir(entries)) {
       bool is_dir = e->d_type == DT_DIR;
       if (e->d_type == DT_UNKNOWN) {  // a filesystem that does not say: asked, links not followed
@@ -349,17 +368,27 @@ std::map<fs::path, std::vector<IoStat>> CgroupReader::leafIoStats(size_t max_cgr
       }
       if (!is_dir || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
         continue;
+      if (leaf && own && last) {
+        const auto before = last->inner.find(dir);
+        idle = before != last->inner.end() && sameIo(before->second, *own);
+      }
       leaf = false;
-      if (!descend) break;
+      if (!descend || idle) break;
       to_visit.push_back(dir / e->d_name);
     }
-    if (leaf && dir != base_) {
-      if (auto text = readFileAt(fd, "io.stat")) {
-        auto stats = parseIoStat(*text);
-        if (!stats.empty()) out.emplace(dir, std::move(stats));
-      }
-    }
     ::closedir(entries);
+    if (leaf) {
+      if (own && !own->empty()) out.leaves.emplace(dir, std::move(*own));
+      continue;
+    }
+    if (!own || !descend) continue;
+    if (idle) {  // its leaves as they were: the paths under DIR sort right after it
+      const std::string prefix = dir.native() + "/";
+      for (auto it = last->leaves.upper_bound(dir);
+           it != last->leaves.end() && it->first.native().starts_with(prefix); ++it)
+        out.leaves.insert(*it);
+    }
+    out.inner.emplace(dir, std::move(*own));
   }
   return out;
 }

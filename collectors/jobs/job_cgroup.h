@@ -37,6 +37,11 @@ struct IoStat {
   uint32_t major = 0, minor = 0;
   uint64_t rbytes = 0, wbytes = 0, rios = 0, wios = 0;
 };
+// One walk of the cgroup tree's io.stat, by directory: the leaf cgroups' (who did the I/O) and
+// the inner ones' on the way (each the sum of its subtree, for the next walk to skip the idle).
+struct IoStatWalk {
+  std::map<std::filesystem::path, std::vector<IoStat>> leaves, inner;
+};
 struct CpuMax {
   std::optional<uint64_t> quota_us;  // none: "max"
   uint64_t period_us = 100000;
@@ -160,9 +165,11 @@ class CgroupReader {
   // How many CPUs PID may run on (Cpus_allowed_list of ROOT/proc/PID/status); none if unknown.
   std::optional<uint32_t> cpusAllowed(uint32_t pid) const;
   // The io.stat of every leaf cgroup (one without child cgroups: where processes are), by
-  // directory, walking at most MAX_CGROUPS cgroups; only those with I/O on some device. Its
-  // files live in memory: no disk is touched.
-  std::map<std::filesystem::path, std::vector<IoStat>> leafIoStats(size_t max_cgroups) const;
+  // directory, walking at most MAX_CGROUPS cgroups; only those with I/O on some device. An
+  // inner cgroup's io.stat sums its subtree's: where it has not moved since LAST, the subtree
+  // is not walked again and its leaves' readings are carried over (issue 47: a Kubernetes
+  // node's idle pods). Its files live in memory: no disk is touched.
+  IoStatWalk leafIoStats(size_t max_cgroups, const IoStatWalk* last = nullptr) const;
   const std::filesystem::path& base() const { return base_; }
 
  private:

@@ -238,13 +238,13 @@ void JobTracker::sumMembers(Job& job, const Interval& interval, Totals& total,
 
 // On discovery ticks: the job's devices, and who else used them (the leaf cgroups' io.stat
 // read this tick, LEAF_IO over LEAF_ELAPSED seconds, against the last; else the processes).
-void JobTracker::describeNeighbours(Job& job, const LeafIoStats& leaf_io, double leaf_elapsed,
+void JobTracker::describeNeighbours(Job& job, const IoStatWalk& leaf_io, double leaf_elapsed,
                                     const Tick& tick, JobSample& sample, SampleBatch& out) {
   describeDevices(job, out);
   if (!job.devices.empty()) {
     std::vector<DeviceUser> users;
-    if (!leaf_io_.empty()) {
-      users = deviceUsers(leaf_io_, leaf_io, leaf_elapsed, job.devices, job.cgroups,
+    if (!leaf_io_.leaves.empty()) {
+      users = deviceUsers(leaf_io_.leaves, leaf_io.leaves, leaf_elapsed, job.devices, job.cgroups,
                           cgroups_.base(), [&](uint32_t major, uint32_t minor) {
                             const BlockDevice* d =
                                 tree_ ? tree_->findByDevnum(major, minor) : nullptr;
@@ -253,7 +253,7 @@ void JobTracker::describeNeighbours(Job& job, const LeafIoStats& leaf_io, double
     }
     addProcessNeighbours(job, sample, out.disks, tick.monotonic_ns, users);
     // Said ('' for none) where something was read: the cgroups, or the processes this tick.
-    if (!leaf_io_.empty() || process_io_tick_ == ticks_)
+    if (!leaf_io_.leaves.empty() || process_io_tick_ == ticks_)
       sample.neighbour_io = encodeDeviceUsers(users);
   }
 }
@@ -312,10 +312,10 @@ CollectResult JobTracker::collect(const Tick& tick, SampleBatch& out) {
   // otherwise (issue 47). A job found later is judged from its second walk on, never against a
   // reading from before it (forgotten below).
   const bool walk_leaves = discovery && cgroups_.available() && !jobs_.empty();
-  LeafIoStats leaf_io;
+  IoStatWalk leaf_io;
   double leaf_elapsed = 0;
   if (walk_leaves) {
-    leaf_io = cgroups_.leafIoStats(kMaxCgroupsWalked);
+    leaf_io = cgroups_.leafIoStats(kMaxCgroupsWalked, &leaf_io_);
     leaf_elapsed =
         leaf_io_ns_ != 0 ? static_cast<double>(tick.monotonic_ns - leaf_io_ns_) / 1e9 : 0;
   }

@@ -179,10 +179,8 @@ class JobTracker final : public Collector {
   void rankSamples(const Job& job, std::map<int32_t, Totals>& by_rank,
                    const std::map<std::optional<int32_t>, ProcIo>& reaped,
                    const ReportedSteps& dataloader, const Interval& interval, SampleBatch& out);
-  // The leaf cgroups' io.stat, by cgroup.
-  using LeafIoStats = std::map<std::filesystem::path, std::vector<IoStat>>;
   // On discovery ticks: JOB's devices, and who else used them, into SAMPLE and OUT.
-  void describeNeighbours(Job& job, const LeafIoStats& leaf_io, double leaf_elapsed,
+  void describeNeighbours(Job& job, const IoStatWalk& leaf_io, double leaf_elapsed,
                           const Tick& tick, JobSample& sample, SampleBatch& out);
   void assignRanks(Job& job);
   void describeRanks(Job& job, SampleBatch& out);
@@ -239,7 +237,7 @@ class JobTracker final : public Collector {
   std::map<std::string, Job> jobs_;
   // The leaf cgroups' io.stat at the last discovery tick, and when: who else uses the jobs'
   // devices is read every discovery period, not every tick (a walk of the cgroup tree).
-  LeafIoStats leaf_io_;
+  IoStatWalk leaf_io_;
   int64_t leaf_io_ns_ = 0;
   // The last walk of every process's io (those that moved bytes), for the rates of the next;
   // dropped at a discovery tick that needs none, so that a walk is compared with the one a
