@@ -4,10 +4,19 @@
 
 namespace stallwatch::agent {
 
+bool rescanDue(std::chrono::steady_clock::duration since_scan,
+               std::chrono::steady_clock::duration since_mount_scan, bool devices_changed,
+               const std::function<bool()>& mounts_changed, std::chrono::seconds rescan_every,
+               std::chrono::seconds mount_gap) {
+  if (devices_changed || since_scan >= rescan_every) return true;
+  return since_mount_scan >= mount_gap && mounts_changed();
+}
+
 DeviceTopology::DeviceTopology(const collectors::SystemRoot& root,
-                               std::chrono::seconds rescan_every)
+                               std::chrono::seconds rescan_every, std::chrono::seconds mount_gap)
     : root_(root),
       rescan_every_(rescan_every),
+      mount_gap_(mount_gap),
       udev_(collectors::makeUdevSourceFor(root)),
       mounts_changed_(root),
       last_rescan_(std::chrono::steady_clock::now()) {}
@@ -30,7 +39,16 @@ void DeviceTopology::afterTick(const collectors::SampleBatch& batch,
     disk_names_.clear();
     for (const auto& d : batch.disks) disk_names_.push_back(d.device);
   }
-  if (devices_changed || mounts_changed_.changed() || now - last_rescan_ >= rescan_every_) rescan();
+  const auto since_mount_scan =
+      last_mount_scan_ ? now - *last_mount_scan_ : std::chrono::steady_clock::duration::max();
+  const auto mounts_changed = [&] {
+    if (!mounts_changed_.changed()) return false;
+    last_mount_scan_ = now;
+    return true;
+  };
+  if (rescanDue(now - last_rescan_, since_mount_scan, devices_changed, mounts_changed,
+                rescan_every_, mount_gap_))
+    rescan();
 }
 
 }  // namespace stallwatch::agent
