@@ -313,10 +313,6 @@ std::optional<std::string> readFileAt(int dir, const char* name) {
   return n < 0 ? std::nullopt : std::optional(std::move(text));
 }
 
-}  // namespace
-
-namespace {
-
 // Whether two readings of a cgroup's io.stat show no I/O between them.
 bool sameIo(const std::vector<IoStat>& a, const std::vector<IoStat>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const IoStat& x, const IoStat& y) {
@@ -352,43 +348,44 @@ IoStatWalk CgroupReader::leafIoStats(size_t max_cgroups, const IoStatWalk* last)
     const bool descend =
         !handed_down ||
         listHas(std::string_view(*handed_down).substr(0, handed_down->find('\n')), "io", ' ');
-    // Its own io.stat (not the root's, which is the host's): a leaf's is what it did, an inner
-    // cgroup's what its subtree did.
-    std::optional<std::vector<IoStat>> own;
-    if (dir != base_) {
-      if (auto text = readFileAt(fd, "io.stat")) own = parseIoStat(*text);
-    }
-    bool leaf = true;
-    bool idle = false;  // an inner cgroup whose subtree did no I/O since LAST
+    std::vector<std::string> children;
     while (const dirent* e = ::readdir(entries)) {
       bool is_dir = e->d_type == DT_DIR;
       if (e->d_type == DT_UNKNOWN) {  // a filesystem that does not say: asked, links not followed
         struct stat st {};
         is_dir = ::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
       }
-      if (!is_dir || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0)
-        continue;
-      if (leaf && own && last) {
-        const auto before = last->inner.find(dir);
-        idle = before != last->inner.end() && sameIo(before->second, *own);
-      }
-      leaf = false;
-      if (!descend || idle) break;
-      to_visit.push_back(dir / e->d_name);
+      if (is_dir && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        children.emplace_back(e->d_name);
+    }
+    // Its own io.stat (the root's is the host's: never): a leaf's is what it did, an inner
+    // cgroup's what its subtree did, read only where its children have theirs.
+    const bool leaf = children.empty();
+    std::optional<std::vector<IoStat>> own;
+    if (dir != base_ && (leaf || descend)) {
+      if (auto text = readFileAt(fd, "io.stat")) own = parseIoStat(*text);
     }
     ::closedir(entries);
     if (leaf) {
       if (own && !own->empty()) out.leaves.emplace(dir, std::move(*own));
       continue;
     }
-    if (!own || !descend) continue;
-    if (idle) {  // its leaves as they were: the paths under DIR sort right after it
+    if (!descend) continue;
+    const auto idle = [&] {  // no I/O below it since LAST
+      if (!own || !last) return false;
+      const auto before = last->inner.find(dir);
+      return before != last->inner.end() && sameIo(before->second, *own);
+    };
+    if (idle()) {
+      // Its leaves as they were: the paths under DIR sort right after it.
       const std::string prefix = dir.native() + "/";
       for (auto it = last->leaves.upper_bound(dir);
            it != last->leaves.end() && it->first.native().starts_with(prefix); ++it)
         out.leaves.insert(*it);
+    } else {
+      for (const std::string& child : children) to_visit.push_back(dir / child);
     }
-    out.inner.emplace(dir, std::move(*own));
+    if (own) out.inner.emplace(dir, std::move(*own));
   }
   return out;
 }
