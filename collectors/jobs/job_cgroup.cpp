@@ -144,6 +144,12 @@ std::optional<std::string> cgroupV2Path(std::string_view text) {
   return path;
 }
 
+bool controllerListHas(std::string_view text, std::string_view controller) {
+  std::string_view names[16];  // the kernel has 11 controllers
+  const size_t n = std::min(splitFields(text.substr(0, text.find('\n')), names), std::size(names));
+  return std::find(names, names + n, controller) != names + n;
+}
+
 std::optional<std::string> cgroupV1Path(std::string_view text, std::string_view controller) {
   std::optional<std::string> path;
   forEachLine(text, [&](std::string_view line, size_t) {
@@ -340,14 +346,6 @@ IoStatWalk CgroupReader::leafIoStats(size_t max_cgroups, const IoStatWalk* last)
       if (fd >= 0) ::close(fd);
       continue;
     }
-    // Its children have io.stat only where it hands them the io controller, and theirs only
-    // where they hand it on: a subtree without it is not walked (systemd enables io only for
-    // units that account it; most of a host's cgroups have none). A tree that does not say (a
-    // test's fixture) is walked whole.
-    const auto handed_down = readFileAt(fd, "cgroup.subtree_control");
-    const bool descend =
-        !handed_down ||
-        listHas(std::string_view(*handed_down).substr(0, handed_down->find('\n')), "io", ' ');
     std::vector<std::string> children;
     while (const dirent* e = ::readdir(entries)) {
       bool is_dir = e->d_type == DT_DIR;
@@ -358,9 +356,16 @@ IoStatWalk CgroupReader::leafIoStats(size_t max_cgroups, const IoStatWalk* last)
       if (is_dir && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
         children.emplace_back(e->d_name);
     }
+    const bool leaf = children.empty();
+    // Its children have io.stat only where it hands them the io controller, and theirs only
+    // where they hand it on: a subtree without it is not walked (systemd enables io only for
+    // units that account it; most of a host's cgroups have none). A tree that does not say (a
+    // test's fixture) is walked whole.
+    std::optional<std::string> handed_down;
+    if (!leaf) handed_down = readFileAt(fd, "cgroup.subtree_control");
+    const bool descend = !handed_down || controllerListHas(*handed_down, "io");
     // Its own io.stat (the root's is the host's: never): a leaf's is what it did, an inner
     // cgroup's what its subtree did, read only where its children have theirs.
-    const bool leaf = children.empty();
     std::optional<std::vector<IoStat>> own;
     if (dir != base_ && (leaf || descend)) {
       if (auto text = readFileAt(fd, "io.stat")) own = parseIoStat(*text);

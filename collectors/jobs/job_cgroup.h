@@ -58,6 +58,9 @@ std::optional<CpuMax> parseCpuMax(std::string_view text);
 std::optional<CpuStat> parseCpuStat(std::string_view text);
 // The v2 path ("/job/rank1") from /proc/PID/cgroup, or none on a v1-only host.
 std::optional<std::string> cgroupV2Path(std::string_view proc_pid_cgroup);
+// Whether a cgroup's cgroup.controllers or cgroup.subtree_control text ("cpu io memory")
+// names CONTROLLER.
+bool controllerListHas(std::string_view text, std::string_view controller);
 // The path of a /proc/PID/cgroup text's cgroup v1 hierarchy that holds CONTROLLER (a hybrid
 // host's "4:memory:/user.slice/..."; "7:cpu,cpuacct:/..." holds two); none without one.
 std::optional<std::string> cgroupV1Path(std::string_view proc_pid_cgroup,

@@ -33,11 +33,8 @@ Controllers controllersOf(const std::filesystem::path& dir) {
   Controllers c;
   const auto text = readTextFile(dir / "cgroup.controllers");
   if (!text) return c;
-  std::string_view names[16];  // the kernel has 11 controllers
-  const std::string_view line = std::string_view(*text).substr(0, text->find('\n'));
-  const size_t n = std::min(splitFields(line, names), std::size(names));
-  c.io = std::find(names, names + n, "io") != names + n;
-  c.memory = std::find(names, names + n, "memory") != names + n;
+  c.io = controllerListHas(*text, "io");
+  c.memory = controllerListHas(*text, "memory");
   return c;
 }
 
