@@ -28,7 +28,8 @@ class MetricSink {
   using OwnedLabels = std::vector<std::pair<const char*, std::string>>;
 
   virtual ~MetricSink() = default;
-  // Starts a family: TYPE is "gauge", "counter" or "histogram"; its samples follow.
+  // Starts a family: TYPE is "gauge", "counter" or "histogram"; its samples follow. NAME, TYPE
+  // and HELP are string literals: a sink may keep them, and key what it keeps by their address.
   virtual void family(const char* name, const char* type, const char* help) = 0;
   // Labels are views, not copies: a page has hundreds of samples, and a vector of strings built
   // for each was a tenth of a page's instructions in allocations (issue 47). A braced list's

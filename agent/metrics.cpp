@@ -397,6 +397,17 @@ std::string renderMetrics(const MetricsSnapshot& s,
   return w.take();
 }
 
+MetricsPageRenderer::MetricsPageRenderer()
+    : headers_(std::make_unique<metrics_text::FamilyHeaders>()) {}
+MetricsPageRenderer::~MetricsPageRenderer() = default;
+
+std::string MetricsPageRenderer::render(const MetricsSnapshot& s,
+                                        const std::optional<collectors::SelfProcess>& process) {
+  metrics_text::Writer w(headers_.get());
+  writeMetrics(s, process, w);
+  return w.take();
+}
+
 void MetricsBoard::publish(std::shared_ptr<const MetricsSnapshot> snapshot) {
   std::lock_guard lock(mutex_);
   latest_ = std::move(snapshot);

@@ -124,6 +124,23 @@ struct MetricsSnapshot {
 // not every tick's.
 std::string renderMetrics(const MetricsSnapshot& snapshot,
                           const std::optional<collectors::SelfProcess>& process = std::nullopt);
+// The same page, for a server that renders one a scrape: the families' HELP and TYPE lines are
+// kept from one page to the next (the same text, fewer instructions).
+namespace metrics_text {
+class FamilyHeaders;
+}
+class MetricsPageRenderer {
+ public:
+  MetricsPageRenderer();
+  ~MetricsPageRenderer();
+  MetricsPageRenderer(const MetricsPageRenderer&) = delete;
+  MetricsPageRenderer& operator=(const MetricsPageRenderer&) = delete;
+  std::string render(const MetricsSnapshot& snapshot,
+                     const std::optional<collectors::SelfProcess>& process);
+
+ private:
+  std::unique_ptr<metrics_text::FamilyHeaders> headers_;
+};
 // Every family of SNAPSHOT into SINK (the text page above, an OTLP export), a job's pod labels
 // following its training_job.
 void writeMetrics(const MetricsSnapshot& snapshot,

@@ -212,7 +212,7 @@ HttpBody MetricsServer::bodyFor(std::string_view path) const {
     const auto snapshot = board_.latest();
     if (!snapshot) return std::make_shared<const std::string>();
     if (snapshot != page_of_) {
-      page_ = std::make_shared<const std::string>(renderMetrics(*snapshot, self_.read()));
+      page_ = std::make_shared<const std::string>(renderer_.render(*snapshot, self_.read()));
       page_of_ = snapshot;
     }
     return page_;

@@ -113,6 +113,7 @@ class MetricsServer {
   mutable std::shared_ptr<const MetricsSnapshot> page_of_;
   mutable HttpBody page_;
   mutable collectors::SelfProcessReader self_;  // the serving thread's alone
+  mutable MetricsPageRenderer renderer_;        // the same
   std::vector<Connection> connections_;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe: the destructor writes to end the own thread's loop

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -83,6 +84,56 @@ TEST(MetricsText, LabelValuesPlainOrEscapedAsTheFormatRequires) {
   EXPECT_EQ(out.substr(5, 10), "a\\\\b\\\"c\\nd");
   EXPECT_TRUE(common::isUtf8(out));
   EXPECT_NE(out.substr(15), "\xff\xfe");
+}
+
+// The check of eight bytes a step against a byte at a time: every length to 40, each kind of
+// byte that needs more than a copy at each place.
+TEST(MetricsText, PlainAsciiTellsEveryByteThatNeedsEscapingAtEveryPlace) {
+  const auto reference = [](std::string_view v) {
+    return std::all_of(v.begin(), v.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x80 && c != '\\' && c != '"' && c != '\n';
+    });
+  };
+  for (size_t n = 0; n <= 40; ++n) {
+    std::string v(n, 'a');
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>('!' + (i * 7) % 90);
+    EXPECT_EQ(agent::metrics_text::plainAscii(v), reference(v)) << v;
+    for (size_t at = 0; at < n; ++at) {
+      for (char bad : {'\\', '"', '\n', '\x80', '\xff', '\x7f'}) {
+        std::string w = v;
+        w[at] = bad;
+        EXPECT_EQ(agent::metrics_text::plainAscii(w), reference(w)) << n << " " << at;
+      }
+    }
+  }
+}
+
+// Pieces of every length up to past the in-place copies, into a buffer that must grow.
+TEST(MetricsText, ThePageBufferKeepsEveryPieceWhole) {
+  agent::metrics_text::PageBuffer buffer(8);
+  std::string expected;
+  for (size_t n = 0; n <= 40; ++n) {
+    std::string piece(n, ' ');
+    for (size_t i = 0; i < n; ++i) piece[i] = static_cast<char>('a' + (n + i) % 26);
+    buffer.append(piece.data(), piece.size());
+    expected += piece;
+  }
+  EXPECT_EQ(buffer.take(), expected);
+}
+
+// The endpoint's renderer keeps the families' lines from one page to the next: each page is the
+// page rendered anew, as its families come and go.
+TEST(Metrics, ThePageRendererKeepsThePageOfEachSnapshot) {
+  MetricsPageRenderer renderer;
+  MetricsSnapshot s = sample();
+  const std::string first = renderer.render(s, std::nullopt);
+  EXPECT_EQ(first, renderMetrics(s));
+  EXPECT_EQ(renderer.render(s, std::nullopt), first);
+  s.hooks.reset();
+  s.webhook = WebhookStats{};
+  s.disks.clear();
+  EXPECT_EQ(renderer.render(s, std::nullopt), renderMetrics(s));
+  EXPECT_NE(renderer.render(s, std::nullopt), first);
 }
 
 TEST(Metrics, RendersBaseUnitsAndTheActiveStall) {
