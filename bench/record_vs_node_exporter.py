@@ -202,7 +202,7 @@ def main():
     if args.collector_costs:
         print("stallwatch's own figures at exit (whole run, start-up included):")
         for line in err.splitlines():
-            if "] collector " in line or "recorded " in line or line.startswith("PROBE"):
+            if "] collector " in line or "] cpu: " in line or "recorded " in line or line.startswith("PROBE"):
                 print("  " + line.split("] ", 2)[-1])
     print("stallwatch per thread, same window:")
     for tid, (comm, secs) in sorted(recorder_threads.items()):

@@ -58,7 +58,8 @@ bool ProcFile::read(std::string& out, std::string& error) {
       }
       struct statfs fs {};
       keep_open_ =
-          ::fstatfs(fd_, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC);
+          ::fstatfs(fd_, &fs) == 0 && (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC ||
+                                       fs.f_type == CGROUP2_SUPER_MAGIC);
       // Some pseudo-files cannot seek (fusectl's): read them in sequence, once per open.
       seekable_ = ::lseek(fd_, 0, SEEK_CUR) >= 0;
       keep_open_ = keep_open_ && seekable_;

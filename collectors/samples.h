@@ -62,8 +62,10 @@ struct DiskSample {
 // The host's CPUs over an interval (/proc/stat): how many cores' worth of time was busy, and
 // how many CPUs are online. What a job's input pipeline could still use is the difference.
 struct CpuSample {
-  double busy_cores = 0;    // user, nice, system, irq, softirq and steal time, in cores
-  double iowait_cores = 0;  // idle with I/O outstanding, in cores
+  double busy_cores = 0;  // user, nice, system, irq, softirq and steal time, in cores
+  // Idle with I/O outstanding, in cores; none where the busy time came from cpu.stat (the I/O
+  // wait is only in /proc/stat, read there every tenth interval).
+  std::optional<double> iowait_cores;
   uint32_t online_cpus = 0;
 };
 

@@ -102,7 +102,7 @@ collectors::PressureSample pressureRow(Cursor& r) {
 collectors::CpuSample cpuRow(Cursor& r) {
   collectors::CpuSample c;
   c.busy_cores = r.real("busy_cores");
-  c.iowait_cores = r.real("iowait_cores");
+  c.iowait_cores = r.optionalReal("iowait_cores");
   c.online_cpus = static_cast<uint32_t>(r.int64("online_cpus"));
   return c;
 }

@@ -34,7 +34,7 @@ const Migration kMigrations[] = {
     {1, kSchemaV1Sql},   {2, kSchemaV2Sql},   {3, kSchemaV3Sql},   {4, kSchemaV4Sql},
     {5, kSchemaV5Sql},   {6, kSchemaV6Sql},   {7, kSchemaV7Sql},   {8, kSchemaV8Sql},
     {9, kSchemaV9Sql},   {10, kSchemaV10Sql}, {11, kSchemaV11Sql}, {12, kSchemaV12Sql},
-    {13, kSchemaV13Sql},
+    {13, kSchemaV13Sql}, {14, kSchemaV14Sql},
 };
 
 // Creates the parent directory (0750) and the DB file (0600) so that SQLite, which creates
@@ -522,7 +522,7 @@ void Store::writeBatchesInTransaction(const std::vector<collectors::SampleBatch>
       st.bind(":ts_ms", b.wall_time_ms);
       st.bind(":interval_ms", interval_ms);
       st.bind(":busy_cores", b.cpu->busy_cores);
-      st.bind(":iowait_cores", b.cpu->iowait_cores);
+      bindOptional(st, ":iowait_cores", b.cpu->iowait_cores);
       st.bind(":online_cpus", static_cast<int64_t>(b.cpu->online_cpus));
       st.exec();
       st.reset();

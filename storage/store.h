@@ -24,7 +24,7 @@
 
 namespace stallwatch::storage {
 
-inline constexpr int kSchemaVersion = 13;
+inline constexpr int kSchemaVersion = 14;
 
 class StoreError : public std::runtime_error {
  public:

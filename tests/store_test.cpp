@@ -168,6 +168,30 @@ TEST(Store, TheIntervalTablesChecksStillRefuseAfterTheirRewrite) {
   EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
 }
 
+// Version 14 lets an interval's I/O wait be unknown (the busy time read from cpu.stat): a DB of
+// version 13 keeps its rows, takes NULL after, and still refuses a NULL busy time.
+TEST(Store, TheCpuRowsIoWaitMayBeUnknownFromVersion14) {
+  testing::ScratchDir dir;
+  const auto path = dir.path() / "v13.db";
+  {
+    SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    for (int v = 1; v <= 13; ++v) db.exec(migrationSql(v));
+    db.exec("PRAGMA user_version = 13");
+    db.exec("INSERT INTO cpu_samples VALUES (1000, 1000, 1.5, 0.25, 8)");
+    EXPECT_THROW(db.exec("INSERT INTO cpu_samples VALUES (2000, 1000, 1.5, NULL, 8)"),
+                 SQLite::Exception);
+  }
+  auto store = Store::open(path);
+  auto& db = store->db();
+  db.exec("INSERT INTO cpu_samples VALUES (2000, 1000, 1.5, NULL, 8)");
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM cpu_samples").getInt(), 2);
+  EXPECT_EQ(db.execAndGet("SELECT count(*) FROM cpu_samples WHERE iowait_cores IS NULL").getInt(),
+            1);
+  EXPECT_THROW(db.exec("INSERT INTO cpu_samples VALUES (3000, 1000, NULL, 0, 8)"),
+               SQLite::Exception);
+  EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+}
+
 // The report reads the job's GPU utilisation from its own samples where the recorder wrote
 // it, and averages the job's GPUs' samples for recordings that lack it.
 TEST(JobSeries, StoredGpuUtilisationOrTheMeanOfTheJobsGpus) {

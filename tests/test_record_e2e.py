@@ -355,6 +355,44 @@ class RecordE2E(unittest.TestCase):
         self.assertIsNotNone(ended[0])
         self.assertGreaterEqual(ended[0] - ended[1], 3000)
 
+    def test_host_cpu_from_the_root_cgroup(self):
+        """On this host's root cgroup (v2): the busy time from its cpu.stat once ten ticks went
+        by without steal, /proc/stat every tenth tick; a busy loop shows as a core busy, and the
+        I/O wait of those ticks is unknown (NULL), not 0."""
+        mount = next((line.split()[4] for line in open("/proc/self/mountinfo")
+                      if " - cgroup2 " in line and line.split()[3] == "/"), None)
+        if not mount or not os.path.exists(os.path.join(mount, "cpu.stat")) \
+                or os.path.exists(os.path.join(mount, "cgroup.type")):
+            self.skipTest("no root cgroup v2 with cpu.stat here")
+        proc = subprocess.Popen([BIN, "record", "--db", self.db, "--interval", "500ms",
+                                 "--duration", "9s", "--no-collector.gpu", "--log-level", "info"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(5.5)
+        burn_from = time.time()
+        burner = subprocess.Popen([sys.executable, "-c",
+                                   "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+        burner.wait(timeout=10)
+        burn_to = time.time()
+        _, err = proc.communicate(timeout=20)
+        self.assertEqual(proc.returncode, 0, err)
+        used = re.search(r"cpu: busy time from the root cgroup's cpu.stat at (\d+) ticks, "
+                         r"from /proc/stat at (\d+)", err)
+        self.assertIsNotNone(used, err)
+        if int(used.group(1)) == 0:
+            self.skipTest("this host's CPUs counted steal the whole run: " + used.group(0))
+        with sqlite3.connect(self.db) as db:
+            rows = db.execute("SELECT ts_ms, busy_cores, iowait_cores, online_cpus "
+                              "FROM cpu_samples ORDER BY ts_ms").fetchall()
+        online = os.cpu_count()
+        self.assertTrue(all(r[3] == online for r in rows), rows)
+        self.assertTrue(all(0 <= r[1] <= online for r in rows), rows)
+        # The ticks from cpu.stat have no I/O wait; the first ones, from /proc/stat, have one.
+        self.assertEqual(sum(1 for r in rows if r[2] is None), int(used.group(1)), rows)
+        self.assertIsNotNone(rows[0][2], rows)
+        burning = [r[1] for r in rows if burn_from + 0.6 <= r[0] / 1000 <= burn_to]
+        self.assertTrue(burning, rows)
+        self.assertTrue(all(b >= 0.85 for b in burning), (burning, rows))
+
     def _interrupt(self, sig):
         proc = subprocess.Popen([BIN, "record", "--db", self.db, "--interval", "500ms",
                                  "--no-collector.gpu"],
