@@ -22,6 +22,8 @@ seed() {  # TARGET FILES...: copies seed files into the target's corpus
 }
 seed diskstats $(find "$fx" -name diskstats)
 seed pressure $(find "$fx" -path '*pressure*' -type f)
+printf 'cpu  357 0 636 52682 130 0 31 332 0 0\ncpu0 20 0 40 3300 8 0 2 20 0 0\nintr 1 2\n' > "$build/corpus/pressure/stat"
+printf 'usage_usec 29334829891\nuser_usec 23721672758\nsystem_usec 5613157133\n' > "$build/corpus/pressure/cpu.stat"
 seed mountinfo $(find "$fx" -name mountinfo)
 seed mountstats $(find "$fx" -name mountstats)
 seed proc_pid $(find "$fx" -path '*/proc/[0-9]*' -type f -name 'stat' -o -path '*/proc/[0-9]*' -name io -type f | head -20)
