@@ -85,6 +85,8 @@ class SampleWriter {
   bool stopping_ = false;
   // What the writer thread waits for, if anything: submit() wakes it only when that has come.
   enum class Waiting { kNot, kForWork, kForFlush } waiting_ = Waiting::kNot;
+  std::chrono::steady_clock::time_point
+      flush_due_;  // while kForFlush: from when a submission wakes it
   WriterStats stats_;
   // A run of failed writes (disk full, DB locked, the DB's disk hung): recorded as one event
   // when writes succeed again, with how many intervals were dropped meanwhile.

@@ -482,6 +482,34 @@ TEST(Writer, AFlushIntervalGathersItsBatchesAndAHalfFullQueueCutsItShort) {
   EXPECT_EQ(writer.stats().dropped_batches, 0u);
 }
 
+// The flush comes with the first submission after its interval (the sampling thread's tick,
+// while the host is awake), not on a timer of the writer's own; with none, a second interval
+// later.
+TEST(Writer, AFlushIsWrittenWithTheFirstSubmissionAfterItsInterval) {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path() / "sw.db");
+  const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
+  SampleWriter writer(std::move(store), run, /*capacity=*/100, std::chrono::seconds(1));
+  auto written_within = [&](uint64_t n, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (writer.stats().written_batches < n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return writer.stats().written_batches;
+  };
+  writer.submit(batchAt(1000));  // the writer waits for work: written at once
+  ASSERT_EQ(written_within(1, std::chrono::seconds(10)), 1u);
+  const auto flushed = std::chrono::steady_clock::now();
+  writer.submit(batchAt(2000));
+  std::this_thread::sleep_until(flushed + std::chrono::milliseconds(1300));
+  EXPECT_EQ(writer.stats().written_batches, 1u);  // due, but no submission since
+  writer.submit(batchAt(3000));
+  EXPECT_EQ(written_within(3, std::chrono::milliseconds(500)), 3u);
+  writer.submit(batchAt(4000));  // and none after it: written two intervals on
+  EXPECT_EQ(written_within(4, std::chrono::seconds(5)), 4u);
+  ASSERT_TRUE(writer.finish(5000));
+  EXPECT_EQ(writer.stats().written_batches, 4u);
+}
+
 // A page overwritten under a running recorder (a bad sector, a stray write): the write that
 // finds it (SQLITE_CORRUPT) moves the file aside and what was queued goes into a new one, with
 // an event saying so. Before this, the writer retried into the damaged file for ever.
