@@ -113,6 +113,18 @@ std::optional<std::string> readTextFile(const std::filesystem::path& path) {
   return content;
 }
 
+std::optional<std::string> readTextFileAt(int dir, const char* name) {
+  const int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char chunk[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, chunk, sizeof chunk)) > 0 && text.size() < (1u << 20))
+    text.append(chunk, static_cast<size_t>(n));
+  ::close(fd);
+  return n < 0 ? std::nullopt : std::optional(std::move(text));
+}
+
 std::optional<std::string> readAttribute(const std::filesystem::path& path) {
   auto text = readTextFile(path);
   if (!text) return std::nullopt;

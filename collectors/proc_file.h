@@ -37,6 +37,9 @@ class ProcFile {
 
 // One-shot read of a small text file; nullopt if it is missing or unreadable.
 std::optional<std::string> readTextFile(const std::filesystem::path& path);
+// NAME in the directory open as DIR, read relative to it (no path walked from the root: a walk
+// of a tree's directories, issue 47), at most 1 MiB; nullopt if missing or unreadable.
+std::optional<std::string> readTextFileAt(int dir, const char* name);
 // The same with the trailing newline and spaces removed (sysfs attributes).
 std::optional<std::string> readAttribute(const std::filesystem::path& path);
 

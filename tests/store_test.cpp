@@ -459,23 +459,25 @@ TEST(Writer, WritesEverySubmittedBatch) {
 
 // What arrives within a flush interval is written at its end, in one go; submissions do not wake
 // the writer meanwhile (a wake-up a tick that found nothing to do), but a queue half full does.
+// The batches WRITER has written once N are or LIMIT has passed, whichever is first.
+uint64_t writtenWithin(const SampleWriter& writer, uint64_t n, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (writer.stats().written_batches < n && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return writer.stats().written_batches;
+}
+
 TEST(Writer, AFlushIntervalGathersItsBatchesAndAHalfFullQueueCutsItShort) {
   testing::ScratchDir dir;
   auto store = Store::open(dir.path() / "sw.db");
   const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
   SampleWriter writer(std::move(store), run, /*capacity=*/10, std::chrono::minutes(1));
-  auto written_within = [&](uint64_t n, std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (writer.stats().written_batches < n && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return writer.stats().written_batches;
-  };
   writer.submit(batchAt(1000));  // the writer waits for work: written at once
-  ASSERT_EQ(written_within(1, std::chrono::seconds(10)), 1u);
+  ASSERT_EQ(writtenWithin(writer, 1, std::chrono::seconds(10)), 1u);
   for (int i = 2; i <= 5; ++i) writer.submit(batchAt(i * 1000));
-  EXPECT_EQ(written_within(2, std::chrono::milliseconds(300)), 1u);  // gathering
+  EXPECT_EQ(writtenWithin(writer, 2, std::chrono::milliseconds(300)), 1u);  // gathering
   writer.submit(batchAt(6000));  // five queued: half the capacity
-  EXPECT_EQ(written_within(6, std::chrono::seconds(10)), 6u);
+  EXPECT_EQ(writtenWithin(writer, 6, std::chrono::seconds(10)), 6u);
   writer.submit(batchAt(7000));
   ASSERT_TRUE(writer.finish(8000));  // the rest at once, not a minute later
   EXPECT_EQ(writer.stats().written_batches, 7u);
@@ -490,22 +492,16 @@ TEST(Writer, AFlushIsWrittenWithTheFirstSubmissionAfterItsInterval) {
   auto store = Store::open(dir.path() / "sw.db");
   const int64_t run = store->beginRun({0, "h", "v", 1000, "x"});
   SampleWriter writer(std::move(store), run, /*capacity=*/100, std::chrono::seconds(1));
-  auto written_within = [&](uint64_t n, std::chrono::milliseconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (writer.stats().written_batches < n && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return writer.stats().written_batches;
-  };
   writer.submit(batchAt(1000));  // the writer waits for work: written at once
-  ASSERT_EQ(written_within(1, std::chrono::seconds(10)), 1u);
+  ASSERT_EQ(writtenWithin(writer, 1, std::chrono::seconds(10)), 1u);
   const auto flushed = std::chrono::steady_clock::now();
   writer.submit(batchAt(2000));
   std::this_thread::sleep_until(flushed + std::chrono::milliseconds(1300));
   EXPECT_EQ(writer.stats().written_batches, 1u);  // due, but no submission since
   writer.submit(batchAt(3000));
-  EXPECT_EQ(written_within(3, std::chrono::milliseconds(500)), 3u);
+  EXPECT_EQ(writtenWithin(writer, 3, std::chrono::milliseconds(500)), 3u);
   writer.submit(batchAt(4000));  // and none after it: written two intervals on
-  EXPECT_EQ(written_within(4, std::chrono::seconds(5)), 4u);
+  EXPECT_EQ(writtenWithin(writer, 4, std::chrono::seconds(5)), 4u);
   ASSERT_TRUE(writer.finish(5000));
   EXPECT_EQ(writer.stats().written_batches, 4u);
 }

@@ -100,6 +100,13 @@ std::optional<MountinfoParse> readMountinfo(const SystemRoot& root) {
   return std::nullopt;
 }
 
+std::optional<std::filesystem::path> mountPointUnder(const SystemRoot& root,
+                                                     const std::string& mount_point) {
+  if (root.isHost()) return mount_point;
+  if (mount_point.rfind("/sys/", 0) == 0) return root.sys / mount_point.substr(5);
+  return std::nullopt;
+}
+
 MountWatcher::MountWatcher(const SystemRoot& root) {
   fd_ = ::open((root.proc / "self" / "mountinfo").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ >= 0) {

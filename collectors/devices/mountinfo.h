@@ -54,6 +54,10 @@ std::string mountText(std::string_view escaped);
 // The agent's own view (ROOT/proc/self/mountinfo; ROOT/proc/1/mountinfo where a fixture tree
 // has no self link). nullopt if neither can be read.
 std::optional<MountinfoParse> readMountinfo(const SystemRoot& root);
+// Where a mount point of that table is found from here: itself on the live host, under ROOT's
+// sys for a captured tree's /sys/...; none for a captured tree's other mounts.
+std::optional<std::filesystem::path> mountPointUnder(const SystemRoot& root,
+                                                     const std::string& mount_point);
 
 // Tells when the mount table changed: the kernel flags /proc/self/mountinfo with POLLPRI
 // (proc(5)), so one poll() with no timeout per tick answers without reading the table.

@@ -76,17 +76,12 @@ std::optional<std::filesystem::path> hostCpuStatPath(const SystemRoot& root) {
   if (!mounts) return std::nullopt;
   for (const MountInfo& m : mounts->mounts) {
     if (m.fs_type != "cgroup2" || m.root != "/") continue;
-    // A fixture tree keeps the host's /sys/... under its own sys.
-    std::filesystem::path dir = m.mount_point;
-    if (!root.isHost()) {
-      if (m.mount_point.rfind("/sys/", 0) != 0) return std::nullopt;
-      dir = root.sys / m.mount_point.substr(5);
-    }
+    const auto dir = mountPointUnder(root, m.mount_point);
     std::error_code ec;
-    if (std::filesystem::exists(dir / "cgroup.type", ec) ||
-        !std::filesystem::exists(dir / "cpu.stat", ec))
+    if (!dir || std::filesystem::exists(*dir / "cgroup.type", ec) ||
+        !std::filesystem::exists(*dir / "cpu.stat", ec))
       return std::nullopt;
-    return dir / "cpu.stat";
+    return *dir / "cpu.stat";
   }
   return std::nullopt;
 }

@@ -212,11 +212,8 @@ std::string cgroupWhere(const fs::path& dir, int levels_up) {
 CgroupReader::CgroupReader(const SystemRoot& root) : proc_(root.proc) {
   auto mounts = readMountinfo(root);
   if (!mounts) return;
-  const auto under_root = [&root](const std::string& mount_point) -> fs::path {
-    if (root.isHost()) return mount_point;
-    if (mount_point.rfind("/sys/", 0) == 0)
-      return root.sys / mount_point.substr(5);  // a captured tree keeps it under its sys
-    return {};
+  const auto under_root = [&root](const std::string& mount_point) {
+    return mountPointUnder(root, mount_point).value_or(fs::path());
   };
   for (const MountInfo& m : mounts->mounts) {
     if (m.fs_type == "cgroup2" && base_.empty()) base_ = under_root(m.mount_point);
@@ -305,20 +302,6 @@ std::optional<uint32_t> CgroupReader::cpusAllowed(uint32_t pid) const {
 
 namespace {
 
-// A small file of the cgroup open as DIR, read relative to it (no path walked from the root);
-// nothing where it has none or cannot be read.
-std::optional<std::string> readFileAt(int dir, const char* name) {
-  const int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char chunk[4096];
-  ssize_t n = 0;
-  while ((n = ::read(fd, chunk, sizeof chunk)) > 0 && text.size() < (1u << 20))
-    text.append(chunk, static_cast<size_t>(n));
-  ::close(fd);
-  return n < 0 ? std::nullopt : std::optional(std::move(text));
-}
-
 // Whether two readings of a cgroup's io.stat show no I/O between them.
 bool sameIo(const std::vector<IoStat>& a, const std::vector<IoStat>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const IoStat& x, const IoStat& y) {
@@ -362,13 +345,13 @@ IoStatWalk CgroupReader::leafIoStats(size_t max_cgroups, const IoStatWalk* last)
     // units that account it; most of a host's cgroups have none). A tree that does not say (a
     // test's fixture) is walked whole.
     std::optional<std::string> handed_down;
-    if (!leaf) handed_down = readFileAt(fd, "cgroup.subtree_control");
+    if (!leaf) handed_down = readTextFileAt(fd, "cgroup.subtree_control");
     const bool descend = !handed_down || controllerListHas(*handed_down, "io");
     // Its own io.stat (the root's is the host's: never): a leaf's is what it did, an inner
     // cgroup's what its subtree did, read only where its children have theirs.
     std::optional<std::vector<IoStat>> own;
     if (dir != base_ && (leaf || descend)) {
-      if (auto text = readFileAt(fd, "io.stat")) own = parseIoStat(*text);
+      if (auto text = readTextFileAt(fd, "io.stat")) own = parseIoStat(*text);
     }
     ::closedir(entries);
     if (leaf) {
