@@ -397,13 +397,12 @@ std::string renderMetrics(const MetricsSnapshot& s,
   return w.take();
 }
 
-MetricsPageRenderer::MetricsPageRenderer()
-    : headers_(std::make_unique<metrics_text::FamilyHeaders>()) {}
+MetricsPageRenderer::MetricsPageRenderer() : memo_(std::make_unique<metrics_text::PageMemo>()) {}
 MetricsPageRenderer::~MetricsPageRenderer() = default;
 
 std::string MetricsPageRenderer::render(const MetricsSnapshot& s,
                                         const std::optional<collectors::SelfProcess>& process) {
-  metrics_text::Writer w(headers_.get());
+  metrics_text::Writer w(memo_.get());
   writeMetrics(s, process, w);
   return w.take();
 }

@@ -124,10 +124,11 @@ struct MetricsSnapshot {
 // not every tick's.
 std::string renderMetrics(const MetricsSnapshot& snapshot,
                           const std::optional<collectors::SelfProcess>& process = std::nullopt);
-// The same page, for a server that renders one a scrape: the families' HELP and TYPE lines are
-// kept from one page to the next (the same text, fewer instructions).
+// The same page, for a server that renders one a scrape: the families' HELP and TYPE lines and
+// the histograms' bounds as text are kept from one page to the next (the same text, fewer
+// instructions).
 namespace metrics_text {
-class FamilyHeaders;
+class PageMemo;
 }
 class MetricsPageRenderer {
  public:
@@ -139,7 +140,7 @@ class MetricsPageRenderer {
                      const std::optional<collectors::SelfProcess>& process);
 
  private:
-  std::unique_ptr<metrics_text::FamilyHeaders> headers_;
+  std::unique_ptr<metrics_text::PageMemo> memo_;
 };
 // Every family of SNAPSHOT into SINK (the text page above, an OTLP export), a job's pod labels
 // following its training_job.

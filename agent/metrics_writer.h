@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "agent/metric_sink.h"
 #include "common/text.h"
@@ -159,104 +160,152 @@ class PageBuffer {
   size_t capacity_, size_ = 0;
 };
 
-// Each family's HELP and TYPE lines as written once, for the pages after: a page has about 90
-// families, and their nine pieces each (four of them measured with strlen) were a sixth of a
-// page's instructions (issue 47). Keyed by the name's address: the families' names, types and
-// helps are string literals (MetricSink::family); the type's and help's addresses are checked
-// too, so a name reused with other words is written again.
-class FamilyHeaders {
+// What a page writes the same way every time, kept for the pages after: each family's HELP and
+// TYPE lines and each histogram's bounds as text. A page has about 90 families, and their nine
+// pieces each (four of them measured with strlen) were a sixth of a page's instructions; a
+// histogram's bounds formatted for every series, a sixth of the rest (issue 47).
+class PageMemo {
  public:
-  std::string_view get(const char* name, const char* type, const char* help) {
+  // Families come in the same order page after page: the one after the last asked is tried
+  // before the map. Keyed by the name's address: the families' names, types and helps are
+  // string literals (MetricSink::family); the type's and help's addresses are checked too, so a
+  // name reused with other words is written again.
+  std::string_view header(const char* name, const char* type, const char* help) {
+    if (next_ < order_.size()) {
+      const Header& h = *order_[next_];
+      if (h.name == name && h.type == type && h.help == help) {
+        ++next_;
+        return h.text;
+      }
+      order_.resize(next_);  // the families changed here: learn the order from this page
+    }
     Header& h = by_name_[name];
     if (h.type != type || h.help != help) {
-      h = {type, help, {}};
+      h = {name, type, help, {}};
       for (std::string_view part : {"# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n"})
         h.text.append(part);
     }
+    order_.push_back(&h);
+    ++next_;
     return h.text;
+  }
+  // A new page: the families are asked again from the first.
+  void startPage() { next_ = 0; }
+  // BOUNDS' N values as the page writes them. Keyed by the array's address and checked against
+  // its values, so an array reused with others is written again.
+  const std::vector<std::string>& boundTexts(const double* bounds, size_t n) {
+    Bounds& b = bounds_[bounds];
+    if (b.values.size() != n || !std::equal(b.values.begin(), b.values.end(), bounds)) {
+      b.values.assign(bounds, bounds + n);
+      b.texts.clear();
+      for (size_t i = 0; i < n; ++i) {
+        char text[64];
+        b.texts.emplace_back(text, formatNumber(bounds[i], text));  // the bounds are finite
+      }
+    }
+    return b.texts;
   }
 
  private:
   struct Header {
+    const char* name = nullptr;
     const char* type = nullptr;
     const char* help = nullptr;
     std::string text;
   };
-  std::unordered_map<const char*, Header> by_name_;
+  struct Bounds {
+    std::vector<double> values;
+    std::vector<std::string> texts;
+  };
+  std::unordered_map<const char*, Header> by_name_;  // nodes: the pointers below stay valid
+  std::vector<Header*> order_;                       // as the last page asked for them
+  size_t next_ = 0;
+  std::unordered_map<const double*, Bounds> bounds_;
 };
 
 // The page, appended to one buffer.
 class Writer final : public MetricSink {
  public:
-  // HEADERS, where given, outlives the writer and keeps the families' lines for the next page.
-  explicit Writer(FamilyHeaders* headers = nullptr)
-      : out_(64 * 1024), headers_(headers) {}  // a node's page is ~25 KB: no regrowth
+  // MEMO, where given, outlives the writer and keeps what it wrote for the next page.
+  explicit Writer(PageMemo* memo = nullptr)
+      : out_(64 * 1024), memo_(memo ? memo : &own_memo_) {  // a node's page is ~25 KB
+    memo_->startPage();
+  }
   // Starts a family: HELP and TYPE once, then its samples.
   void family(const char* name, const char* type, const char* help) override {
     name_ = name;
-    if (headers_) {
-      put(headers_->get(name, type, help));
-      return;
-    }
-    for (std::string_view part : {"# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n"})
-      put(part);
+    put(memo_->header(name, type, help));
   }
   using MetricSink::sample;
-  void sample(std::span<const Label> labels, double value) override {
-    line("", labels, nullptr, value);
-  }
-  // The family's _bucket series (cumulative, "+Inf" last), then _sum and _count.
+  void sample(std::span<const Label> labels, double value) override { line({}, labels, value); }
+  // The family's _bucket series (cumulative, "+Inf" last), then _sum and _count. The labels are
+  // written once for all the buckets.
   void histogram(std::span<const Label> labels, const double* bounds, const uint64_t* per_bound,
                  size_t n_bounds, uint64_t count, double sum) override {
+    const std::vector<std::string>& les = memo_->boundTexts(bounds, n_bounds);
+    series_.clear();
+    series_.append("_bucket{");
+    forEachLabel(labels, [&](std::string_view name, std::string_view v) {
+      series_.append(name);
+      series_.append("=\"");
+      appendEscaped(v, series_);
+      series_.append("\",");
+    });
+    series_.append("le=\"");
     uint64_t cumulative = 0;
-    for (size_t i = 0; i < n_bounds; ++i) {
-      cumulative += per_bound[i];
-      char le[64];
-      *formatNumber(bounds[i], le) = '\0';  // the bounds are finite
-      line("_bucket", labels, le, static_cast<double>(cumulative));
+    for (size_t i = 0; i <= n_bounds; ++i) {
+      cumulative += i < n_bounds ? per_bound[i] : 0;
+      put(name_);
+      put(series_);
+      put(i < n_bounds ? std::string_view(les[i]) : std::string_view("+Inf"));
+      put("\"} ");
+      putNumber(static_cast<double>(i < n_bounds ? cumulative : count));
+      put("\n");
     }
-    line("_bucket", labels, "+Inf", static_cast<double>(count));
-    line("_sum", labels, nullptr, sum);
-    line("_count", labels, nullptr, static_cast<double>(count));
+    line("_sum", labels, sum);
+    line("_count", labels, static_cast<double>(count));
   }
   std::string take() { return out_.take(); }
 
  private:
-  // NAME_SUFFIX{LABELS[,le="LE"]} VALUE
-  void line(const char* suffix, std::span<const Label> labels, const char* le, double value) {
+  // NAME_SUFFIX{LABELS} VALUE
+  void line(std::string_view suffix, std::span<const Label> labels, double value) {
     put(name_);
     put(suffix);
-    if (!labels.empty() || le) {
+    if (!labels.empty()) {
       put("{");
       bool first = true;
-      const auto label = [&](std::string_view name, std::string_view v) {
+      forEachLabel(labels, [&](std::string_view name, std::string_view v) {
         if (!first) put(",");
         put(name);
         put("=\"");
         appendEscaped(v, out_);
         put("\"");
         first = false;
-      };
-      forEachLabel(labels, label);
-      if (le) label("le", le);
+      });
       put("}");
     }
     put(" ");
+    putNumber(value);
+    put("\n");
+  }
+  void putNumber(double value) {
     if (std::isnan(value) || std::isinf(value)) {
       put(number(value));
-    } else {
-      // fmt's shortest form, as before, into the stack: the page's text is unchanged. A
-      // double's is at most 24 characters (-1.7976931348623157e+308).
-      char digits[64];
-      const char* end = formatNumber(value, digits);
-      put(std::string_view(digits, static_cast<size_t>(end - digits)));
+      return;
     }
-    put("\n");
+    // fmt's shortest form, as before, into the stack: the page's text is unchanged. A double's
+    // is at most 24 characters (-1.7976931348623157e+308).
+    char digits[64];
+    const char* end = formatNumber(value, digits);
+    put(std::string_view(digits, static_cast<size_t>(end - digits)));
   }
   void put(std::string_view s) { out_.append(s.data(), s.size()); }
   PageBuffer out_;
-  FamilyHeaders* headers_;
+  PageMemo own_memo_;  // a page's own, where none is kept across pages
+  PageMemo* memo_;
   std::string_view name_;  // the family's: a string literal
+  std::string series_;     // a histogram series' "_bucket{labels,le=\"", reused
 };
 
 }  // namespace stallwatch::agent::metrics_text

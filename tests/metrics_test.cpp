@@ -121,6 +121,61 @@ TEST(MetricsText, ThePageBufferKeepsEveryPieceWhole) {
   EXPECT_EQ(buffer.take(), expected);
 }
 
+// A histogram's series as the text format spells them, its labels written once for every bucket:
+// escaped, in order, before le; and the bounds kept from one page to the next redone where the
+// same array holds other values.
+TEST(MetricsText, AHistogramsBucketsCarryItsLabelsAndBounds) {
+  agent::metrics_text::PageMemo memo;
+  double bounds[] = {0.5, 1};
+  const uint64_t per_bound[] = {1, 2};
+  const auto page = [&](std::span<const agent::Label> labels) {
+    agent::metrics_text::Writer w(&memo);
+    w.family("h_seconds", "histogram", "A histogram.");
+    w.histogram(labels, bounds, per_bound, 2, 4, 3.25);
+    return w.take();
+  };
+  const std::string header = "# HELP h_seconds A histogram.\n# TYPE h_seconds histogram\n";
+  const agent::Label labels[] = {{"device", "a\"b"}, {"op", "read"}};
+  EXPECT_EQ(page(labels), header +
+                              "h_seconds_bucket{device=\"a\\\"b\",op=\"read\",le=\"0.5\"} 1\n"
+                              "h_seconds_bucket{device=\"a\\\"b\",op=\"read\",le=\"1\"} 3\n"
+                              "h_seconds_bucket{device=\"a\\\"b\",op=\"read\",le=\"+Inf\"} 4\n"
+                              "h_seconds_sum{device=\"a\\\"b\",op=\"read\"} 3.25\n"
+                              "h_seconds_count{device=\"a\\\"b\",op=\"read\"} 4\n");
+  bounds[0] = 0.25;
+  EXPECT_EQ(page({}), header +
+                          "h_seconds_bucket{le=\"0.25\"} 1\n"
+                          "h_seconds_bucket{le=\"1\"} 3\n"
+                          "h_seconds_bucket{le=\"+Inf\"} 4\n"
+                          "h_seconds_sum 3.25\n"
+                          "h_seconds_count 4\n");
+}
+
+// Families asked in another order than the page before, one gone, one new, one reused with other
+// words: each page has each family's own lines.
+TEST(MetricsText, ThePageMemoFollowsTheFamiliesAsTheyChange) {
+  agent::metrics_text::PageMemo memo;
+  static const char* const kA = "a_total";
+  static const char* const kB = "b_total";
+  static const char* const kC = "c_total";
+  const auto page = [&](std::initializer_list<std::pair<const char*, const char*>> families) {
+    agent::metrics_text::Writer memoised(&memo), fresh;
+    for (const auto& [name, help] : families) {
+      memoised.family(name, "counter", help);
+      fresh.family(name, "counter", help);
+    }
+    const std::string text = memoised.take();
+    EXPECT_EQ(text, fresh.take());
+    return text;
+  };
+  page({{kA, "A."}, {kB, "B."}});
+  page({{kA, "A."}, {kB, "B."}});
+  const std::string reordered = page({{kB, "B."}, {kC, "C."}, {kA, "A."}});
+  EXPECT_EQ(reordered.find("# HELP b_total B."), 0u) << reordered;
+  const std::string reworded = page({{kB, "B."}, {kC, "Other words."}, {kA, "A."}});
+  EXPECT_NE(reworded.find("# HELP c_total Other words.\n"), std::string::npos) << reworded;
+}
+
 // The endpoint's renderer keeps the families' lines from one page to the next: each page is the
 // page rendered anew, as its families come and go.
 TEST(Metrics, ThePageRendererKeepsThePageOfEachSnapshot) {
