@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
 #include "collectors/counter_rates.h"
+#include "collectors/devices/block_devices.h"
 #include "collectors/proc_file.h"
+#include "collectors/text_scan.h"
 #include "test_support.h"
 
 namespace stallwatch::collectors {
@@ -54,6 +59,67 @@ TEST(DiskstatsParse, NamesTheLineAndTheToken) {
   EXPECT_EQ(parsed.skipped[0].line, 2u);
   EXPECT_NE(parsed.skipped[0].message.find("'x'"), std::string::npos);
   EXPECT_NE(parsed.skipped[0].message.find("field 6"), std::string::npos);
+}
+
+// The one-pass reading against the fields read one by one, on lines of every width with numbers
+// at and past 64 bits, signs, letters and tabs: the same devices, the same problems.
+TEST(DiskstatsParse, TheOnePassReadingAgreesWithTheFieldByFieldOne) {
+  std::mt19937 random(47);
+  const char* const tokens[] = {
+      "0",  "7",    "18446744073709551615", "18446744073709551616", "4294967296", "-1", "x",
+      "1a", "00012"};
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    const int lines = 1 + static_cast<int>(random() % 4);
+    for (int l = 0; l < lines; ++l) {
+      const size_t fields = 12 + random() % 10;  // 12-21: every width a kernel prints and more
+      for (size_t i = 0; i < fields; ++i) {
+        if (i > 0) text += random() % 5 == 0 ? "\t " : " ";
+        if (i == 2) {
+          text += "nvme0n1";
+        } else if (random() % 8 == 0) {
+          text += tokens[random() % std::size(tokens)];
+        } else {
+          text += std::to_string(random() % 100000);
+        }
+      }
+      text += "\n";
+    }
+    // The reference: split, then each number read alone.
+    std::vector<std::vector<uint64_t>> expected;
+    size_t expected_skipped = 0;
+    forEachLine(text, [&](std::string_view line, size_t) {
+      std::string_view f[20];
+      const size_t count = splitFields(line, f);
+      bool ok = count == 14 || count == 18 || count == 20;
+      std::vector<uint64_t> numbers;
+      for (size_t i = 0; ok && i < count; ++i) {
+        if (i == 2) continue;
+        const auto n = parseUnsigned(f[i]);
+        ok = n.has_value() && (i > 1 || *n <= UINT32_MAX);
+        if (ok) numbers.push_back(*n);
+      }
+      if (ok) {
+        expected.push_back(numbers);
+      } else {
+        ++expected_skipped;
+      }
+    });
+    const DiskstatsParse parsed = parseDiskstats(text);
+    ASSERT_EQ(parsed.devices.size(), expected.size()) << text;
+    ASSERT_EQ(parsed.skipped.size(), expected_skipped) << text;
+    for (size_t d = 0; d < expected.size(); ++d) {
+      const DiskStats& got = parsed.devices[d];
+      EXPECT_EQ(got.name, "nvme0n1");
+      EXPECT_EQ(got.major, expected[d][0]) << text;
+      EXPECT_EQ(got.minor, expected[d][1]) << text;
+      EXPECT_EQ(got.reads_completed, expected[d][2]) << text;
+      EXPECT_EQ(got.weighted_io_time_ms, expected[d][12]) << text;
+      if (expected[d].size() == 19) {
+        EXPECT_EQ(got.flush_time_ms, expected[d][18]) << text;
+      }
+    }
+  }
 }
 
 TEST(DiskstatsParse, MapsEveryFieldOfThe20FieldLayout) {
@@ -214,6 +280,123 @@ TEST(DiskstatsCollector, EmitsOneSamplePerDeviceFromTheSecondReading) {
   EXPECT_FALSE(third.disks[0].rates.r_await_ms);  // sda idle this interval: no await, not 0
   EXPECT_EQ(third.disks[1].device, "loop0");
   EXPECT_DOUBLE_EQ(*third.disks[1].rates.r_await_ms, 0.5);
+}
+
+// A host whose devices are mostly idle (loop devices with nothing attached): the list once, then
+// the used device's own stat file for nine ticks, then the list again, where a loop device that
+// started its first I/O meanwhile is found with a rate over the time since the list showed it idle.
+class DiskstatsFromFiles : public ::testing::Test {
+ protected:
+  // A diskstats line's counters after the name: READS reads of 8 sectors, 2 ms each.
+  static std::string counters(uint64_t reads) {
+    return std::to_string(reads) + " 0 " + std::to_string(reads * 8) + " " +
+           std::to_string(reads * 2) + " 0 0 0 0 0 " + std::to_string(reads) + " " +
+           std::to_string(reads * 2) + " 0 0 0 0 0 0";
+  }
+  void writeList(uint64_t sda, uint64_t loop1) {
+    testing::writeFile(dir_.path() / "proc" / "diskstats",
+                       "8 0 sda " + counters(sda) + "\n7 0 loop0 " + counters(0) + "\n7 1 loop1 " +
+                           counters(loop1) + "\n7 2 loop2 " + counters(0) + "\n");
+  }
+  void writeStat(const std::string& text) {
+    testing::writeFile(dir_.path() / "sys" / "class" / "block" / "sda" / "stat", text + "\n");
+  }
+  // Tick N (a second apart): its samples by device name, reads per second.
+  std::map<std::string, double> tick(int n) {
+    SampleBatch batch;
+    collector_->collect({n * 1'000'000'000LL, n * 1000LL}, batch);
+    std::map<std::string, double> reads;
+    for (const auto& d : batch.disks) reads[d.device] = d.rates.reads_per_second;
+    return reads;
+  }
+  testing::ScratchDir dir_;
+  std::unique_ptr<Collector> collector_;
+};
+
+TEST_F(DiskstatsFromFiles, TheUsedDevicesFilesBetweenReadingsOfTheList) {
+  writeList(100, 0);
+  writeStat(counters(100));
+  collector_ = makeDiskstatsCollector(SystemRoot::under(dir_.path()));
+  EXPECT_TRUE(tick(0).empty());
+  // The list is not read again before the tenth tick: what it says meanwhile is not seen.
+  writeList(5000, 0);
+  for (int n = 1; n < 10; ++n) {
+    writeStat(counters(100 + 10 * static_cast<uint64_t>(n)));
+    const auto reads = tick(n);
+    ASSERT_EQ(reads.size(), 1u) << n;
+    EXPECT_DOUBLE_EQ(reads.at("sda"), 10.0) << n;
+  }
+  // Tick 10 reads the list: loop1 did its first 20 reads since tick 0, seen over those 10 s.
+  writeList(200, 20);
+  const auto reads = tick(10);
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_DOUBLE_EQ(reads.at("sda"), 10.0);
+  EXPECT_DOUBLE_EQ(reads.at("loop1"), 2.0);
+  // Two used devices of four, more than a third: the list every tick.
+  writeList(230, 30);
+  const auto next = tick(11);
+  EXPECT_DOUBLE_EQ(next.at("sda"), 30.0);
+  EXPECT_DOUBLE_EQ(next.at("loop1"), 10.0);
+  EXPECT_NE(collector_->finalReport().find("9 ticks from the used devices' stat files"),
+            std::string::npos)
+      << collector_->finalReport();
+}
+
+// A file that fails hands its tick to the list, and the ticks after it until the list's next
+// try (not a failed read a tick); a new device tree has the list read at the next tick.
+TEST_F(DiskstatsFromFiles, AFileThatFailsOrANewTreeHandsTheTickToTheList) {
+  writeList(100, 0);
+  writeStat(counters(100));
+  collector_ = makeDiskstatsCollector(SystemRoot::under(dir_.path()));
+  tick(0);
+  writeStat(counters(110));
+  writeList(120, 0);
+  EXPECT_DOUBLE_EQ(tick(1).at("sda"), 10.0);  // the file
+  writeStat("not a device's counters");
+  writeList(150, 0);
+  EXPECT_DOUBLE_EQ(tick(2).at("sda"), 40.0);  // the list, from the file's 110
+  writeStat(counters(999));
+  writeList(160, 0);
+  EXPECT_DOUBLE_EQ(tick(3).at("sda"), 10.0);  // the list still
+
+  collector_ = makeDiskstatsCollector(SystemRoot::under(dir_.path()));
+  tick(10);
+  writeStat(counters(170));
+  EXPECT_DOUBLE_EQ(tick(11).at("sda"), 10.0);  // the file
+  collector_->setDeviceTree(std::make_shared<const DeviceTree>());
+  writeStat(counters(999));
+  writeList(200, 0);
+  EXPECT_DOUBLE_EQ(tick(12).at("sda"), 30.0);  // the list: the tree changed
+}
+
+TEST_F(DiskstatsFromFiles, AListOfMostlyUsedDevicesIsReadEveryTick) {
+  testing::writeFile(dir_.path() / "proc" / "diskstats", "8 0 sda " + counters(100) +
+                                                             "\n7 0 loop0 " + counters(0) +
+                                                             "\n8 16 sdb " + counters(5) + "\n");
+  writeStat(counters(100));
+  testing::writeFile(dir_.path() / "sys" / "class" / "block" / "sdb" / "stat", counters(5));
+  collector_ = makeDiskstatsCollector(SystemRoot::under(dir_.path()));
+  tick(0);
+  testing::writeFile(dir_.path() / "proc" / "diskstats", "8 0 sda " + counters(103) +
+                                                             "\n7 0 loop0 " + counters(0) +
+                                                             "\n8 16 sdb " + counters(5) + "\n");
+  EXPECT_DOUBLE_EQ(tick(1).at("sda"), 3.0);
+  EXPECT_EQ(collector_->finalReport(), "");
+}
+
+TEST(DiskstatsParse, ADevicesStatIsAListLineWithoutItsName) {
+  DiskStats d;
+  ASSERT_TRUE(
+      parseDeviceStat("     912      3    7296    1204    88     0   704   12   2   1310   1216   "
+                      "0 0 0 0 40 9\n",
+                      d));
+  EXPECT_EQ(d.reads_completed, 912u);
+  EXPECT_EQ(d.read_time_ms, 1204u);
+  EXPECT_EQ(d.in_flight, 2u);
+  EXPECT_EQ(d.flushes_completed, 40u);
+  EXPECT_EQ(d.flush_time_ms, 9u);
+  EXPECT_FALSE(parseDeviceStat("1 2 3 4 5 6 7 8 9 10\n", d));  // 10 fields: no kernel's
+  EXPECT_FALSE(parseDeviceStat("1 2 3 x 5 6 7 8 9 10 11\n", d));
 }
 
 TEST(DiskstatsCollector, MissingFileIsAnErrorNotACrash) {

@@ -54,7 +54,13 @@ DiskstatsParse parseDiskstats(std::string_view text);
 // The same into OUT, reusing its memory (the collector calls this every tick).
 void parseDiskstats(std::string_view text, DiskstatsParse& out);
 
-// The collector: reads ROOT/proc/diskstats each tick and emits iostat's figures per device.
+// One device's counters from its sysfs stat (/sys/class/block/NAME/stat: a diskstats line without
+// major, minor and name) into INTO's counters; false where the text is not one.
+bool parseDeviceStat(std::string_view text, DiskStats& into);
+
+// The collector: iostat's figures per device each tick, from ROOT/proc/diskstats or, where two
+// thirds of its devices or more never did any I/O, from the used devices'
+// ROOT/sys/class/block/NAME/stat between readings of the list.
 std::unique_ptr<Collector> makeDiskstatsCollector(const SystemRoot& root);
 
 }  // namespace stallwatch::collectors
