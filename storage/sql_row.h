@@ -68,15 +68,24 @@ class NamedStatement : public SQLite::Statement {
   }
 
  private:
+  // A row binds its names in the same order as the row before: the one after the last found is
+  // tried first (a search of the list for each was 5 % of the writer's instructions, issue 47).
   int indexOf(const char* name) {
-    for (const auto& [known, index] : known_)
-      if (known == name && std::strcmp(known, name) == 0) return index;
+    if (next_ < known_.size() && known_[next_].first == name) return known_[next_++].second;
+    for (size_t i = 0; i < known_.size(); ++i) {
+      if (known_[i].first == name && std::strcmp(known_[i].first, name) == 0) {
+        next_ = i + 1;
+        return known_[i].second;
+      }
+    }
     const int index = getIndex(name);  // as SQLite numbers it; 0 for a name it lacks
     if (index == 0) throw SQLite::Exception(std::string("no parameter ") + name);
     known_.emplace_back(name, index);
+    next_ = known_.size();
     return index;
   }
   std::vector<std::pair<const char*, int>> known_;
+  size_t next_ = 0;
 };
 
 inline std::optional<double> optionalReal(const SQLite::Column& c) {
