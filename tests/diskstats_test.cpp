@@ -332,7 +332,7 @@ TEST_F(DiskstatsFromFiles, TheUsedDevicesFilesBetweenReadingsOfTheList) {
   ASSERT_EQ(reads.size(), 2u);
   EXPECT_DOUBLE_EQ(reads.at("sda"), 10.0);
   EXPECT_DOUBLE_EQ(reads.at("loop1"), 2.0);
-  // Two used devices of four, more than a third: the list every tick.
+  // Two used devices of four, more than a quarter: the list every tick.
   writeList(230, 30);
   const auto next = tick(11);
   EXPECT_DOUBLE_EQ(next.at("sda"), 30.0);

@@ -58,8 +58,8 @@ void parseDiskstats(std::string_view text, DiskstatsParse& out);
 // major, minor and name) into INTO's counters; false where the text is not one.
 bool parseDeviceStat(std::string_view text, DiskStats& into);
 
-// The collector: iostat's figures per device each tick, from ROOT/proc/diskstats or, where two
-// thirds of its devices or more never did any I/O, from the used devices'
+// The collector: iostat's figures per device each tick, from ROOT/proc/diskstats or, where three
+// quarters of its devices or more never did any I/O, from the used devices'
 // ROOT/sys/class/block/NAME/stat between readings of the list.
 std::unique_ptr<Collector> makeDiskstatsCollector(const SystemRoot& root);
 
