@@ -2,6 +2,7 @@
 // Collector interface, with their statistics and the log of their state changes.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +19,9 @@ namespace stallwatch::agent {
 
 class CollectorSet {
  public:
+  // The thread's CPU time around each collector is read at one tick in this many.
+  static constexpr uint64_t kCpuEveryTicks = 8;
+
   // Where a collector's notices and changes of state go besides the log (the DB's events).
   using EventSink = std::function<void(storage::AgentEvent)>;
 
@@ -51,6 +55,7 @@ class CollectorSet {
 
   std::vector<Active> active_;
   EventSink events_;
+  uint64_t ticks_ = 0;  // collect() calls, prime() included
 };
 
 }  // namespace stallwatch::agent

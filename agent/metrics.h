@@ -36,7 +36,10 @@ struct CollectorStats {
   std::chrono::nanoseconds last_time{0};
   bool last_ok = true;    // the last collection was neither an error nor without its source
   bool available = true;  // its source exists on this host (an NVIDIA driver, PSI)
-  std::chrono::nanoseconds total_cpu_time{0};  // the sampling thread's CPU inside collect()
+  // The sampling thread's CPU inside collect(), over the CPU_COLLECTIONS whose CPU was read (one
+  // in CollectorSet::kCpuEveryTicks).
+  std::chrono::nanoseconds total_cpu_time{0};
+  uint64_t cpu_collections = 0;
   uint64_t refused = 0;  // items not taken past a bound (processes past the jobs cap)
 };
 

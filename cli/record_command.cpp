@@ -204,11 +204,13 @@ void logSummary(const agent::RecorderSummary& summary, const std::filesystem::pa
     const uint64_t runs = c.data + c.no_data + c.errors;
     spdlog::info(
         "collector {}: {} with data, {} without, {} errors, {} values skipped, "
-        "{:.1f} us per collection, {:.1f} us of it CPU",
+        "{:.1f} us per collection, {:.1f} us of it CPU (read at {} of them)",
         c.name, c.data, c.no_data, c.errors, c.skipped,
         runs ? static_cast<double>(c.total_time.count()) / 1e3 / static_cast<double>(runs) : 0.0,
-        runs ? static_cast<double>(c.total_cpu_time.count()) / 1e3 / static_cast<double>(runs)
-             : 0.0);
+        c.cpu_collections ? static_cast<double>(c.total_cpu_time.count()) / 1e3 /
+                                static_cast<double>(c.cpu_collections)
+                          : 0.0,
+        c.cpu_collections);
   }
   if (summary.health) {
     spdlog::info("health: {} drive reads, {} failed, {} timed out, {} skipped while a read hung",
