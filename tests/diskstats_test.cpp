@@ -369,6 +369,41 @@ TEST_F(DiskstatsFromFiles, AFileThatFailsOrANewTreeHandsTheTickToTheList) {
   EXPECT_DOUBLE_EQ(tick(12).at("sda"), 30.0);  // the list: the tree changed
 }
 
+// Once the list is read every tick again, what it said while the files were read is forgotten: a
+// device that goes and comes back later starts anew, not from a reading of long ago.
+TEST_F(DiskstatsFromFiles, BackToTheListTheOldListIsForgotten) {
+  const auto list = [&](uint64_t sda, uint64_t loops, bool with_loop2, uint64_t loop2) {
+    std::string text = "8 0 sda " + counters(sda) + "\n";
+    for (int n = 0; n < 7; ++n) {
+      if (n == 2 && !with_loop2) continue;
+      text += "7 " + std::to_string(n) + " loop" + std::to_string(n) + " " +
+              counters(n == 2  ? loop2
+                       : n < 2 ? loops
+                               : 0) +
+              "\n";
+    }
+    testing::writeFile(dir_.path() / "proc" / "diskstats", text);
+  };
+  list(100, 0, true, 0);
+  writeStat(counters(100));
+  collector_ = makeDiskstatsCollector(SystemRoot::under(dir_.path()));
+  tick(0);
+  writeStat(counters(110));
+  EXPECT_DOUBLE_EQ(tick(1).at("sda"), 10.0);  // the file: 1 of 8 used
+  collector_->setDeviceTree(std::make_shared<const DeviceTree>());
+  list(120, 4, true, 0);  // loop0 and loop1 used: 3 of 8, the list from now on
+  const auto second = tick(2);
+  EXPECT_DOUBLE_EQ(second.at("loop0"), 2.0);  // over the 2 s since the list at tick 0
+  list(130, 4, false, 0);
+  tick(3);
+  list(140, 4, true, 50);  // loop2 back, counting from a new start
+  const auto fourth = tick(4);
+  EXPECT_EQ(fourth.count("loop2"), 0u);
+  EXPECT_DOUBLE_EQ(fourth.at("sda"), 10.0);
+  list(150, 4, true, 60);
+  EXPECT_DOUBLE_EQ(tick(5).at("loop2"), 10.0);
+}
+
 TEST_F(DiskstatsFromFiles, AListOfMostlyUsedDevicesIsReadEveryTick) {
   testing::writeFile(dir_.path() / "proc" / "diskstats", "8 0 sda " + counters(100) +
                                                              "\n7 0 loop0 " + counters(0) +

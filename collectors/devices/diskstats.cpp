@@ -208,9 +208,16 @@ class DiskstatsCollector final : public Collector {
       return CollectResult::data();
     }
     ++ticks_from_list_;
-    last_list_ = previous_;
-    last_list_ns_ = tick.monotonic_ns;
+    listed_ = previous_.devices.size();
     watch(previous_);
+    // Kept only while the files are read: where the list is read every tick, the previous
+    // reading is it.
+    if (watched_.empty()) {
+      last_list_.devices.clear();
+    } else {
+      last_list_ = previous_;
+      last_list_ns_ = tick.monotonic_ns;
+    }
     const DiskstatsParse& parsed = previous_;
     if (parsed.devices.empty() && !parsed.skipped.empty()) {
       return CollectResult::error(describe(parsed.skipped.front()));
@@ -225,13 +232,14 @@ class DiskstatsCollector final : public Collector {
     if (ticks_from_files_ == 0) return {};
     return "diskstats: " + std::to_string(ticks_from_files_) +
            " ticks from the used devices' stat files (" + std::to_string(watched_.size()) + " of " +
-           std::to_string(last_list_.devices.size()) + " devices at the end), " +
-           std::to_string(ticks_from_list_) + " from " + file_.path().string();
+           std::to_string(listed_) + " devices at the end), " + std::to_string(ticks_from_list_) +
+           " from " + file_.path().string();
   }
 
  private:
   struct Watched {
-    size_t at;  // its index in the list that chose it
+    uint32_t major, minor;
+    std::string name;
     ProcFile file;
   };
 
@@ -276,9 +284,11 @@ class DiskstatsCollector final : public Collector {
       if (!neverUsed(list.devices[i])) used.push_back(i);
     if (used.empty() || used.size() * 4 > list.devices.size()) return;
     for (const size_t i : used) {
-      std::string name = list.devices[i].name;
-      std::replace(name.begin(), name.end(), '/', '!');  // as sysfs names cciss/c0d0
-      Watched w{i, ProcFile(class_block_ / name / "stat", ProcFile::Shape::kOneRecord)};
+      const DiskStats& d = list.devices[i];
+      std::string in_sysfs = d.name;
+      std::replace(in_sysfs.begin(), in_sysfs.end(), '/', '!');  // as sysfs names cciss/c0d0
+      Watched w{d.major, d.minor, d.name,
+                ProcFile(class_block_ / in_sysfs / "stat", ProcFile::Shape::kOneRecord)};
       std::string error;
       if (!w.file.read(buffer_, error) || !parseDeviceStat(buffer_, current_scratch_)) {
         watched_.clear();  // a file that is not there (an older kernel, a captured root)
@@ -297,12 +307,11 @@ class DiskstatsCollector final : public Collector {
     for (size_t i = 0; i < watched_.size(); ++i) {
       Watched& w = watched_[i];
       DiskStats& d = current_.devices[i];
-      const DiskStats& listed = last_list_.devices[w.at];
       std::string error;
       if (!w.file.read(buffer_, error) || !parseDeviceStat(buffer_, d)) return false;
-      d.major = listed.major;
-      d.minor = listed.minor;
-      d.name = listed.name;
+      d.major = w.major;
+      d.minor = w.minor;
+      d.name = w.name;
     }
     return true;
   }
@@ -331,7 +340,8 @@ class DiskstatsCollector final : public Collector {
   std::string buffer_;
   DiskstatsParse current_;
   DiskstatsParse previous_;
-  DiskstatsParse last_list_;  // the last reading of the whole list
+  DiskstatsParse last_list_;  // the last reading of the whole list, while files are read
+  size_t listed_ = 0;         // the devices it had
   DiskStats current_scratch_;
   std::vector<Watched> watched_;
   int64_t last_tick_ns_ = 0;
