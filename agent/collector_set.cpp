@@ -45,14 +45,13 @@ CollectorSet::CollectorSet(const std::set<std::string>& enabled,
 }
 
 void CollectorSet::collect(const collectors::Tick& tick, collectors::SampleBatch& batch) {
-  // One reading of each clock between two collectors, not two: the thread's CPU clock is a
-  // system call (no vDSO), a dozen a tick were a tenth of the tick's own work (issue 47), and it
-  // is read only at one tick in kCpuEveryTicks (the priming tick, whose reads are cold, never):
-  // each system call still cost 2-3 us of a host's (an H200 host's collector that does nothing
-  // took 3.3-3.9 us a collection), and a mean over every eighth tick says as much at the end of a
-  // recording. The bookkeeping after a collector counts to the next one's: a few microseconds at
-  // most.
-  const bool with_cpu = ticks_++ % kCpuEveryTicks == 1;
+  // One reading of each clock between two collectors, not two, and the thread's CPU clock only
+  // at one tick in kCpuEveryTicks, from the fifth on (the first ticks read cold): it is a system
+  // call (no vDSO), a dozen a tick were a tenth of the tick's own work, and seven still cost an
+  // H200 host 2-4 us each (its mounts collector, that reading and its bookkeeping, took 2.8-4.4
+  // us a collection; issue 47). The mean over every eighth tick says as much at the end of a
+  // recording. The bookkeeping after a collector counts to the next one's: a few microseconds.
+  const bool with_cpu = ticks_++ % kCpuEveryTicks == kCpuEveryTicks / 2;
   auto t0 = std::chrono::steady_clock::now();
   auto cpu0 = with_cpu ? threadCpuTime() : std::chrono::nanoseconds(0);
   for (auto& a : active_) {
