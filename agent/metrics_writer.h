@@ -252,16 +252,20 @@ class Writer final : public MetricSink {
       series_.append("\",");
     });
     series_.append("le=\"");
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i <= n_bounds; ++i) {
-      cumulative += i < n_bounds ? per_bound[i] : 0;
+    const auto bucket = [&](std::string_view le, uint64_t value) {
       put(name_);
       put(series_);
-      put(i < n_bounds ? std::string_view(les[i]) : std::string_view("+Inf"));
+      put(le);
       put("\"} ");
-      putNumber(static_cast<double>(i < n_bounds ? cumulative : count));
+      putNumber(static_cast<double>(value));
       put("\n");
+    };
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < n_bounds; ++i) {
+      cumulative += per_bound[i];
+      bucket(les[i], cumulative);
     }
+    bucket("+Inf", count);
     line("_sum", labels, sum);
     line("_count", labels, static_cast<double>(count));
   }

@@ -117,10 +117,6 @@ bool beginsAsSqlite(const fs::path& path) {
          (n == static_cast<ssize_t>(sizeof h) && std::memcmp(h, "SQLite format 3", 16) == 0);
 }
 
-}  // namespace
-
-namespace {
-
 // SQLite counts every allocation for sqlite3_memory_used() (nothing here asks) under a mutex of
 // its own: a lock and an unlock around each of the writer's mallocs, 4 % of its instructions
 // (issue 47). Said before SQLite's first use in the process; later it is refused, harmlessly.

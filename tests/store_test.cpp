@@ -133,6 +133,12 @@ TEST(Store, MigratesVersion1WithItsData) {
   EXPECT_FALSE(migrationSql(kSchemaVersion + 1));
 }
 
+// DB at VERSION by the schema's migrations, as an older build left it.
+void migrateTo(SQLite::Database& db, int version) {
+  for (int v = 1; v <= version; ++v) db.exec(migrationSql(v));
+  db.exec("PRAGMA user_version = " + std::to_string(version));
+}
+
 // Version 13 rewrote the CHECKs of the rows written every interval from IN lists (a temporary
 // b-tree built per row) to ORs: they still refuse what they refused, and a DB that had rows
 // before keeps them.
@@ -141,8 +147,7 @@ TEST(Store, TheIntervalTablesChecksStillRefuseAfterTheirRewrite) {
   const auto path = dir.path() / "v12.db";
   {
     SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    for (int v = 1; v <= 12; ++v) db.exec(migrationSql(v));
-    db.exec("PRAGMA user_version = 12");
+    migrateTo(db, 12);
     db.exec("INSERT INTO pressure_samples VALUES (1000, 1000, 'io', 0.5, 0.25)");
   }
   auto store = Store::open(path);
@@ -175,8 +180,7 @@ TEST(Store, TheCpuRowsIoWaitMayBeUnknownFromVersion14) {
   const auto path = dir.path() / "v13.db";
   {
     SQLite::Database db(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    for (int v = 1; v <= 13; ++v) db.exec(migrationSql(v));
-    db.exec("PRAGMA user_version = 13");
+    migrateTo(db, 13);
     db.exec("INSERT INTO cpu_samples VALUES (1000, 1000, 1.5, 0.25, 8)");
     EXPECT_THROW(db.exec("INSERT INTO cpu_samples VALUES (2000, 1000, 1.5, NULL, 8)"),
                  SQLite::Exception);

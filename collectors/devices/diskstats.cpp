@@ -96,7 +96,7 @@ bool carefulLine(std::string_view line, size_t line_number, uint64_t (&v)[kMaxFi
   std::string_view f[kMaxFields];
   count = splitFields(line, f);
   if (count == 0) return true;  // blank line
-  if (count != kFieldsPre418 && count != kFields418 && count != kFields55) {
+  if (!knownWidth(count)) {
     skipped.push_back(
         {line_number, "expected 14, 18 or 20 fields (kernel <4.18, 4.18+, 5.5+), found " +
                           describeWidth(count)});
@@ -290,7 +290,8 @@ class DiskstatsCollector final : public Collector {
       Watched w{d.major, d.minor, d.name,
                 ProcFile(class_block_ / in_sysfs / "stat", ProcFile::Shape::kOneRecord)};
       std::string error;
-      if (!w.file.read(buffer_, error) || !parseDeviceStat(buffer_, current_scratch_)) {
+      DiskStats readable;
+      if (!w.file.read(buffer_, error) || !parseDeviceStat(buffer_, readable)) {
         watched_.clear();  // a file that is not there (an older kernel, a captured root)
         lists_until_watch_ = kWholeListEveryTicks;
         return;
@@ -342,7 +343,6 @@ class DiskstatsCollector final : public Collector {
   DiskstatsParse previous_;
   DiskstatsParse last_list_;  // the last reading of the whole list, while files are read
   size_t listed_ = 0;         // the devices it had
-  DiskStats current_scratch_;
   std::vector<Watched> watched_;
   int64_t last_tick_ns_ = 0;
   int64_t last_list_ns_ = 0;
