@@ -18,8 +18,15 @@ the mount's root has it), so that each has an io.stat, as under a Kubernetes nod
 it costs only to wake for the scrape, render its own figures and write its intervals (the floor
 under the default collectors' reads).
 
-Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch] [--no-collectors]
-       [--cgroup-tree N] [--agent-arg ARG ...] [--collector-costs]
+--vs OTHER --rounds N compares two builds on one machine: N windows of each, alternating, each
+round's order swapped (ABBA...), each printed as a single run's, then per build the ratio's
+median, range and pooled figure (CPU summed over the rounds) and the medians of the agent and
+its threads. node_exporter's own cycle moves by up to 14 % between neighbouring windows on an
+H200 host: compare builds only this way.
+
+Usage: bench/record_vs_node_exporter.py [--seconds 60] [--stallwatch build/stallwatch]
+       [--vs OTHER [--rounds N]] [--no-collectors] [--cgroup-tree N] [--agent-arg ARG ...]
+       [--collector-costs]
 Needs Debian's prometheus-node-exporter (scripts/install-deps.sh --bench)."""
 
 import argparse
@@ -110,35 +117,16 @@ def remove_cgroup_tree(top):
     os.rmdir(top)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=int, default=60)
-    ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
-    ap.add_argument("--no-scrape", action="store_true", help="leave stallwatch's /metrics unserved")
-    ap.add_argument("--new-connections", action="store_true", help="a new connection for each scrape")
-    ap.add_argument("--no-collectors", action="store_true",
-                    help="every host collector and the health thread off: the agent's floor")
-    ap.add_argument("--agent-arg", action="append", default=[],
-                    help="one more argument for `stallwatch record` (repeatable), e.g. --no-collector.jobs")
-    ap.add_argument("--cgroup-tree", type=int, default=0, metavar="N",
-                    help="N more cgroups under the cgroup2 mount for the run (removed after)")
-    ap.add_argument("--cgroup-tree-io", action="store_true",
-                    help="hand --cgroup-tree's cgroups the io controller")
-    ap.add_argument("--collector-costs", action="store_true",
-                    help="print the agent's exit report of each collector's cost")
-    args = ap.parse_args()
+def run_once(args, binary):
+    """One window of BINARY beside node_exporter, its report printed; returns its figures."""
     exporter_bin = shutil.which("prometheus-node-exporter")
-    if not exporter_bin:
-        sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
-
-    tree = make_cgroup_tree(args.cgroup_tree, args.cgroup_tree_io) if args.cgroup_tree else None
     tmp = tempfile.mkdtemp(prefix="stallwatch-bench-")
     exporter = subprocess.Popen(
         [exporter_bin, "--collector.disable-defaults", "--collector.diskstats", "--collector.pressure",
          f"--web.listen-address=127.0.0.1:{PORT}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     recorder = subprocess.Popen(
-        [args.stallwatch, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
+        [binary, "record", "--db", os.path.join(tmp, "sw.db"), "--interval", "1s",
          "--no-collector.gpu", "--log-level", "info" if args.collector_costs else "warn"]
         + args.agent_arg
         + ([] if args.no_scrape else ["--listen", f"127.0.0.1:{STALLWATCH_PORT}"])
@@ -146,6 +134,7 @@ def main():
            + ["--health-interval", "0s"] if args.no_collectors else []),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     scrape_ms = []
+    page_bytes = 0
     try:
         time.sleep(2)  # both started and warmed up
         start = {p.pid: cpu_seconds(p.pid) for p in (exporter, recorder)}
@@ -179,10 +168,8 @@ def main():
         _, err = recorder.communicate(timeout=10)
         exporter.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
-        if tree:
-            remove_cgroup_tree(tree)
     if recorder.returncode != 0:
-        sys.exit(f"stallwatch exited {recorder.returncode}: {err}")
+        raise SystemExit(f"stallwatch exited {recorder.returncode}: {err}")
 
     print(f"window: {args.seconds} s, 1 s interval / 1 scrape per second of each, on {os.uname().release}, "
           f"{os.cpu_count()} CPUs, " + ("a new connection a scrape" if args.new_connections else "connections kept") +
@@ -195,7 +182,9 @@ def main():
     for name, p in (("stallwatch record", recorder), ("node_exporter (2 collectors)", exporter)):
         cpu = end[p.pid] - start[p.pid]
         print(f"{name:28}{cpu:>8.3f}{cpu / args.seconds * 1e6:>13.0f} us{rss[p.pid]:>8.1f} MB")
-    ratio = (end[exporter.pid] - start[exporter.pid]) / max(1e-9, end[recorder.pid] - start[recorder.pid])
+    agent_cpu = end[recorder.pid] - start[recorder.pid]
+    exporter_cpu = end[exporter.pid] - start[exporter.pid]
+    ratio = exporter_cpu / max(1e-9, agent_cpu)
     print(f"stallwatch / node_exporter CPU: {1 / ratio:.2f}x; node_exporter / stallwatch: {ratio:.1f}x; "
           f"node_exporter's scrape round trip median "
           f"{statistics.median(scrape_ms):.2f} ms")
@@ -205,10 +194,74 @@ def main():
             if "] collector " in line or "] cpu: " in line or "recorded " in line or line.startswith("PROBE"):
                 print("  " + line.split("] ", 2)[-1])
     print("stallwatch per thread, same window:")
+    threads = {}
     for tid, (comm, secs) in sorted(recorder_threads.items()):
         before = recorder_threads_start.get(tid, (comm, 0.0))[1]
         print(f"  {comm:16} {(secs - before) * 1e3:8.2f} ms = {(secs - before) / args.seconds * 1e6:6.0f} us per cycle")
+        role = "main" if tid == str(recorder.pid) else comm  # the main thread is named after the binary
+        threads[role] = threads.get(role, 0.0) + (secs - before) / args.seconds * 1e6
+    return {"agent_us": agent_cpu / args.seconds * 1e6, "exporter_us": exporter_cpu / args.seconds * 1e6,
+            "threads_us": threads}
 
+
+def summarize(runs, binaries):
+    """Per binary over its runs: the ratio's median, range and pooled figure (the agent's CPU
+    summed over node_exporter's), and the median of the whole agent and of each thread."""
+    print(f"== {len(runs[binaries[0]])} runs each, each round's order swapped; us of CPU a cycle, medians")
+    for b in binaries:
+        rs = runs[b]
+        ratios = [r["agent_us"] / r["exporter_us"] for r in rs]
+        pooled = sum(r["agent_us"] for r in rs) / sum(r["exporter_us"] for r in rs)
+        comms = sorted({c for r in rs for c in r["threads_us"]})
+        medians = {c: statistics.median(r["threads_us"].get(c, 0.0) for r in rs) for c in comms}
+        per_thread = ", ".join(f"{c} {m:.0f}" for c, m in medians.items() if m >= 0.5)  # idle ones left out
+        print(f"{b}: ratio median {statistics.median(ratios):.3f}x (pooled {pooled:.3f}x, "
+              f"{min(ratios):.3f}-{max(ratios):.3f}); agent {statistics.median(r['agent_us'] for r in rs):.0f}, "
+              f"node_exporter {statistics.median(r['exporter_us'] for r in rs):.0f}; {per_thread}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--stallwatch", default=os.path.join(os.path.dirname(__file__), "..", "build", "stallwatch"))
+    ap.add_argument("--vs", metavar="OTHER", help="a second stallwatch binary, run alternately with --stallwatch")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="windows of each binary, each round's order swapped (default 1)")
+    ap.add_argument("--no-scrape", action="store_true", help="leave stallwatch's /metrics unserved")
+    ap.add_argument("--new-connections", action="store_true", help="a new connection for each scrape")
+    ap.add_argument("--no-collectors", action="store_true",
+                    help="every host collector and the health thread off: the agent's floor")
+    ap.add_argument("--agent-arg", action="append", default=[],
+                    help="one more argument for `stallwatch record` (repeatable), e.g. --no-collector.jobs")
+    ap.add_argument("--cgroup-tree", type=int, default=0, metavar="N",
+                    help="N more cgroups under the cgroup2 mount for the run (removed after)")
+    ap.add_argument("--cgroup-tree-io", action="store_true",
+                    help="hand --cgroup-tree's cgroups the io controller")
+    ap.add_argument("--collector-costs", action="store_true",
+                    help="print the agent's exit report of each collector's cost")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.seconds < 1:
+        ap.error("--rounds and --seconds must be at least 1")
+    if not shutil.which("prometheus-node-exporter"):
+        sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
+    binaries = [args.stallwatch] + ([args.vs] if args.vs else [])
+    for b in binaries:
+        if not os.access(b, os.X_OK):
+            sys.exit(f"{b}: not an executable file")
+
+    tree = make_cgroup_tree(args.cgroup_tree, args.cgroup_tree_io) if args.cgroup_tree else None
+    runs = {b: [] for b in binaries}
+    try:
+        for r in range(args.rounds):
+            for b in (binaries if r % 2 == 0 else binaries[::-1]):
+                if len(binaries) > 1 or args.rounds > 1:
+                    print(f"== {b} (round {r + 1} of {args.rounds})", flush=True)
+                runs[b].append(run_once(args, b))
+    finally:
+        if tree:
+            remove_cgroup_tree(tree)
+    if len(binaries) > 1 or args.rounds > 1:
+        summarize(runs, binaries)
 
 if __name__ == "__main__":
     main()
