@@ -9,6 +9,7 @@
 #include <map>
 
 #include "collectors/jobs/job_cgroup.h"
+#include "correlator/checkpoint.h"
 #include "correlator/evidence.h"
 #include "correlator/read_tail.h"
 #include "correlator/straggler.h"
@@ -132,11 +133,6 @@ void attributeIncident(const JobSeries& s, const std::vector<bool>& stalled,
 
 namespace {
 
-// A checkpoint's peak: at least this many bytes per second in one interval, and a burst that
-// writes at least this many bytes counts even without a writeback wait seen.
-constexpr double kCheckpointPeakFloor = 100e6;
-constexpr double kCheckpointBytes = 1e9;
-
 // The part of a job's cgroup limits about KIND ("io.max", "cpu.max"), or KIND alone.
 std::string limitText(const std::string& limits, const std::string& kind) {
   size_t at = 0;
@@ -146,58 +142,6 @@ std::string limitText(const std::string& limits, const std::string& kind) {
     at = end + 2;
   }
   return kind;
-}
-
-// Two devices wrote alike over a checkpoint when the lesser wrote at least this share of the
-// greater (a loop device and the disk under it: the same bytes, flushed in bursts).
-constexpr double kAlikeShare = 0.75;
-
-// Devices stacked on others: their writes reach a disk below.
-bool stacked(const std::string& name) {
-  for (const char* prefix : {"loop", "dm-", "md", "nbd", "rbd", "drbd", "/"}) {
-    if (name.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-// The device a checkpoint went to: the one that wrote the most over the burst and the stall
-// (a checkpoint may go to a disk the job never reads). A stacked device (a loop, dm or md
-// device, a mount) carries its writes down to the disk below, which then writes as much: where
-// they wrote alike, the stacked one is named, the other as its physical disk. Recordings
-// without device write figures: the job's device whose writes took longest.
-std::pair<const DeviceSeries*, const DeviceSeries*> checkpointTarget(
-    const JobSeries& s, const std::vector<size_t>& around) {
-  const DeviceSeries* target = nullptr;
-  const DeviceSeries* below = nullptr;
-  auto bytesWritten = [&](const DeviceSeries& d) {
-    double sum = 0;
-    for (size_t i : around) sum += at(d.write_bytes_per_s, i).value_or(0.0);
-    return sum;
-  };
-  double most = 0;
-  for (const DeviceSeries& d : s.devices) most = std::max(most, bytesWritten(d));
-  if (most > 0) {
-    for (const DeviceSeries& d : s.devices) {
-      if (bytesWritten(d) < kAlikeShare * most) continue;
-      if (!target || (stacked(d.name) && !stacked(target->name))) {
-        if (target && !stacked(target->name)) below = target;
-        target = &d;
-      } else if (!stacked(d.name) && !below) {
-        below = &d;
-      }
-    }
-    return {target, below == target ? nullptr : below};
-  }
-  double slowest = -1;
-  for (const DeviceSeries& d : s.devices) {
-    if (!d.job_reads || !d.direct()) continue;
-    const auto w = evidence::medianOver(around, [&](size_t i) { return at(d.w_await_ms, i); });
-    if (w && *w > slowest) {
-      slowest = *w;
-      target = &d;
-    }
-  }
-  return {target, nullptr};
 }
 
 // A neighbour's use of the device named is evidence when it is at least this many bytes/s
@@ -346,109 +290,6 @@ void nameDStateWait(const JobSeries& s, const Incident& inc, EvidenceItem& dstat
   }
 }
 
-// A checkpoint's device (the one the job wrote in AROUND), named on INC with what slowed it: the
-// device's latency against its own before (TARGET_LATENCY), a write limit in LIMITS.
-void nameCheckpoint(const JobSeries& s, const DetectorConfig& cfg, const std::vector<size_t>& base,
-                    const std::vector<size_t>& around, const std::string& limits,
-                    const std::optional<Check>& target_latency, Incident& inc) {
-  const auto chosen = checkpointTarget(s, around);
-  const DeviceSeries* target = chosen.first;
-  const DeviceSeries* below = chosen.second;
-  if (target) {
-    inc.device = target->name;
-    if (below) inc.physical_device = below->name;
-    Check device_writes = compare(
-        {Metric::kWriteBytesPerS, Scope::kDevice, target->name, ""}, base, inc.first, inc.last,
-        [&](size_t i) { return at(target->write_bytes_per_s, i); }, true, cfg.write_ratio,
-        cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
-    // Its device slowed it: the device's latency against its own before, said either way.
-    if (target_latency) {
-      const EvidenceItem& latency = target_latency->item;
-      EvidenceItem slowed = model::evidenceItem(
-          {Metric::kCheckpointSlowedByAwaitMs, Scope::kDevice, target->name, ""}, latency.baseline,
-          latency.during, latency.supports);
-      slowed.signal = "checkpoint_slowed_by await_ms " + target->name;  // as reports have said it
-      inc.evidence.push_back(std::move(slowed));
-    }
-    // A write limit on the job's cgroup for that device held the checkpoint back: named.
-    const std::string io_limits = limitText(limits, "io.max");
-    const size_t wbps = io_limits.find("wbps=");
-    if (io_limits.find("(" + target->name + ")") != std::string::npos &&
-        wbps != std::string::npos) {
-      model::addNote(device_writes.item, "under " + io_limits);
-      // Held by the limit: a throttled write waits before it reaches the device, so the
-      // device's own latency does not show it; its writes sitting at the limit do.
-      const double limit_bytes = std::strtod(io_limits.c_str() + wbps + 5, nullptr) * (1 << 20);
-      if (limit_bytes > 0) {
-        EvidenceItem held = model::evidenceItem(
-            {Metric::kCheckpointHeldByWriteLimit, Scope::kDevice, target->name, io_limits},
-            limit_bytes, device_writes.item.during,
-            device_writes.item.during >= kAtLimitShare * limit_bytes);
-        held.signal = "checkpoint_held_by " + io_limits;  // as reports have said it
-        inc.evidence.push_back(std::move(held));
-      }
-    }
-    inc.evidence.push_back(device_writes.item);
-  }
-}
-
-// 1. The job's own write burst (a checkpoint). A checkpoint writes its bytes in an interval or
-// two at full speed, then waits for writeback (a sync) with little written: its median misses
-// it, its peak does not. Its evidence added to INC.
-struct WriteBurst {
-  Check writes;
-  bool checkpoint = false;
-  std::vector<size_t> during, around;  // the incident's intervals; and the one before it too
-};
-
-WriteBurst judgeWrites(const JobSeries& s, const DetectorConfig& cfg,
-                       const std::vector<size_t>& base, Incident& inc) {
-  auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
-  WriteBurst w;
-  Check& writes = w.writes;
-  writes = compare(
-      {Metric::kJobWriteBytesPerS, Scope::kJob, "", ""}, base, inc.first, inc.last,
-      [&](size_t i) { return at(s.write_bytes_per_s, i); }, true, cfg.write_ratio,
-      cfg.write_floor_bytes_per_s, cfg.write_floor_bytes_per_s);
-  add(writes);
-  // The incident's intervals, and the same from the one before it: a checkpoint's burst often
-  // lands as the GPUs go idle.
-  for (size_t i = inc.first > 0 ? inc.first - 1 : 0; i <= inc.last; ++i) {
-    w.around.push_back(i);
-    if (i >= inc.first) w.during.push_back(i);
-  }
-  Check burst = writes;
-  burst.item = model::evidenceItem({Metric::kJobWriteBytesPerS, Scope::kJob, "", "peak"},
-                                   burst.item.baseline, burst.item.during, burst.item.supports);
-  burst.item.during = 0;
-  double written = 0;
-  for (size_t i : w.around) {
-    const double bytes = at(s.write_bytes_per_s, i).value_or(0.0);
-    burst.item.during = std::max(burst.item.during, bytes);
-    written += bytes * (i < s.interval_s.size() ? s.interval_s[i] : 1.0);
-  }
-  burst.item.supports =
-      burst.item.during >=
-      std::max(cfg.write_ratio * std::max(writes.item.baseline, cfg.write_floor_bytes_per_s),
-               kCheckpointPeakFloor);
-  // Threads waiting for writeback or a journal commit: a sync after the write.
-  size_t flushing = 0, blocked = 0;
-  for (size_t i = inc.first; i <= inc.last && i < s.d_state_wchan.size(); ++i) {
-    if (at(s.d_state_threads, i).value_or(0) < 1) continue;
-    ++blocked;
-    const std::string subsystem = waitSubsystem(s.d_state_wchan[i]);
-    if (subsystem == "writeback" || subsystem == "journal") ++flushing;
-  }
-  const bool waits_for_writeback = flushing > 0 && 2 * flushing >= blocked;
-  w.checkpoint = writes.item.supports ||
-                 (burst.item.supports && (waits_for_writeback || written >= kCheckpointBytes));
-  if (burst.item.supports || waits_for_writeback) {
-    if (waits_for_writeback) model::addNote(burst.item, "(then waiting for writeback)");
-    add(burst);
-  }
-  return w;
-}
-
 // The limits on the job's cgroup, named where the job ran into them: its reads at its io.max
 // limit (80 % of it or more), its CPU quota throttling it a larger share of the time than before.
 struct LimitEvidence {
@@ -507,6 +348,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
                     Incident& inc) {
   auto add = [&](const Check& c) { inc.evidence.push_back(c.item); };
 
+  // 1. The job's own write burst (a checkpoint: correlator/checkpoint.h).
   const WriteBurst written = judgeWrites(s, cfg, base, inc);
   const Check& writes = written.writes;
   const bool checkpoint = written.checkpoint;
@@ -564,7 +406,7 @@ void attributeCause(const JobSeries& s, const DetectorConfig& cfg, const std::ve
   if (checkpoint) {
     inc.cls = StallClass::kCheckpoint;
     inc.confidence = writes.item.supports ? confidence(writes.share_of_intervals) : 0.75;
-    nameCheckpoint(s, cfg, base, around, limits, devices.target_latency, inc);
+    nameCheckpoint(s, cfg, base, around, limitText(limits, "io.max"), devices.target_latency, inc);
     return;
   }
   // A limit on the job's own cgroup that it ran into explains a device that looks slow above
