@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "correlator/evidence.h"
 #include "correlator/stall_detector.h"
 
 namespace stallwatch::correlator {
@@ -12,9 +13,8 @@ namespace stallwatch::correlator {
 inline constexpr model::EvidenceMetric kAtIoLimitMetric =
     model::EvidenceMetric::kJobCgroupReadBytesPerS;
 
-// A job reading at this share of its cgroup's io.max limit or more is held by the limit (the
-// incident rule, the standing verdict and the standing spans alike).
-inline constexpr double kAtLimitShare = 0.8;
+// The share of a limit at which a job is held by it (correlator/evidence.h).
+using evidence::kAtLimitShare;
 // Fewer healthy intervals than this before an incident leave nothing to call it worse than.
 inline constexpr size_t kMinBaselineForAttribution = 5;
 

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "correlator/attribution.h"
 #include "correlator/wait_channel.h"
 
 namespace stallwatch::correlator {
@@ -14,6 +13,7 @@ namespace {
 using evidence::at;
 using evidence::Check;
 using evidence::compare;
+using evidence::kAtLimitShare;
 using Metric = model::EvidenceMetric;
 using Scope = model::EvidenceScope;
 

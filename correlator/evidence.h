@@ -19,6 +19,10 @@ using model::Series;
 
 using model::at;
 
+// A job reading (or writing) at this share of its cgroup's io.max limit or more is held by the
+// limit (the incident rule, a checkpoint's writes, the standing verdict and its spans alike).
+inline constexpr double kAtLimitShare = 0.8;
+
 inline std::optional<double> median(std::vector<double> v) {
   if (v.empty()) return std::nullopt;
   const size_t mid = v.size() / 2;
