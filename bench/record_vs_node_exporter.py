@@ -117,9 +117,9 @@ def remove_cgroup_tree(top):
     os.rmdir(top)
 
 
-def run_once(args, binary):
-    """One window of BINARY beside node_exporter, its report printed; returns its figures."""
-    exporter_bin = shutil.which("prometheus-node-exporter")
+def run_once(args, binary, exporter_bin):
+    """One window of BINARY beside node_exporter (EXPORTER_BIN), its report printed; returns its
+    figures."""
     tmp = tempfile.mkdtemp(prefix="stallwatch-bench-")
     exporter = subprocess.Popen(
         [exporter_bin, "--collector.disable-defaults", "--collector.diskstats", "--collector.pressure",
@@ -242,7 +242,8 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1 or args.seconds < 1:
         ap.error("--rounds and --seconds must be at least 1")
-    if not shutil.which("prometheus-node-exporter"):
+    exporter_bin = shutil.which("prometheus-node-exporter")
+    if not exporter_bin:
         sys.exit("prometheus-node-exporter is not installed: run scripts/install-deps.sh --bench")
     binaries = [args.stallwatch] + ([args.vs] if args.vs else [])
     for b in binaries:
@@ -256,7 +257,7 @@ def main():
             for b in (binaries if r % 2 == 0 else binaries[::-1]):
                 if len(binaries) > 1 or args.rounds > 1:
                     print(f"== {b} (round {r + 1} of {args.rounds})", flush=True)
-                runs[b].append(run_once(args, b))
+                runs[b].append(run_once(args, b, exporter_bin))
     finally:
         if tree:
             remove_cgroup_tree(tree)

@@ -3,9 +3,6 @@
 #include "correlator/attribution.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 
 #include "collectors/jobs/job_cgroup.h"

@@ -4,8 +4,6 @@
 
 #include <cmath>
 
-#include "health/reading_json.h"
-#include "storage/incident_store.h"
 #include "storage/schema_sql.h"
 #include "storage/sql_row.h"
 
